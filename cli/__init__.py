@@ -1,0 +1,1 @@
+"""The ``sandbox`` command line: a thin typer layer over the ``sandbox`` library."""

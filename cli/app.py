@@ -1,0 +1,33 @@
+"""The typer application and the options every command shares."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from sandbox.snapshot.store import STORE_ENV, DirectoryStore, open_store
+
+app = typer.Typer(
+    name="sandbox",
+    help="Capture a bad LLM-agent run with its tool-side state, and replay it in frozen "
+    "containers until the failure shows again.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar=STORE_ENV,
+        help="Snapshot store folder (default ./snapshots).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+
+
+def store_from(location: str | None) -> DirectoryStore:
+    return open_store(location)

@@ -1,0 +1,42 @@
+"""Entry point of the ``sandbox`` command: every project error becomes one line and exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from cli import commands  # noqa: F401  (registers the commands on the app)
+from cli.app import app
+from sandbox.errors import SandboxError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 ok, 1 failure reproduced or check failed,
+    2 error)."""
+    try:
+        result = app(args=argv, prog_name="sandbox", standalone_mode=False)
+    except SandboxError as exc:
+        print(f"sandbox: error: {exc}", file=sys.stderr)
+        return 2
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print("sandbox: aborted", file=sys.stderr)
+        return 130
+    except typer.TyperException as exc:
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"sandbox: error: {exc.format_message()}", file=sys.stderr)
+        return int(exc.exit_code)
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

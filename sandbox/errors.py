@@ -1,0 +1,104 @@
+"""Every error the project raises on purpose. The CLI turns each into one line and exit code 2.
+
+A traceback from the CLI means a bug; a :class:`SandboxError` means the input or the machine
+was not as needed, and its message says what to do.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Root of every error raised on purpose by sandbox-replayer."""
+
+
+# --- snapshot format and store -------------------------------------------------------------
+
+
+class SnapshotError(SandboxError, ValueError):
+    """A snapshot (manifest, event log, blob) is malformed or inconsistent."""
+
+
+class SchemaVersionError(SnapshotError):
+    """A manifest, event or bundle carries a schema version this build cannot read."""
+
+    def __init__(self, found: object, supported: int, what: str = "snapshot") -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{what} has schema version {found}, this sandbox-replayer reads version "
+            f"{supported}: upgrade sandbox-replayer (pip install -U sandbox-replayer)"
+            if isinstance(found, int) and found > supported
+            else f"{what} has schema version {found!r}, this sandbox-replayer reads version "
+            f"{supported}"
+        )
+
+
+class IntegrityError(SnapshotError):
+    """A stored hash does not match the content: the file was corrupted or tampered with."""
+
+
+class StoreError(SandboxError):
+    """The snapshot store cannot do what was asked."""
+
+
+class UnknownRunError(StoreError, KeyError):
+    """No run with this id is in the store."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown run"
+
+
+class UnsafePathError(StoreError):
+    """A run id, blob key or bundle member would escape the store."""
+
+
+class BundleError(SnapshotError):
+    """A bundle file cannot be read or is refused as unsafe."""
+
+
+# --- capture -------------------------------------------------------------------------------
+
+
+class CaptureError(SandboxError):
+    """The capture agent cannot record as asked."""
+
+
+# --- environment services and containers ---------------------------------------------------
+
+
+class ServiceError(SandboxError):
+    """A service kind cannot capture, restore or hash its state."""
+
+
+class UnknownNameError(SandboxError, LookupError):
+    """A name (service kind, policy, matcher, store backend) is not registered."""
+
+    def __init__(self, what: str, name: str, valid: list[str]) -> None:
+        super().__init__(f"unknown {what} {name!r}; valid: {', '.join(sorted(valid))}")
+
+
+class DockerUnavailableError(SandboxError):
+    """The Docker engine does not answer."""
+
+
+class ImageMissingError(SandboxError):
+    """A needed image is not built locally."""
+
+
+class ServiceNotReadyError(SandboxError):
+    """A service container never became ready; the message carries its last log lines."""
+
+
+class PortInUseError(SandboxError):
+    """A port asked for on the host is already taken."""
+
+
+# --- replay --------------------------------------------------------------------------------
+
+
+class ReplayError(SandboxError):
+    """The replay cannot proceed."""
+
+
+class ReplayMismatchError(ReplayError):
+    """A request made during replay has no match in the recording."""

@@ -1,0 +1,76 @@
+"""The service-kind extension point: capture, restore and hash one kind of tool-side state.
+
+A service kind works on an *endpoint*: a URL for a server (``postgresql://user@host:port/db``,
+``redis://host:port/0``) or a filesystem path (a SQLite file, a workspace folder). It never
+starts containers itself; ``sandbox.containers`` starts them and hands endpoints over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from pydantic import JsonValue
+
+from sandbox.errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class CapturedState:
+    """One capture of a service: the dump bytes (stored as a blob), a hash of the logical
+    state, the server version when there is one, and kind-specific metadata."""
+
+    data: bytes
+    state_hash: str
+    version: str | None = None
+    media_type: str = "application/octet-stream"
+    meta: dict[str, JsonValue] = field(default_factory=dict)
+
+
+class ServiceKind(Protocol):
+    """What every service kind offers. Implementations register with :func:`register`."""
+
+    name: ClassVar[str]
+
+    def capture(self, endpoint: str) -> CapturedState:
+        """Dump the whole state behind ``endpoint``."""
+        ...
+
+    def restore(self, endpoint: str, data: bytes) -> None:
+        """Replace the state behind ``endpoint`` with a dump made by :meth:`capture`."""
+        ...
+
+    def state_hash(self, endpoint: str) -> str:
+        """A hash of the logical state: equal states give equal hashes, whatever the dump."""
+        ...
+
+    def mark_restore_point(self, endpoint: str) -> None:
+        """Remember the current state so that :meth:`reset` can return to it quickly."""
+        ...
+
+    def reset(self, endpoint: str) -> None:
+        """Return to the state saved by :meth:`mark_restore_point`, without a restart."""
+        ...
+
+
+_KINDS: dict[str, ServiceKind] = {}
+
+
+def register(kind: ServiceKind) -> ServiceKind:
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_kind(name: str) -> ServiceKind:
+    import sandbox.services  # noqa: F401  (registers the built-in kinds)
+
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise UnknownNameError("service kind", name, list(_KINDS)) from None
+
+
+def kind_names() -> list[str]:
+    import sandbox.services  # noqa: F401
+
+    return sorted(_KINDS)

@@ -1,0 +1,20 @@
+"""Content addressing: SHA-256 of bytes and of canonical JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(value: Any) -> bytes:
+    """JSON with sorted keys and no spaces: equal values give equal bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def fingerprint(value: Any) -> str:
+    return sha256_bytes(canonical_json(value))

@@ -1,0 +1,136 @@
+"""The manifest: what a run was, where it ran, and what its environment looked like."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, JsonValue
+
+from sandbox.snapshot.events import BlobRef, ErrorInfo, Strict
+
+SCHEMA_VERSION = 1
+"""Version of the manifest, event and bundle formats this build writes and reads."""
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+class Entrypoint(Strict):
+    """What ran: a command line, or a ``module:function`` called in-process."""
+
+    kind: Literal["command", "callable"]
+    command: list[str] = []
+    target: str | None = None
+    cwd: str | None = None
+
+
+class CodeVersion(Strict):
+    commit: str | None = None
+    dirty: bool = False
+    diff: BlobRef | None = None
+
+
+class Runtime(Strict):
+    python: str
+    platform: str
+    packages: dict[str, str] = {}
+
+
+class ModelInfo(Strict):
+    provider: str
+    model: str
+    params: dict[str, JsonValue] = {}
+
+
+class Clock(Strict):
+    start: datetime
+    """Wall time when the run started (timezone-aware)."""
+    timezone: str = "UTC"
+
+
+class Binding(Strict):
+    """How the agent finds a service: an environment variable or a path."""
+
+    env: str | None = None
+    value: str | None = None
+    """The value seen at capture (redacted where it carried a secret)."""
+
+
+class ServiceState(Strict):
+    name: str
+    kind: str
+    binding: Binding = Binding()
+    version: str | None = None
+    image: str | None = None
+    before: BlobRef | None = None
+    """State at the restore point (before the run)."""
+    after: BlobRef | None = None
+    """End state (after the run), compared against on replay."""
+    hash_before: str | None = None
+    hash_after: str | None = None
+    meta: dict[str, JsonValue] = {}
+
+
+class ExceptionPredicate(Strict):
+    """The failure is an exception of this type (and message) ending the run."""
+
+    kind: Literal["exception"] = "exception"
+    type: str
+    message_contains: str | None = None
+
+
+class SQLInvariant(Strict):
+    """The failure is present when this query returns at least one row."""
+
+    kind: Literal["sql"] = "sql"
+    service: str
+    query: str
+
+
+class ResultPredicate(Strict):
+    """The failure is present when the final result at ``path`` compares true to ``value``."""
+
+    kind: Literal["result"] = "result"
+    path: str = ""
+    op: Literal["eq", "ne", "contains", "not_contains", "gt", "lt"] = "eq"
+    value: JsonValue = None
+
+
+Predicate = Annotated[
+    ExceptionPredicate | SQLInvariant | ResultPredicate, Field(discriminator="kind")
+]
+
+
+class Failure(Strict):
+    observed: bool = True
+    reason: str = ""
+    predicate: Predicate | None = None
+    error: ErrorInfo | None = None
+
+
+class Manifest(Strict):
+    schema_version: int = SCHEMA_VERSION
+    run_id: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
+    name: str = ""
+    created: datetime
+    status: Literal["running", "complete"] = "running"
+    """``running`` until the capture finishes; a run left ``running`` by a dead process is
+    incomplete."""
+    pid: int | None = None
+    host: str | None = None
+    entrypoint: Entrypoint | None = None
+    code: CodeVersion = CodeVersion()
+    runtime: Runtime | None = None
+    env: dict[str, str] = {}
+    models: list[ModelInfo] = []
+    clock: Clock | None = None
+    seeds: dict[str, int] = {}
+    services: list[ServiceState] = []
+    failure: Failure | None = None
+    exit_code: int | None = None
+    replay_of: str | None = None
+    labels: dict[str, str] = {}
+
+
+def manifest_json_schema() -> dict[str, Any]:
+    return Manifest.model_json_schema()

@@ -1,0 +1,355 @@
+"""Snapshot stores: where runs and blobs live.
+
+:class:`Store` is the small interface every backend implements; :class:`DirectoryStore` keeps
+runs as folders and blobs by SHA-256 in one shared area::
+
+    ROOT/runs/<run_id>/manifest.json
+    ROOT/runs/<run_id>/events.jsonl
+    ROOT/blobs/sha256/<ab>/<sha256>
+
+Every write is atomic (a temporary file or folder, then a rename), so a reader never sees a
+half-written file and a run folder appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Protocol, runtime_checkable
+
+from pydantic import ValidationError
+
+from sandbox.errors import (
+    IntegrityError,
+    SchemaVersionError,
+    SnapshotError,
+    StoreError,
+    UnknownNameError,
+    UnknownRunError,
+    UnsafePathError,
+)
+from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
+from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
+from sandbox.snapshot.snapshot import Snapshot
+
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+DEFAULT_STORE = "snapshots"
+STORE_ENV = "SANDBOX_STORE"
+
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+_SHA = re.compile(SHA256_PATTERN)
+
+
+def check_run_id(run_id: str) -> str:
+    if not _RUN_ID.match(run_id) or run_id in {".", ".."}:
+        raise UnsafePathError(f"invalid run id {run_id!r}: use letters, digits, '.', '_', '-'")
+    return run_id
+
+
+def check_blob_key(key: str) -> str:
+    if not _SHA.match(key):
+        raise UnsafePathError(f"invalid blob key {key!r}: expected a lowercase SHA-256")
+    return key
+
+
+def parse_manifest(data: bytes | str, source: str = MANIFEST) -> Manifest:
+    """Validate a manifest, turning an unknown schema version into a clear error first."""
+    import json
+
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise SnapshotError(f"{source}: expected a JSON object")
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(version, SCHEMA_VERSION, source)
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        raise SnapshotError(f"{source}: {_first_error(exc)}") from None
+
+
+def parse_event(line: bytes | str, source: str) -> Event:
+    try:
+        return EVENT_ADAPTER.validate_json(line)
+    except ValidationError as exc:
+        raise SnapshotError(f"{source}: {_first_error(exc)}") from None
+
+
+def parse_events(
+    data: bytes, source: str = EVENTS, *, allow_torn_tail: bool = False
+) -> list[Event]:
+    """Parse ``events.jsonl``; with ``allow_torn_tail`` a last line cut by a crash is dropped."""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # after the final newline: empty when the log is whole
+    if tail and not allow_torn_tail:
+        lines.append(tail)
+    events = [parse_event(line, f"{source} line {i}") for i, line in enumerate(lines, 1) if line]
+    for expected, event in enumerate(events):
+        if event.seq != expected:
+            raise SnapshotError(
+                f"{source}: event {expected + 1} has seq {event.seq}, expected {expected}"
+            )
+    return events
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "value"
+    return f"{where}: {err['msg']} ({exc.error_count()} error(s))"
+
+
+def dump_event(event: Event) -> bytes:
+    """One line of ``events.jsonl``: the kind first, then the fields that differ from their
+    defaults."""
+    body = event.model_dump(mode="json", exclude_defaults=True)
+    return canonical_json({"kind": event.kind, **body}) + b"\n"
+
+
+def dump_manifest(manifest: Manifest) -> bytes:
+    return manifest.model_dump_json(indent=2).encode() + b"\n"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What every snapshot store backend offers."""
+
+    def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None: ...
+    def load(self, run_id: str) -> Snapshot: ...
+    def load_manifest(self, run_id: str) -> Manifest: ...
+    def list(self) -> list[Manifest]: ...
+    def delete(self, run_id: str) -> None: ...
+    def exists(self, run_id: str) -> bool: ...
+    def put_blob(self, data: bytes, media_type: str = ...) -> BlobRef: ...
+    def get_blob(self, key: str) -> bytes: ...
+    def has_blob(self, key: str) -> bool: ...
+    def begin(self, manifest: Manifest) -> RunWriter: ...
+
+
+class RunWriter:
+    """Appends events to a run as they happen; each line is flushed before ``append`` returns,
+    so a killed process leaves every event up to the kill."""
+
+    def __init__(self, folder: Path, manifest: Manifest) -> None:
+        self.folder = folder
+        self.manifest = manifest
+        self._file: IO[bytes] = open(folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
+
+    def append(self, event: Event) -> None:
+        self._file.write(dump_event(event))
+
+    def append_raw(self, line: bytes) -> None:
+        """Append an already-serialized event line (ending in a newline)."""
+        self._file.write(line)
+
+    def update_manifest(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        atomic_write(self.folder / MANIFEST, dump_manifest(manifest))
+
+    def close(self) -> None:
+        if not self._file.closed:
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DirectoryStore:
+    """A store in a local folder (the default backend)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).absolute()
+
+    def __repr__(self) -> str:
+        return f"DirectoryStore({str(self.root)!r})"
+
+    # --- paths ---------------------------------------------------------------------------
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.root / "blobs" / "sha256"
+
+    def _tmp_dir(self) -> Path:
+        path = self.root / ".tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs_dir / check_run_id(run_id)
+
+    def blob_path(self, key: str) -> Path:
+        check_blob_key(key)
+        return self.blobs_dir / key[:2] / key
+
+    # --- blobs ---------------------------------------------------------------------------
+
+    def put_blob(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
+        key = sha256_bytes(data)
+        path = self.blob_path(key)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, data)
+        return BlobRef(sha256=key, size=len(data), media_type=media_type)
+
+    def get_blob(self, key: str) -> bytes:
+        path = self.blob_path(key)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(f"blob {key} is not in the store {self.root}") from None
+
+    def get_verified_blob(self, key: str) -> bytes:
+        data = self.get_blob(key)
+        if sha256_bytes(data) != key:
+            raise IntegrityError(f"blob {key}: content does not match its SHA-256")
+        return data
+
+    def has_blob(self, key: str) -> bool:
+        return self.blob_path(key).is_file()
+
+    def iter_blobs(self) -> Iterator[str]:
+        if self.blobs_dir.is_dir():
+            for path in sorted(self.blobs_dir.glob("??/*")):
+                if _SHA.match(path.name):
+                    yield path.name
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def exists(self, run_id: str) -> bool:
+        return (self.run_dir(run_id) / MANIFEST).is_file()
+
+    def _require(self, run_id: str) -> Path:
+        folder = self.run_dir(run_id)
+        if not (folder / MANIFEST).is_file():
+            known = [m.run_id for m in self.list()]
+            near = [k for k in known if run_id in k or k in run_id][:5]
+            hint = f"; did you mean {', '.join(near)}?" if near else ""
+            raise UnknownRunError(f"no run {run_id!r} in store {self.root}{hint}")
+        return folder
+
+    def load_manifest(self, run_id: str) -> Manifest:
+        folder = self._require(run_id)
+        return parse_manifest((folder / MANIFEST).read_bytes(), f"{run_id}/{MANIFEST}")
+
+    def read_events_bytes(self, run_id: str) -> bytes:
+        path = self._require(run_id) / EVENTS
+        return path.read_bytes() if path.exists() else b""
+
+    def load_events(self, run_id: str) -> list[Event]:
+        manifest = self.load_manifest(run_id)
+        return parse_events(
+            self.read_events_bytes(run_id),
+            f"{run_id}/{EVENTS}",
+            allow_torn_tail=manifest.status == "running",
+        )
+
+    def load(self, run_id: str) -> Snapshot:
+        return Snapshot(self.load_manifest(run_id), self.load_events(run_id))
+
+    def list(self) -> list[Manifest]:
+        if not self.runs_dir.is_dir():
+            return []
+        manifests = []
+        for folder in sorted(self.runs_dir.iterdir()):
+            if _RUN_ID.match(folder.name) and (folder / MANIFEST).is_file():
+                with contextlib.suppress(SnapshotError):
+                    manifests.append(self.load_manifest(folder.name))
+        return sorted(manifests, key=lambda m: (m.created, m.run_id))
+
+    def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None:
+        """Write a whole run at once: it appears complete or not at all."""
+        body = b"".join(dump_event(e) for e in snapshot.events)
+        self.save_raw(snapshot.manifest, body, overwrite=overwrite)
+
+    def save_raw(self, manifest: Manifest, events: bytes, *, overwrite: bool = False) -> None:
+        """Write a run from its manifest and the exact bytes of its event log."""
+        target = self.run_dir(manifest.run_id)
+        if target.exists() and not overwrite:
+            raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
+        staging = Path(tempfile.mkdtemp(dir=self._tmp_dir(), prefix="run-"))
+        try:
+            (staging / MANIFEST).write_bytes(dump_manifest(manifest))
+            (staging / EVENTS).write_bytes(events)
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                self._remove(target)
+            os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+    def begin(self, manifest: Manifest) -> RunWriter:
+        """Create a run folder (atomically) for a capture that appends as it goes."""
+        target = self.run_dir(manifest.run_id)
+        if target.exists():
+            raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
+        staging = Path(tempfile.mkdtemp(dir=self._tmp_dir(), prefix="run-"))
+        (staging / MANIFEST).write_bytes(dump_manifest(manifest))
+        (staging / EVENTS).touch()
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        os.rename(staging, target)
+        return RunWriter(target, manifest)
+
+    def delete(self, run_id: str) -> None:
+        self._remove(self._require(run_id))
+
+    def _remove(self, folder: Path) -> None:
+        # Rename first so the run disappears at once, then remove at leisure.
+        trash = self._tmp_dir() / f"del-{uuid.uuid4().hex}"
+        os.rename(folder, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def run_size(self, run_id: str) -> int:
+        """Bytes of the run folder plus the blobs it references."""
+        folder = self._require(run_id)
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        with contextlib.suppress(SnapshotError):
+            for key in self.load(run_id).blob_refs():
+                with contextlib.suppress(OSError):
+                    size += self.blob_path(key).stat().st_size
+        return size
+
+
+def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore:
+    """Open a store by location: a folder path or ``file://`` URL; ``None`` reads
+    ``$SANDBOX_STORE`` and falls back to ``./snapshots``."""
+    loc = str(location if location is not None else os.environ.get(STORE_ENV, DEFAULT_STORE))
+    scheme, sep, rest = loc.partition("://")
+    if not sep:
+        return DirectoryStore(loc)
+    if scheme == "file":
+        return DirectoryStore(rest)
+    raise UnknownNameError("store scheme", scheme, ["file"])
