@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue
 
-from sandbox.snapshot.events import BlobRef, ErrorInfo, Strict
+from sandbox.snapshot.events import SHA256_PATTERN, BlobRef, ErrorInfo, Strict
 
 SCHEMA_VERSION = 1
 """Version of the manifest, event and bundle formats this build writes and reads."""
@@ -128,6 +128,10 @@ class Manifest(Strict):
     services: list[ServiceState] = []
     failure: Failure | None = None
     exit_code: int | None = None
+    event_count: int | None = None
+    """Number of events, written when the capture finishes."""
+    events_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
+    """SHA-256 of ``events.jsonl`` as finished: a flipped byte in the log is detected."""
     replay_of: str | None = None
     labels: dict[str, str] = {}
 
