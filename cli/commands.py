@@ -1,3 +1,7 @@
 """Imports every command module so that each registers itself on the app."""
 
-from cli import schema_cmd  # noqa: F401
+from cli import (
+    capture_cmd,  # noqa: F401
+    schema_cmd,  # noqa: F401
+    store_cmds,  # noqa: F401
+)

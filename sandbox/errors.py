@@ -93,6 +93,14 @@ class PortInUseError(SandboxError):
     """A port asked for on the host is already taken."""
 
 
+class ImageBuildError(SandboxError):
+    """Building a service or runner image failed; the message carries the build's last lines."""
+
+
+class ServiceVersionError(ServiceError):
+    """Captured state comes from a newer server than the sandbox image runs."""
+
+
 # --- replay --------------------------------------------------------------------------------
 
 
@@ -101,4 +109,38 @@ class ReplayError(SandboxError):
 
 
 class ReplayMismatchError(ReplayError):
-    """A request made during replay has no match in the recording."""
+    """A request made during replay has no match in the recording.
+
+    Besides the message, it carries JSON-like data for reports: the boundary (``kind``,
+    ``name``), the request made (``actual``), the nearest recorded request (``expected``,
+    ``None`` when nothing of that kind and name was recorded), the field-level ``diff``
+    between them (dicts with ``path``, ``change``, ``expected``, ``actual``) and the ranked
+    ``candidates`` (dicts with ``seq`` and ``differences``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        name: str | None = None,
+        actual: object = None,
+        expected: object = None,
+        diff: list[dict[str, object]] | None = None,
+        candidates: list[dict[str, object]] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+        self.actual = actual
+        self.expected = expected
+        self.diff = diff or []
+        self.candidates = candidates or []
+
+
+class PolicyError(ReplayError, ValueError):
+    """A replay policy rule (``--live 'tool:db.*'``) cannot be parsed."""
+
+
+class PredicateError(ReplayError):
+    """A failure predicate cannot be evaluated: it is malformed, or its query failed."""

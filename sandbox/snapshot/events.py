@@ -50,6 +50,12 @@ class EventBase(Strict):
     fingerprint: str | None = None
     """SHA-256 of the normalized request, for matching on replay."""
     attempt: Annotated[int, Field(ge=1)] | None = None
+    span: Annotated[int, Field(ge=0)] | None = None
+    """Id of the boundary call, allocated when it *began* (0, 1, 2 ... in start order).
+    An enclosing call completes after what it encloses, so its ``seq`` is not known yet when
+    a nested event is written: nesting is recorded with spans (``parent_span``)."""
+    parent_span: int | None = None
+    """``span`` of the enclosing boundary call, when there is one."""
 
 
 class LLMCall(EventBase):

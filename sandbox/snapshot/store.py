@@ -66,7 +66,7 @@ def parse_manifest(data: bytes | str, source: str = MANIFEST) -> Manifest:
 
     try:
         raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise SnapshotError(f"{source}: not valid JSON ({exc})") from None
     if not isinstance(raw, dict):
         raise SnapshotError(f"{source}: expected a JSON object")
@@ -120,6 +120,24 @@ def dump_manifest(manifest: Manifest) -> bytes:
     return manifest.model_dump_json(indent=2).encode() + b"\n"
 
 
+def count_events(events: bytes) -> int:
+    """Number of event lines (non-empty lines) in the bytes of ``events.jsonl``."""
+    return sum(1 for line in events.split(b"\n") if line)
+
+
+def seal_manifest(manifest: Manifest, events: bytes) -> Manifest:
+    """Fill ``events_sha256`` and ``event_count`` of a complete run when they are missing, so
+    that a flipped byte in its log is detected later; other manifests are returned as is."""
+    if manifest.status != "complete":
+        return manifest
+    updates: dict[str, object] = {}
+    if manifest.events_sha256 is None:
+        updates["events_sha256"] = sha256_bytes(events)
+    if manifest.event_count is None:
+        updates["event_count"] = count_events(events)
+    return manifest.model_copy(update=updates) if updates else manifest
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
@@ -170,6 +188,14 @@ class RunWriter:
     def update_manifest(self, manifest: Manifest) -> None:
         self.manifest = manifest
         atomic_write(self.folder / MANIFEST, dump_manifest(manifest))
+
+    def finish(self, manifest: Manifest) -> Manifest:
+        """Close the log and write ``manifest`` (status ``complete``) sealed with the hash and
+        count of the events written."""
+        self.close()
+        sealed = seal_manifest(manifest, (self.folder / EVENTS).read_bytes())
+        self.update_manifest(sealed)
+        return sealed
 
     def close(self) -> None:
         if not self._file.closed:
@@ -295,7 +321,9 @@ class DirectoryStore:
         self.save_raw(snapshot.manifest, body, overwrite=overwrite)
 
     def save_raw(self, manifest: Manifest, events: bytes, *, overwrite: bool = False) -> None:
-        """Write a run from its manifest and the exact bytes of its event log."""
+        """Write a run from its manifest and the exact bytes of its event log; a complete run
+        gets its ``events_sha256`` and ``event_count`` filled in when missing."""
+        manifest = seal_manifest(manifest, events)
         target = self.run_dir(manifest.run_id)
         if target.exists() and not overwrite:
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")

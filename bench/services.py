@@ -1,0 +1,159 @@
+"""Benchmark: postgres reset from the restore-point template vs restore from the dump.
+
+Run: ``.venv/bin/python -m bench.services [--rows N] [--repeat K]``. Starts one container
+from the local postgres image (removed at the end) and prints medians and ratios, with a
+fresh container plus restore as the baseline that a reset replaces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import docker
+import psycopg
+
+from sandbox.services import get_kind
+
+IMAGE = "sandbox-replayer/postgres:15"
+LABELS = {"org.sandbox-replayer.managed": "true", "org.sandbox-replayer.bench": "services"}
+
+
+def _start(client: docker.DockerClient, tmpfs: bool = False) -> tuple[object, str]:
+    """Start postgres; with ``tmpfs`` its data folder lives in memory instead of the
+    container's overlay layer (where creating a database's files dominates a reset)."""
+    container = client.containers.run(
+        IMAGE,
+        detach=True,
+        ports={"5432/tcp": ("127.0.0.1", None)},
+        labels=LABELS,
+        tmpfs={"/var/lib/postgresql": "mode=1777"} if tmpfs else {},
+    )
+    container.reload()
+    port = container.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]["HostPort"]
+    server = f"postgresql://postgres@127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            psycopg.connect(f"{server}/postgres", connect_timeout=2).close()
+            return container, server
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                container.remove(force=True)
+                raise
+            time.sleep(0.05)
+
+
+def _populate(server: str, rows: int) -> str:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute("CREATE DATABASE bench")
+    endpoint = f"{server}/bench"
+    with psycopg.connect(endpoint, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE orders (id serial PRIMARY KEY, item text, qty int,"
+            " created_at timestamptz DEFAULT now());"
+            "CREATE INDEX ON orders (item);"
+            "CREATE TABLE events (id bigserial PRIMARY KEY, order_id int, body jsonb);"
+        )
+        conn.execute(
+            "INSERT INTO orders (item, qty) SELECT 'item' || g, g %% 7 FROM generate_series(1, %s) g",
+            (rows,),
+        )
+        conn.execute(
+            "INSERT INTO events (order_id, body) SELECT g, jsonb_build_object('n', g)"
+            " FROM generate_series(1, %s) g",
+            (rows,),
+        )
+    return endpoint
+
+
+def _time(fn: Callable[[], None], repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _measure(
+    client: docker.DockerClient, rows: int, repeat: int, tmpfs: bool
+) -> tuple[int, list[float], list[float]]:
+    kind = get_kind("postgres")
+    container, server = _start(client, tmpfs)
+    try:
+        endpoint = _populate(server, rows)
+        captured = kind.capture(endpoint)
+        kind.restore(endpoint, captured.data)
+        kind.mark_restore_point(endpoint)
+
+        def mutate() -> None:
+            with psycopg.connect(endpoint, autocommit=True) as conn:
+                conn.execute("DELETE FROM events WHERE id % 3 = 0")
+
+        def restore() -> None:
+            mutate()
+            kind.restore(endpoint, captured.data)
+
+        def reset() -> None:
+            mutate()
+            kind.reset(endpoint)
+
+        restore_s = _time(restore, repeat)
+        reset_s = _time(reset, repeat)
+        if kind.state_hash(endpoint) != captured.state_hash:
+            raise RuntimeError("reset did not return to the captured state")
+        return len(captured.data), restore_s, reset_s
+    finally:
+        container.remove(force=True)  # type: ignore[attr-defined]
+
+
+def _fresh_container_restore(client: docker.DockerClient, rows: int) -> float:
+    """The baseline a reset replaces: a new container, then a restore of the dump."""
+    kind = get_kind("postgres")
+    source, server = _start(client)
+    try:
+        captured = kind.capture(_populate(server, rows))
+    finally:
+        source.remove(force=True)  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    other, other_server = _start(client)
+    try:
+        kind.restore(f"{other_server}/bench", captured.data)
+        return time.perf_counter() - start
+    finally:
+        other.remove(force=True)  # type: ignore[attr-defined]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="postgres reset vs restore from dump")
+    parser.add_argument("--rows", type=int, default=2000, help="rows in each of 2 tables")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    client = docker.from_env()
+    try:
+        fresh = _fresh_container_restore(client, args.rows)
+        print(f"postgres, 2 tables x {args.rows} rows; medians of {args.repeat}; each restore")
+        print("and reset follows a DELETE of a third of one table")
+        print(f"  fresh container + restore (baseline, x1): {fresh * 1000:8.1f} ms")
+        for tmpfs in (False, True):
+            size, restore_s, reset_s = _measure(client, args.rows, args.repeat, tmpfs)
+            restore_m, reset_m = statistics.median(restore_s), statistics.median(reset_s)
+            where = "tmpfs data folder" if tmpfs else "container layer (overlay2)"
+            print(f"  {where}, dump {size} bytes:")
+            print(f"    restore from dump (pg_restore): {restore_m * 1000:8.1f} ms")
+            print(f"    reset from template database:   {reset_m * 1000:8.1f} ms")
+            print(
+                f"    restore / reset = {restore_m / reset_m:.1f}x, "
+                f"fresh container / reset = {fresh / reset_m:.0f}x"
+            )
+    finally:
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

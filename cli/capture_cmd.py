@@ -1,0 +1,44 @@
+"""``sandbox capture``: run an unmodified program with capture on."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.app import StoreOption, app, store_from
+from sandbox.capture.command import capture_command
+from sandbox.capture.redact import RedactionConfig
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    command: Annotated[list[str], typer.Argument(help="The program and its arguments.")],
+    name: Annotated[str, typer.Option("--name", help="Name of the run.")],
+    store: StoreOption = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed (default: random).")] = None,
+    redact: Annotated[
+        list[str] | None, typer.Option("--redact", help="Extra secret regex (repeatable).")
+    ] = None,
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option("--secret-env", help="Extra secret environment variable (repeatable)."),
+    ] = None,
+) -> None:
+    """Run a program with capture on; keep its output and exit code.
+
+    Example: [bold]sandbox capture --name checkout -- python agent.py --order 42[/bold]
+    """
+    result = capture_command(
+        command,
+        name=name,
+        store=store_from(store),
+        seed=seed,
+        redaction=RedactionConfig(patterns=tuple(redact or ()), env_names=tuple(secret_env or ())),
+    )
+    outcome = "failed" if result.failed else "ok"
+    typer.echo(
+        f"sandbox: captured run {result.run_id} ({outcome}, exit code {result.exit_code})",
+        err=True,
+    )
+    raise typer.Exit(result.exit_code)

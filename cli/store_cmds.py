@@ -1,0 +1,191 @@
+"""Store commands: ``list``, ``show``, ``verify``, ``export`` and ``import``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from cli.app import JsonOption, StoreOption, app, store_from
+from sandbox.errors import UnsafePathError
+from sandbox.snapshot.bundle import export_bundle, import_bundle
+from sandbox.snapshot.listing import (
+    entrypoint_text,
+    event_summary,
+    failure_text,
+    run_state,
+    summarize_runs,
+)
+from sandbox.snapshot.store import DirectoryStore, check_run_id
+from sandbox.snapshot.verify import VerifyReport, verify_bundle, verify_run
+
+RunArgument = Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")]
+
+
+def _console() -> Console:
+    return Console(soft_wrap=False, highlight=False)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+@app.command("list")
+def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """List the runs in the store, oldest first.
+
+    Example: [bold]sandbox list --store snapshots --json[/bold]
+    """
+    summaries = summarize_runs(store_from(store))
+    if as_json:
+        typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+        return
+    table = Table(
+        Column("id", no_wrap=True),  # ids are copied from here: never cut them
+        "when",
+        "entrypoint",
+        Column("events", justify="right"),
+        Column("status", no_wrap=True),
+        "failure",
+        Column("size", justify="right", no_wrap=True),
+    )
+    for s in summaries:
+        table.add_row(
+            s.run_id,
+            s.created.strftime("%Y-%m-%d %H:%M:%S"),
+            s.entrypoint,
+            str(s.events),
+            s.state,
+            s.failure,
+            _size(s.size),
+        )
+    console = _console()
+    if summaries:
+        console.print(table)
+    else:
+        console.print(f"no runs in {store_from(store).root}")
+
+
+@app.command()
+def show(run: RunArgument, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Show a run: its manifest in short, and the timeline of its events.
+
+    Example: [bold]sandbox show duplicate-order-1 --json[/bold]
+    """
+    snapshot = store_from(store).load(run)
+    manifest = snapshot.manifest
+    if as_json:
+        out = {
+            "manifest": manifest.model_dump(mode="json"),
+            "events": [e.model_dump(mode="json") for e in snapshot.events],
+        }
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    console = _console()
+    console.print(f"[bold]{manifest.run_id}[/bold] {manifest.name}".rstrip())
+    console.print(f"  created     {manifest.created.isoformat()}")
+    console.print(f"  status      {run_state(manifest)}")
+    console.print(f"  entrypoint  {entrypoint_text(manifest) or '-'}")
+    if manifest.code.commit:
+        dirty = " (dirty)" if manifest.code.dirty else ""
+        console.print(f"  code        {manifest.code.commit}{dirty}")
+    if manifest.models:
+        console.print(
+            "  models      " + ", ".join(f"{m.provider}/{m.model}" for m in manifest.models)
+        )
+    if manifest.services:
+        console.print(
+            "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
+        )
+    console.print(f"  failure     {failure_text(manifest) or '-'}")
+    console.print(f"  events      {len(snapshot.events)}")
+    table = Table("seq", "+time", "task", "kind", "name", "summary")
+    for event in snapshot.events:
+        table.add_row(
+            str(event.seq),
+            f"+{event.mono:.3f}s",
+            event.task,
+            event.kind,
+            event.name,
+            event_summary(event),
+        )
+    console.print(table)
+
+
+def _is_run(store: DirectoryStore, target: str) -> bool:
+    try:
+        check_run_id(target)
+    except UnsafePathError:
+        return False
+    return store.exists(target)
+
+
+@app.command()
+def verify(
+    target: Annotated[str, typer.Argument(help="A run id in the store, or a bundle file.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a run or a bundle: manifest, every event line, hashes, blobs.
+
+    Exit code 0 when everything checks, 1 when problems were found (each names its file).
+
+    Example: [bold]sandbox verify bug-123.tar.gz[/bold]
+    """
+    where = store_from(store)
+    report: VerifyReport
+    if _is_run(where, target) or not Path(target).is_file():
+        report = verify_run(where, target)  # an unknown run id raises (exit 2)
+    else:
+        report = verify_bundle(target)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for problem in report.problems:
+            typer.echo(f"problem: {problem}")
+        for warning in report.warnings:
+            typer.echo(f"warning: {warning}")
+        verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        typer.echo(f"{report.target}: {verdict} ({report.events} events, {report.blobs} blobs)")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command("export")
+def export_cmd(
+    run: RunArgument,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Bundle file to write (.tar.gz).")],
+    store: StoreOption = None,
+) -> None:
+    """Write a run and the blobs it references into one file to share.
+
+    Example: [bold]sandbox export duplicate-order-1 -o bug-123.tar.gz[/bold]
+    """
+    path = export_bundle(store_from(store), run, output)
+    typer.echo(f"exported {run} to {path} ({_size(path.stat().st_size)})")
+
+
+@app.command("import")
+def import_cmd(
+    bundle: Annotated[Path, typer.Argument(help="Bundle file made by `sandbox export`.")],
+    store: StoreOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a different run with the same id.")
+    ] = False,
+) -> None:
+    """Check a bundle and add its run to the store; nothing is written unless all checks.
+
+    Example: [bold]sandbox import bug-123.tar.gz --store snapshots[/bold]
+    """
+    where = store_from(store)
+    run_id = import_bundle(where, bundle, force=force)
+    typer.echo(f"imported {run_id} into {where.root}")

@@ -1,0 +1,29 @@
+"""Put on ``PYTHONPATH`` by ``sandbox capture -- CMD``: starts capture in the child process,
+then runs the ``sitecustomize`` this one shadows, if there is one."""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+if os.environ.get("SANDBOX_CAPTURE"):
+    try:
+        from sandbox.capture.hook import start_from_env
+
+        start_from_env()
+    except Exception as _exc:  # never break the program being captured
+        sys.stderr.write(f"sandbox: capture could not start in this process: {_exc}\n")
+
+
+def _chain() -> None:
+    path = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+_chain()

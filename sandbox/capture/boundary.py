@@ -1,0 +1,345 @@
+"""The seam between an agent and the world: every boundary crossing goes through here.
+
+This module is the contract capture and replay share. Nothing else in the project may
+perform a boundary call (a tool call, a retrieval, a memory read or write, an HTTP or LLM
+exchange, a clock read, a random or uuid draw, a retry attempt) behind its back.
+
+How a crossing works
+--------------------
+Instrumented code (``@tool``, the httpx patch, ``now()``, the ``uuid4`` patch, the retry
+wrapper ...) describes the crossing and hands over a zero-argument ``perform`` callable that
+does the real thing::
+
+    value = through(kind, name, request, perform, adapter)          # sync
+    value = await athrough(kind, name, request, aperform, adapter)  # async
+
+* ``kind`` is the event kind that will be recorded (``"tool"``, ``"http"``, ``"clock"`` ...;
+  see :data:`sandbox.snapshot.events.EVENT_KINDS`).
+* ``name`` says which one (tool name, ``"POST https://host/v1/chat/completions"``,
+  ``"time.time"``, ``"uuid4"``, ``"retry:charge"``).
+* ``request`` is a JSON value describing the call (tool arguments, the HTTP method, url,
+  headers and body ...). Its fingerprint is
+  ``sandbox.snapshot.normalize.request_fingerprint(kind, name, request)`` and is written to
+  the event's ``fingerprint``: replay computes the same fingerprint from the live request to
+  find the recorded event. The fingerprint is taken before redaction (secrets are dropped by
+  normalization where they are known to live: authorization headers, API-key headers).
+* ``adapter`` (an :class:`Adapter`) translates between the live response and the recorded
+  event for this kind: :meth:`Adapter.record` turns an outcome into event(s) during capture,
+  :meth:`Adapter.replay` rebuilds the response a caller expects from a recorded event.
+
+When no boundary is installed, ``through`` just calls ``perform()``: instrumented code runs
+unchanged and nearly free outside a capture or replay.
+
+What a boundary implementation must do
+--------------------------------------
+A :class:`Boundary` is installed for the whole process with :func:`install` (the capture
+installs :class:`sandbox.capture.recorder.Recorder`; replay installs its own), or for one
+context with :func:`use` (a ``contextvars`` override, which wins over the global one).
+``through`` builds a :class:`Call` with :meth:`Boundary.open` (span id in start order,
+enclosing span, task id, start time, current retry attempt) and then delegates to
+:meth:`Boundary.call` / :meth:`Boundary.acall` with the ``perform`` callable and the adapter.
+
+* Capture (:class:`~sandbox.capture.recorder.Recorder`): runs ``perform()``, measures it, and
+  calls ``adapter.record(call, outcome, recorder)``, which emits the event(s) and returns the
+  value for the caller (it may wrap it: an HTTP response body is teed while it streams and the
+  event is written when the stream closes).
+* Replay: may return ``adapter.replay(call, event, blobs)`` for the recorded event (which
+  raises :class:`RecordedError` when the recording holds an error, or the exception type the
+  adapter knows how to rebuild), raise an injected error (a recorded timeout at the same
+  attempt), or call ``perform()`` live (tools against the frozen containers), and may record
+  the new trace the same way capture does.
+
+While ``perform`` runs, the call's span is the *current span*: boundary calls made inside it
+get it as ``parent_span``. Spans are allocated in start order; ``seq`` (the line number in
+``events.jsonl``) is allocated when the event is written, in completion order. Both orders
+are needed to replay a race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from pydantic import JsonValue
+
+from sandbox.errors import CaptureError
+from sandbox.snapshot.events import ErrorInfo, Event
+from sandbox.snapshot.normalize import request_fingerprint
+
+T = TypeVar("T")
+
+_current_span: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "sandbox_current_span", default=None
+)
+_current_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "sandbox_current_attempt", default=None
+)
+_task_name: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "sandbox_task_name", default=None
+)
+_context_boundary: contextvars.ContextVar[Boundary | None] = contextvars.ContextVar(
+    "sandbox_boundary", default=None
+)
+_global_boundary: Boundary | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One boundary crossing, as seen before it is performed."""
+
+    kind: str
+    name: str
+    request: JsonValue
+    fingerprint: str
+    span: int
+    parent_span: int | None
+    task: str
+    started: float
+    """Monotonic seconds since the run started, when the call began."""
+    attempt: int | None = None
+
+
+@dataclass
+class Outcome(Generic[T]):
+    """What ``perform()`` gave: a value or an exception, and how long it took."""
+
+    value: T | None = None
+    error: BaseException | None = None
+    duration: float = 0.0
+
+
+class RecordedError(Exception):
+    """Raised on replay in place of an exception recorded at capture whose type the adapter
+    cannot rebuild. ``info`` is the recorded type and message."""
+
+    def __init__(self, info: ErrorInfo) -> None:
+        self.info = info
+        super().__init__(f"{info.type}: {info.message}")
+
+
+class Emitter(Protocol):
+    """What an adapter needs from a capture to write events."""
+
+    def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
+        """Write one event (seq, wall, mono, task ... filled in); return its seq."""
+        ...
+
+    def store_payload(self, data: bytes, media_type: str) -> Any:
+        """Store bytes as a (redacted) blob; return its :class:`BlobRef`."""
+        ...
+
+    def jsonable(self, value: object) -> tuple[JsonValue, Any]:
+        """``(value as JSON, None)``, or ``(None, BlobRef)`` when it is too large."""
+        ...
+
+    def defer(self, key: object, finish: Callable[[], None]) -> None:
+        """Register an event that will be written later (a streaming body); ``finish`` is
+        called at the end of the run if it is still pending."""
+        ...
+
+    def undefer(self, key: object) -> None: ...
+
+
+BlobReader = Callable[[str], bytes]
+"""Reads a blob by SHA-256 (replay hands the store's ``get_blob``)."""
+
+
+class Adapter(Protocol[T]):
+    """Per-kind translation between a live response and its recorded event."""
+
+    def record(self, call: Call, outcome: Outcome[T], emitter: Emitter) -> T:
+        """Capture: emit the event(s) for ``outcome``; return the value for the caller (or
+        raise ``outcome.error``)."""
+        ...
+
+    def replay(self, call: Call, event: Event, blobs: BlobReader) -> T:
+        """Replay: rebuild the value the caller expects from the recorded ``event``, or raise
+        the recorded error."""
+        ...
+
+
+@runtime_checkable
+class Boundary(Protocol):
+    """Decides how a boundary crossing is served: live and recorded (capture), from the
+    recording, live, or spied (replay)."""
+
+    def open(self, kind: str, name: str, request: JsonValue) -> Call: ...
+
+    def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T: ...
+
+    async def acall(
+        self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
+    ) -> T: ...
+
+
+# --- installing a boundary -----------------------------------------------------------------
+
+
+def current() -> Boundary | None:
+    """The boundary serving this context, or ``None`` when nothing captures or replays."""
+    return _context_boundary.get() or _global_boundary
+
+
+def install(boundary: Boundary) -> Callable[[], None]:
+    """Install ``boundary`` for the whole process (every thread); return the uninstaller.
+
+    Only one boundary is installed at a time: installing a second is a :class:`CaptureError`.
+    """
+    global _global_boundary
+    if _global_boundary is not None:
+        raise CaptureError(
+            "a capture or replay is already active in this process; finish it before "
+            "starting another (or use sandbox.capture.boundary.use for one context)"
+        )
+    _global_boundary = boundary
+
+    def uninstall() -> None:
+        global _global_boundary
+        if _global_boundary is boundary:
+            _global_boundary = None
+
+    return uninstall
+
+
+@contextlib.contextmanager
+def use(boundary: Boundary | None) -> Iterator[None]:
+    """Serve boundary crossings in this context (and tasks it starts) with ``boundary``."""
+    token = _context_boundary.set(boundary)
+    try:
+        yield
+    finally:
+        _context_boundary.reset(token)
+
+
+# --- the crossing itself --------------------------------------------------------------------
+
+
+def through(
+    kind: str, name: str, request: JsonValue, perform: Callable[[], T], adapter: Adapter[T]
+) -> T:
+    """Cross a boundary (sync): see the module docstring."""
+    boundary = current()
+    if boundary is None:
+        return perform()
+    call = boundary.open(kind, name, request)
+    token = _current_span.set(call.span)
+    try:
+        return boundary.call(call, perform, adapter)
+    finally:
+        _current_span.reset(token)
+
+
+async def athrough(
+    kind: str,
+    name: str,
+    request: JsonValue,
+    perform: Callable[[], Awaitable[T]],
+    adapter: Adapter[T],
+) -> T:
+    """Cross a boundary (async): see the module docstring."""
+    boundary = current()
+    if boundary is None:
+        return await perform()
+    call = boundary.open(kind, name, request)
+    token = _current_span.set(call.span)
+    try:
+        return await boundary.acall(call, perform, adapter)
+    finally:
+        _current_span.reset(token)
+
+
+# --- helpers every boundary implementation shares -------------------------------------------
+
+
+def current_span() -> int | None:
+    return _current_span.get()
+
+
+def current_attempt() -> int | None:
+    """The retry attempt (1, 2 ...) the current code runs in, if any."""
+    return _current_attempt.get()
+
+
+@contextlib.contextmanager
+def attempt_scope(number: int | None) -> Iterator[None]:
+    token = _current_attempt.set(number)
+    try:
+        yield
+    finally:
+        _current_attempt.reset(token)
+
+
+@contextlib.contextmanager
+def task_scope(name: str) -> Iterator[None]:
+    """Name the task for events emitted in this context (overrides the automatic id)."""
+    token = _task_name.set(name)
+    try:
+        yield
+    finally:
+        _task_name.reset(token)
+
+
+def task_id() -> str:
+    """Which task emits: a name set with :func:`task_scope`, else the asyncio task name, else
+    the thread name (``main`` for the main thread). Name tasks and threads for ids that stay
+    the same from run to run."""
+    named = _task_name.get()
+    if named is not None:
+        return named
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    if task is not None:
+        return task.get_name()
+    thread = threading.current_thread()
+    return "main" if thread is threading.main_thread() else thread.name
+
+
+@dataclass
+class SpanAllocator:
+    """Hands out span ids in start order, thread-safely (``itertools.count`` is atomic under
+    the GIL)."""
+
+    _counter: Iterator[int] = field(default_factory=itertools.count)
+
+    def next(self) -> int:
+        return next(self._counter)
+
+
+def open_call(
+    spans: SpanAllocator, kind: str, name: str, request: JsonValue, started: float
+) -> Call:
+    """Build a :class:`Call` for a crossing starting now (shared by capture and replay)."""
+    return Call(
+        kind=kind,
+        name=name,
+        request=request,
+        fingerprint=request_fingerprint(kind, name, request),
+        span=spans.next(),
+        parent_span=_current_span.get(),
+        task=task_id(),
+        started=started,
+        attempt=_current_attempt.get(),
+    )
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """An exception as data: ``module.QualName`` (builtins without module) and message."""
+    return ErrorInfo(type=qualified_name(type(exc)), message=str(exc))
+
+
+def qualified_name(cls: type) -> str:
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def copy_context_run(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn`` in a copy of the current context (for threads started by instrumented code)."""
+    return contextvars.copy_context().run(fn, *args)

@@ -1,0 +1,97 @@
+"""Time as the capture sees it: an injectable clock, the run's start and time zone, and clock
+reads that go through the boundary seam (so replay can hand back the recorded time)."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sandbox.capture import boundary
+from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.snapshot.events import ClockRead, Event
+
+
+class Clock(Protocol):
+    """Where the capture reads time. Inject a fake in tests; never reach for globals."""
+
+    def time(self) -> float: ...
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    """The real clock."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+class FakeClock:
+    """A clock that moves only when told (for tests and benchmarks)."""
+
+    def __init__(self, start: float = 1_700_000_000.0, tick: float = 0.0) -> None:
+        self.wall = start
+        self.mono = 0.0
+        self.tick = tick
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def time(self) -> float:
+        self.advance(self.tick)
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+def start_datetime(clock: Clock) -> datetime:
+    return datetime.fromtimestamp(clock.time(), tz=UTC)
+
+
+def local_timezone() -> str:
+    """The time zone the run sees: ``$TZ`` when set, else the local zone's name."""
+    tz = os.environ.get("TZ")
+    if tz:
+        return tz.lstrip(":")
+    name = datetime.now().astimezone().tzname()
+    return name or "UTC"
+
+
+class ClockAdapter:
+    """Records a clock read as a ``clock`` event; replay hands back the recorded value."""
+
+    def record(self, call: Call, outcome: Outcome[float], emitter: Emitter) -> float:
+        if outcome.error is None and outcome.value is not None:
+            emitter.emit(ClockRead, call, value=outcome.value, source=call.name)
+        return outcome.value if outcome.value is not None else 0.0
+
+    def replay(self, call: Call, event: Event, blobs: BlobReader) -> float:
+        assert isinstance(event, ClockRead)
+        return event.value
+
+
+_ADAPTER = ClockAdapter()
+
+
+def now(clock: Clock | None = None) -> float:
+    """Read the wall clock through the seam: recorded during capture, served on replay."""
+    source = clock or _active_clock()
+    return boundary.through("clock", "time.time", None, source.time, _ADAPTER)
+
+
+def _active_clock() -> Clock:
+    active = boundary.current()
+    found = getattr(active, "clock", None)
+    return found if found is not None else _SYSTEM
+
+
+_SYSTEM = SystemClock()

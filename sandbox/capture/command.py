@@ -1,0 +1,122 @@
+"""Capture an unmodified program: ``sandbox capture --name N -- python agent.py``.
+
+The run is created here; the program runs as a child process with the capture hook (see
+:mod:`sandbox.capture.hook`) and appends its events; its output goes where ours goes and its
+exit code is kept. A non-zero exit marks the run failed, with the exception that ended the
+program as the predicate when the hook saw it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sandbox
+from sandbox.capture.hook import ENV_VAR, child_settings
+from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
+from sandbox.capture.redact import RedactionConfig
+from sandbox.capture.run import Capture, finish_manifest
+from sandbox.errors import CaptureError
+from sandbox.snapshot.events import FinalResult, StateTransition
+from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest
+from sandbox.snapshot.store import DirectoryStore, parse_events
+
+SITE_DIR = Path(__file__).parent / "_site"
+PACKAGE_ROOT = Path(sandbox.__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    run_id: str
+    exit_code: int
+    manifest: Manifest
+
+    @property
+    def failed(self) -> bool:
+        return self.manifest.failure is not None
+
+
+def child_environment(base: Mapping[str, str], settings: str) -> dict[str, str]:
+    env = dict(base)
+    env[ENV_VAR] = settings
+    paths = [str(SITE_DIR), str(PACKAGE_ROOT)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def capture_command(
+    command: Sequence[str],
+    *,
+    name: str,
+    store: DirectoryStore,
+    seed: int | None = None,
+    redaction: RedactionConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    run_id: str | None = None,
+    blob_threshold: int = BLOB_THRESHOLD,
+    **popen: Any,
+) -> CommandResult:
+    """Run ``command`` with capture on; return its exit code and the finished manifest.
+    Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``)."""
+    if not command:
+        raise CaptureError("nothing to capture: give the command after --")
+    base = dict(os.environ if environ is None else environ)
+    capture = Capture(
+        name,
+        store=store,
+        seed=seed,
+        run_id=run_id,
+        redaction=redaction or RedactionConfig(),
+        environ=base,
+        cwd=cwd,
+        entrypoint=Entrypoint(kind="command", command=list(command), cwd=cwd or os.getcwd()),
+        blob_threshold=blob_threshold,
+    )
+    store, writer, _, run_seed = capture.begin()
+    writer.close()  # the child appends; we only finish the manifest
+    run = writer.manifest.run_id
+    env = child_environment(
+        base, child_settings(store, run, run_seed, capture.redaction, blob_threshold)
+    )
+    try:
+        done = subprocess.run(list(command), env=env, cwd=cwd, check=False, **popen)
+        code = done.returncode
+    except FileNotFoundError:
+        code = 127
+    except OSError as exc:
+        raise CaptureError(f"cannot run {command[0]!r}: {exc}") from None
+    if code < 0:  # killed by a signal, as a shell reports it
+        code = 128 - code
+    manifest = store.load_manifest(run)  # the child added its seeds
+    failure = _failure(store, run, code)
+    writer.manifest = manifest
+    finished = finish_manifest(
+        store, manifest.model_copy(update={"failure": failure}), writer, exit_code=code
+    )
+    return CommandResult(run, code, finished)
+
+
+def _failure(store: DirectoryStore, run_id: str, code: int) -> Failure | None:
+    """The failure the child marked, else the exception that ended it, else its exit code."""
+    events = parse_events(store.read_events_bytes(run_id), allow_torn_tail=True)
+    for event in reversed(events):
+        if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
+            return Failure.model_validate(event.data["failure"])
+    if code == 0:
+        return None
+    for event in reversed(events):
+        if isinstance(event, FinalResult) and event.error is not None:
+            err = event.error
+            return Failure(
+                reason=f"exit code {code}: {err.type}: {err.message}"[:500],
+                predicate=ExceptionPredicate(type=err.type, message_contains=err.message[:200] or None),
+                error=err,
+            )
+    return Failure(reason=f"exit code {code}")

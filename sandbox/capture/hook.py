@@ -1,0 +1,81 @@
+"""Capture inside a child process started by :func:`sandbox.capture.command.capture_command`.
+
+The parent creates the run and starts the program with ``$SANDBOX_CAPTURE`` (JSON: store,
+run id, seed, redaction) and a ``sitecustomize`` on ``PYTHONPATH``; at interpreter start that
+calls :func:`start_from_env`, which appends events to the parent's run: HTTP and model calls,
+seeds, uuid draws, and the exception that ends the program (``sys.excepthook``). The variable
+is removed from the environment so that grandchildren are not captured into the same log.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from collections.abc import MutableMapping
+from types import TracebackType
+from typing import Any
+
+from sandbox.capture import boundary
+from sandbox.capture.recorder import Recorder
+from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.snapshot.store import DirectoryStore, RunWriter
+
+ENV_VAR = "SANDBOX_CAPTURE"
+
+
+def child_settings(store: DirectoryStore, run_id: str, seed: int, redaction: RedactionConfig, blob_threshold: int) -> str:
+    return json.dumps(
+        {
+            "store": str(store.root),
+            "run_id": run_id,
+            "seed": seed,
+            "redaction": redaction.to_json(),
+            "blob_threshold": blob_threshold,
+        }
+    )
+
+
+def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder | None:
+    """Start capturing into the run named by ``$SANDBOX_CAPTURE``; ``None`` when unset."""
+    from sandbox.capture.run import start_recording
+
+    env = os.environ if environ is None else environ
+    raw = env.pop(ENV_VAR, None)
+    if not raw:
+        return None
+    settings: dict[str, Any] = json.loads(raw)
+    store = DirectoryStore(settings["store"])
+    run_id = str(settings["run_id"])
+    manifest = store.load_manifest(run_id)
+    writer = RunWriter(store.run_dir(run_id), manifest)
+    redactor = Redactor(RedactionConfig.from_json(settings.get("redaction", {})), dict(env))
+    recorder = Recorder(
+        writer, store, redactor=redactor, blob_threshold=int(settings.get("blob_threshold", 65536))
+    )
+    boundary.install(recorder)
+    start_recording(recorder, int(settings["seed"]))
+    original_hook = sys.excepthook
+
+    def excepthook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        try:
+            recorder.flush_pending()
+            recorder.record_exception(exc)
+        except Exception:  # the program's own error matters more than ours
+            pass
+        original_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+    def at_exit() -> None:
+        try:
+            recorder.flush_pending()
+        finally:
+            recorder.closed = True
+            writer.close()
+
+    atexit.register(at_exit)
+    return recorder

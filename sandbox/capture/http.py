@@ -1,0 +1,402 @@
+"""Zero-code capture of HTTP and model calls, at the httpx transport.
+
+:func:`patch_httpx` wraps ``HTTPTransport.handle_request`` and
+``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (which the
+official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
+unchanged. Each exchange crosses the seam as an ``http`` call: the request (method, URL, body)
+is the normalized request; the response body is teed while the caller reads it (streaming
+keeps streaming) and the ``http`` event is written when the body is finished or closed.
+Exchanges with OpenAI- or Anthropic-shaped endpoints also get an ``llm`` event (model,
+parameters, messages, tools, assembled response, usage, provider metadata).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import threading
+import zlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Protocol
+
+from pydantic import JsonValue
+
+from sandbox.capture import boundary, llm
+from sandbox.capture.boundary import BlobReader, Call, Outcome, RecordedError
+from sandbox.errors import CaptureError
+from sandbox.snapshot.events import BlobRef, ErrorInfo, Event, HTTPExchange, LLMCall
+from sandbox.snapshot.normalize import normalize_url, request_fingerprint
+
+MODULES = ("httpx", "httpx2")
+"""httpx-compatible modules patched when importable."""
+
+
+class HTTPEmitter(boundary.Emitter, Protocol):
+    blob_threshold: int
+
+    def elapsed(self) -> float: ...
+    def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]: ...
+
+
+def _body(data: bytes, content_type: str, emitter: HTTPEmitter) -> tuple[JsonValue, BlobRef | None]:
+    """A body as JSON when it is JSON, as text when it is text, else (or when large) a blob."""
+    media = content_type.split(";")[0].strip().lower() or "application/octet-stream"
+    if not data:
+        return None, None
+    if len(data) > emitter.blob_threshold:
+        return None, emitter.store_payload(data, media)
+    if "json" in media:
+        with contextlib.suppress(ValueError):
+            parsed: JsonValue = json.loads(data)
+            return parsed, None
+    if media.startswith("text/") or "json" in media or "x-www-form-urlencoded" in media:
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("utf-8"), None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, emitter.store_payload(data, media)
+
+
+def _decode(data: bytes, encoding: str) -> bytes:
+    encoding = encoding.lower().strip()
+    with contextlib.suppress(zlib.error):
+        if encoding == "gzip":
+            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(data)
+            except zlib.error:
+                return zlib.decompress(data, -zlib.MAX_WBITS)
+    return data
+
+
+class HTTPAdapter:
+    """Records an exchange as ``http`` (and ``llm``) events once its body is finished;
+    replay rebuilds a response of the same httpx module from the recorded event."""
+
+    def __init__(self, module: Any, request: Any, body: bytes | None, is_async: bool) -> None:
+        self.module = module
+        self.request = request
+        self.body = body
+        self.is_async = is_async
+
+    # --- capture -------------------------------------------------------------------------
+
+    def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
+        if outcome.error is not None:
+            self._emit(call, emitter, None, b"", boundary.error_info(outcome.error))
+            return None
+        response = outcome.value
+        chunks: list[bytes] = []
+        done = threading.Event()
+
+        def finish(error: ErrorInfo | None = None) -> None:
+            if done.is_set():
+                return
+            done.set()
+            emitter.undefer(tee)
+            self._emit(call, emitter, response, b"".join(chunks), error)
+
+        def flush_at_end() -> None:
+            finish(ErrorInfo(type="IncompleteRead", message="body not read to the end"))
+
+        tee: Any
+        if self.is_async:
+            tee = _async_tee(self.module)(response.stream, chunks, finish)
+        else:
+            tee = _sync_tee(self.module)(response.stream, chunks, finish)
+        response.stream = tee
+        emitter.defer(tee, flush_at_end)
+        return response
+
+    def _emit(
+        self,
+        call: Call,
+        emitter: HTTPEmitter,
+        response: Any,
+        raw: bytes,
+        error: ErrorInfo | None,
+    ) -> None:
+        req = self.request
+        req_headers = emitter.redact_headers(list(req.headers.multi_items()))
+        req_body, req_blob = _body(self.body or b"", req.headers.get("content-type", ""), emitter)
+        fields: dict[str, Any] = {
+            "method": req.method,
+            "url": str(req.url),
+            "request_headers": req_headers,
+            "request_body": req_body,
+            "request_blob": req_blob,
+            "error": error,
+            "duration": emitter.elapsed() - call.started,
+        }
+        streamed = False
+        resp_body: JsonValue = None
+        if response is not None:
+            ctype = response.headers.get("content-type", "")
+            streamed = "text/event-stream" in ctype
+            data = _decode(raw, response.headers.get("content-encoding", ""))
+            resp_body, resp_blob = _body(data, ctype, emitter)
+            fields.update(
+                status=response.status_code,
+                response_headers=emitter.redact_headers(list(response.headers.multi_items())),
+                response_body=resp_body,
+                response_blob=resp_blob,
+                streamed=streamed,
+            )
+            if resp_blob is not None and resp_blob.media_type.startswith("text/"):
+                resp_body = data.decode("utf-8", "replace")
+        emitter.emit(HTTPExchange, call, **fields)
+        kind = llm.endpoint_kind(req.method, req.url.path)
+        if kind is not None:
+            self._emit_llm(kind, call, emitter, req_body, resp_body, streamed, response, error)
+
+    def _emit_llm(
+        self,
+        kind: str,
+        call: Call,
+        emitter: HTTPEmitter,
+        req_body: JsonValue,
+        resp_body: JsonValue,
+        streamed: bool,
+        response: Any,
+        error: ErrorInfo | None,
+    ) -> None:
+        if req_body is None and self.body:
+            with contextlib.suppress(ValueError):
+                req_body = json.loads(self.body)
+        parsed = llm.parse_request(kind, req_body)
+        answer = llm.LLMResponse()
+        if response is not None and response.status_code < 400:
+            answer = llm.parse_response(kind, resp_body, streamed)
+        elif response is not None and error is None:
+            error = ErrorInfo(type=f"HTTP {response.status_code}", message=str(resp_body)[:500])
+        request = {
+            "model": parsed.model,
+            "messages": parsed.messages,
+            "params": parsed.params,
+            "tools": parsed.tools,
+        }
+        emitter.emit(
+            LLMCall,
+            None,
+            name=parsed.model,
+            fingerprint=request_fingerprint("llm", kind, request),
+            task=call.task,
+            parent_span=call.span,
+            attempt=call.attempt,
+            provider=parsed.provider,
+            model=parsed.model,
+            messages=parsed.messages,
+            params=parsed.params,
+            tools=parsed.tools,
+            response=answer.response or None,
+            usage=answer.usage,
+            provider_meta={"api": kind, **answer.meta},
+            streamed=streamed,
+            error=error,
+            duration=emitter.elapsed() - call.started,
+        )
+
+    # --- replay --------------------------------------------------------------------------
+
+    def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
+        assert isinstance(event, HTTPExchange)
+        if event.error is not None and event.status is None:
+            raise RecordedError(event.error)
+        if event.response_blob is not None:
+            content = blobs(event.response_blob.sha256)
+        elif isinstance(event.response_body, str):
+            content = event.response_body.encode()
+        elif event.response_body is None:
+            content = b""
+        else:
+            content = json.dumps(event.response_body).encode()
+        headers = {
+            k: v
+            for k, v in event.response_headers.items()
+            if k not in {"content-length", "content-encoding", "transfer-encoding"}
+        }
+        return self.module.Response(
+            event.status or 200, headers=headers, content=content, request=self.request
+        )
+
+
+def _sync_tee(module: Any) -> type:
+    base = module.SyncByteStream
+
+    class TeeStream(base):  # type: ignore[misc, valid-type]
+        def __init__(self, inner: Any, chunks: list[bytes], finish: Callable[..., None]) -> None:
+            self._inner = inner
+            self._chunks = chunks
+            self._finish = finish
+
+        def __iter__(self) -> Iterator[bytes]:
+            try:
+                for chunk in self._inner:
+                    self._chunks.append(chunk)
+                    yield chunk
+            except BaseException as exc:
+                self._finish(boundary.error_info(exc))
+                raise
+            self._finish()
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._finish()
+
+    return TeeStream
+
+
+def _async_tee(module: Any) -> type:
+    base = module.AsyncByteStream
+
+    class AsyncTeeStream(base):  # type: ignore[misc, valid-type]
+        def __init__(self, inner: Any, chunks: list[bytes], finish: Callable[..., None]) -> None:
+            self._inner = inner
+            self._chunks = chunks
+            self._finish = finish
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self._inner:
+                    self._chunks.append(chunk)
+                    yield chunk
+            except BaseException as exc:
+                self._finish(boundary.error_info(exc))
+                raise
+            self._finish()
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._finish()
+
+    return AsyncTeeStream
+
+
+def _request_json(request: Any, body: bytes | None) -> dict[str, JsonValue]:
+    parsed: JsonValue = None
+    if body:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = body.decode("utf-8", "replace")
+    return {"method": request.method, "url": normalize_url(str(request.url)), "body": parsed}
+
+
+def _name(request: Any) -> str:
+    url = request.url
+    return f"{request.method} {url.scheme}://{url.netloc.decode()}{url.path}"
+
+
+def _read_body(request: Any) -> bytes | None:
+    try:
+        content: bytes = request.content
+        return content
+    except Exception:  # RequestNotRead: a streaming upload; read it (httpx keeps the bytes)
+        try:
+            data: bytes = request.read()
+            return data
+        except Exception:
+            return None
+
+
+async def _aread_body(request: Any) -> bytes | None:
+    try:
+        content: bytes = request.content
+        return content
+    except Exception:
+        try:
+            data: bytes = await request.aread()
+            return data
+        except Exception:
+            return None
+
+
+class _Patch:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.originals: list[tuple[type, str, Any]] = []
+
+
+_PATCH = _Patch()
+
+
+def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
+    sync_cls = module.HTTPTransport
+    async_cls = module.AsyncHTTPTransport
+    sync_orig = sync_cls.handle_request
+    async_orig = async_cls.handle_async_request
+
+    def handle_request(self: Any, request: Any) -> Any:
+        if boundary.current() is None:
+            return sync_orig(self, request)
+        body = _read_body(request)
+        adapter = HTTPAdapter(module, request, body, is_async=False)
+        return boundary.through(
+            "http",
+            _name(request),
+            _request_json(request, body),
+            lambda: sync_orig(self, request),
+            adapter,
+        )
+
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        if boundary.current() is None:
+            return await async_orig(self, request)
+        body = await _aread_body(request)
+        adapter = HTTPAdapter(module, request, body, is_async=True)
+        return await boundary.athrough(
+            "http",
+            _name(request),
+            _request_json(request, body),
+            lambda: async_orig(self, request),
+            adapter,
+        )
+
+    sync_cls.handle_request = handle_request
+    async_cls.handle_async_request = handle_async_request
+    return [(sync_cls, "handle_request", sync_orig), (async_cls, "handle_async_request", async_orig)]
+
+
+def patch_httpx(modules: tuple[str, ...] = MODULES) -> Callable[[], None]:
+    """Patch the transports of every importable module in ``modules``; return the undo
+    function. Patches nest (counted): the last undo restores the originals."""
+    with _PATCH.lock:
+        if _PATCH.count == 0:
+            found = False
+            seen: set[type] = set()
+            for name in modules:
+                try:
+                    module = importlib.import_module(name)
+                except ImportError:
+                    continue
+                found = True
+                if module.HTTPTransport in seen:  # one module aliased as the other
+                    continue
+                seen.add(module.HTTPTransport)
+                _PATCH.originals.extend(_patch_module(module))
+            if not found:
+                raise CaptureError(f"none of {', '.join(modules)} is installed: cannot capture HTTP")
+        _PATCH.count += 1
+    undone = False
+
+    def undo() -> None:
+        nonlocal undone
+        with _PATCH.lock:
+            if undone:
+                return
+            undone = True
+            _PATCH.count -= 1
+            if _PATCH.count == 0:
+                for cls, attr, original in reversed(_PATCH.originals):
+                    setattr(cls, attr, original)
+                _PATCH.originals.clear()
+
+    return undo

@@ -1,0 +1,279 @@
+"""The capture's boundary: performs every crossing for real and appends its event to the run.
+
+A :class:`Recorder` is what ``with sandbox.capture.run(...) as rec`` hands out. It is the
+capture implementation of :class:`sandbox.capture.boundary.Boundary`, and it also records what
+is not a crossing: state transitions, the final result, timeouts, the failure.
+
+Sequence numbers are allocated and lines written under one lock, so line *n* of
+``events.jsonl`` is the event with ``seq`` *n*, in completion order. Each line is written with
+one unbuffered ``write`` (see :class:`sandbox.snapshot.store.RunWriter`), so a killed process
+leaves every event written before the kill.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import JsonValue
+from pydantic_core import to_jsonable_python
+
+from sandbox.capture.boundary import (
+    Adapter,
+    Call,
+    Outcome,
+    SpanAllocator,
+    current_attempt,
+    current_span,
+    error_info,
+    open_call,
+    task_id,
+)
+from sandbox.capture.clock import Clock, SystemClock
+from sandbox.capture.redact import SENSITIVE_HEADERS, Redactor
+from sandbox.errors import CaptureError
+from sandbox.snapshot.events import (
+    BlobRef,
+    Event,
+    FinalResult,
+    StateTransition,
+    Timeout,
+)
+from sandbox.snapshot.hashing import canonical_json
+from sandbox.snapshot.manifest import (
+    ExceptionPredicate,
+    Failure,
+    Predicate,
+    ResultPredicate,
+    SQLInvariant,
+)
+from sandbox.snapshot.store import DirectoryStore, RunWriter, dump_event
+
+T = TypeVar("T")
+
+BLOB_THRESHOLD = 64 * 1024
+"""Outputs and bodies larger than this (bytes, serialized) are stored as blobs."""
+TEXT_MEDIA = ("text/", "application/json", "application/x-ndjson", "application/jsonl")
+FAILURE_EVENT = "sandbox.failure"
+"""Name of the ``state`` event written by :meth:`Recorder.mark_failed` (a captured child
+process hands its failure to the parent this way)."""
+_COMMITTING_KINDS = frozenset({"tool", "http", "memory", "llm"})
+
+
+def _jsonable(value: object) -> JsonValue:
+    result: JsonValue = to_jsonable_python(value, fallback=repr, bytes_mode="utf8")
+    return result
+
+
+class Recorder:
+    """Records one run. Thread- and task-safe."""
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        store: DirectoryStore,
+        *,
+        redactor: Redactor | None = None,
+        clock: Clock | None = None,
+        blob_threshold: int = BLOB_THRESHOLD,
+        start_seq: int = 0,
+    ) -> None:
+        self.writer = writer
+        self.store = store
+        self.redactor = redactor or Redactor()
+        self.clock: Clock = clock or SystemClock()
+        self.blob_threshold = blob_threshold
+        self.t0 = self.clock.monotonic()
+        self.failure: Failure | None = None
+        self.result: JsonValue = None
+        self.has_result = False
+        self._lock = threading.Lock()
+        self._seq = start_seq
+        self._spans = SpanAllocator()
+        self._pending: dict[object, Callable[[], None]] = {}
+        self._ok_children: Counter[int] = Counter()
+        self._timed_out_spans: set[int] = set()
+        self.closed = False
+
+    @property
+    def run_id(self) -> str:
+        return self.writer.manifest.run_id
+
+    @property
+    def event_count(self) -> int:
+        return self._seq
+
+    # --- Boundary ------------------------------------------------------------------------
+
+    def open(self, kind: str, name: str, request: JsonValue) -> Call:
+        return open_call(self._spans, kind, name, request, self.elapsed())
+
+    def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
+        start = self.clock.monotonic()
+        try:
+            value = perform()
+        except BaseException as exc:
+            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            raise
+        return adapter.record(
+            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
+        )
+
+    async def acall(
+        self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
+    ) -> T:
+        start = self.clock.monotonic()
+        try:
+            value = await perform()
+        except BaseException as exc:
+            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            raise
+        return adapter.record(
+            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
+        )
+
+    # --- Emitter -------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        return self.clock.monotonic() - self.t0
+
+    def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
+        if self.closed:
+            raise CaptureError(f"run {self.run_id} is finished; no more events can be added")
+        if call is not None:
+            base: dict[str, Any] = {
+                "task": call.task,
+                "name": call.name,
+                "fingerprint": call.fingerprint,
+                "span": call.span,
+                "parent_span": call.parent_span,
+                "attempt": call.attempt,
+            }
+        else:
+            base = {
+                "task": task_id(),
+                "parent_span": current_span(),
+                "attempt": current_attempt(),
+            }
+        base.update(fields)
+        parent = base.get("parent_span")
+        with self._lock:
+            seq = self._seq
+            base["wall"] = self.clock.time()
+            base["mono"] = self.clock.monotonic() - self.t0
+            event = event_type(seq=seq, **base)
+            self.writer.append_raw(self.redactor.bytes(dump_event(event)))
+            self._seq = seq + 1
+            if parent is not None and event.kind in _COMMITTING_KINDS and not fields.get("error"):
+                self._ok_children[parent] += 1
+            if event.kind == "timeout" and parent is not None:
+                self._timed_out_spans.add(parent)
+        return seq
+
+    def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
+        """Headers with sensitive values replaced; those values become secrets everywhere."""
+        for name, value in headers:
+            if name.lower() in SENSITIVE_HEADERS:
+                scheme, sep, rest = value.partition(" ")
+                self.redactor.add_secret(rest if sep and rest else value)
+        return self.redactor.headers(headers)
+
+    def store_payload(self, data: bytes, media_type: str) -> BlobRef:
+        if media_type.startswith(TEXT_MEDIA):
+            data = self.redactor.bytes(data)
+        return self.store.put_blob(data, media_type)
+
+    def jsonable(self, value: object) -> tuple[JsonValue, BlobRef | None]:
+        data = _jsonable(value)
+        if data is None or isinstance(data, bool | int | float):
+            return data, None
+        if isinstance(data, str):
+            if len(data) <= self.blob_threshold // 4:
+                return data, None
+            raw = data.encode("utf-8", "surrogateescape")
+            if len(raw) <= self.blob_threshold:
+                return data, None
+            return None, self.store_payload(raw, "text/plain; charset=utf-8")
+        raw = canonical_json(data)
+        if len(raw) <= self.blob_threshold:
+            return data, None
+        return None, self.store_payload(raw, "application/json")
+
+    def defer(self, key: object, finish: Callable[[], None]) -> None:
+        with self._lock:
+            self._pending[key] = finish
+
+    def undefer(self, key: object) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+
+    def flush_pending(self) -> None:
+        """Write the events still waiting (response bodies never read to the end)."""
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for finish in pending:
+            finish()
+
+    # --- what is not a crossing ----------------------------------------------------------
+
+    def committed_inside(self, span: int) -> bool:
+        """Whether a tool, HTTP or memory call directly inside ``span`` completed."""
+        return self._ok_children.get(span, 0) > 0
+
+    def timed_out(self, span: int) -> bool:
+        return span in self._timed_out_spans
+
+    def state(self, target: str, source: str | None = None, **data: object) -> int:
+        """Record an agent state transition (``source`` -> ``target``) with its data."""
+        jdata = {k: _jsonable(v) for k, v in data.items()}
+        return self.emit(StateTransition, None, name=target, source=source, target=target, data=jdata)
+
+    def set_result(self, value: object) -> int:
+        """Record the run's final result (what a :class:`ResultPredicate` is checked against)."""
+        jvalue, blob = self.jsonable(value)
+        if blob is not None:
+            jvalue = {"blob": blob.sha256}
+        self.result = jvalue
+        self.has_result = True
+        return self.emit(FinalResult, None, name="result", value=jvalue)
+
+    def timeout(self, after: float, committed: bool | None = None, name: str = "") -> int:
+        """Record that the current attempt timed out after ``after`` seconds; ``committed``
+        says whether its side effect had already happened (``None``: not knowable)."""
+        return self.emit(Timeout, None, name=name, after=after, committed=committed)
+
+    def mark_failed(
+        self,
+        reason: str,
+        predicate: ExceptionPredicate | SQLInvariant | ResultPredicate | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Mark the run as showing the failure; ``predicate`` is how replay recognizes it."""
+        pred: Predicate | None = predicate
+        self.failure = Failure(
+            reason=reason, predicate=pred, error=error_info(error) if error else None
+        )
+        self.emit(
+            StateTransition,
+            None,
+            name=FAILURE_EVENT,
+            target="failed",
+            data={"failure": self.failure.model_dump(mode="json")},
+        )
+
+    def record_exception(self, exc: BaseException) -> None:
+        """The exception that ended the run: a final ``result`` event with the error, and the
+        failure (unless one was marked already)."""
+        info = error_info(exc)
+        self.emit(FinalResult, None, name="result", error=info)
+        if self.failure is None:
+            self.failure = Failure(
+                reason=f"{info.type}: {info.message}"[:500],
+                predicate=ExceptionPredicate(
+                    type=info.type, message_contains=info.message[:200] or None
+                ),
+                error=info,
+            )

@@ -1,0 +1,304 @@
+"""``run(...)``: capture one agent run, as a context manager or a decorator (sync or async).
+
+::
+
+    with sandbox.capture.run("checkout", store="snapshots", seed=7) as rec:
+        agent.run()
+        rec.set_result(answer)
+
+On entry: the run folder is created (manifest with status ``running``), the recorder is
+installed as the process's boundary, ``random`` (and numpy) are seeded, ``uuid.uuid4`` is made
+deterministic and the httpx transports are patched. On exit: pending events are written, the
+services' end states are captured, the patches are undone, and the manifest is finished
+(``complete``, failure, ``event_count``, ``events_sha256``). An exception escaping the block
+marks the run failed with an :class:`ExceptionPredicate` and propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import secrets
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, TypeVar, cast
+
+from sandbox.capture import boundary
+from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
+from sandbox.capture.environment import code_version, host, runtime
+from sandbox.capture.http import patch_httpx
+from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
+from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
+from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.errors import CaptureError
+from sandbox.snapshot.hashing import sha256_bytes
+from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ServiceState
+from sandbox.snapshot.manifest import Clock as ClockInfo
+from sandbox.snapshot.store import DirectoryStore, RunWriter, open_store, parse_events
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A service whose state is captured before and after the run."""
+
+    name: str
+    kind: str
+    """A registered service kind (``postgres``, ``redis``, ``sqlite``, ``files`` ...)."""
+    endpoint: str
+    env: str | None = None
+    """The environment variable through which the agent finds it (``DATABASE_URL``)."""
+
+
+def make_run_id(name: str, when: float) -> str:
+    """``<name>-<UTC time>-<6 hex>``: sortable, unique, safe as a folder name."""
+    import time
+
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:60] or "run"
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
+    return f"{slug}-{stamp}-{secrets.token_hex(3)}"
+
+
+def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
+    """The manifest with every string redacted (command lines, bindings, labels ...)."""
+    data = manifest.model_dump(mode="json")
+    env = data.pop("env")
+    out = redactor.value(data)
+    out["env"] = env  # already redacted by Redactor.environ
+    return Manifest.model_validate(out)
+
+
+@dataclass
+class Capture:
+    """Settings of a capture; enter it (``with``/``async with``) or decorate a function."""
+
+    name: str
+    store: DirectoryStore | str | os.PathLike[str] | None = None
+    services: Sequence[ServiceSpec] = ()
+    seed: int | None = None
+    run_id: str | None = None
+    redaction: RedactionConfig = field(default_factory=RedactionConfig)
+    clock: Clock | None = None
+    http: bool = True
+    ids: bool = True
+    environ: Mapping[str, str] | None = None
+    cwd: str | None = None
+    entrypoint: Entrypoint | None = None
+    blob_threshold: int = BLOB_THRESHOLD
+    packages: bool = True
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._recorder: Recorder | None = None
+        self._undo: list[Callable[[], None]] = []
+
+    # --- context manager -------------------------------------------------------------------
+
+    def begin(self) -> tuple[DirectoryStore, RunWriter, Redactor, int]:
+        """Create the run (manifest with status ``running``); return the store, the writer,
+        the redactor and the run's seed. :meth:`__enter__` and the command wrapper share it."""
+        store = self.store if isinstance(self.store, DirectoryStore) else open_store(self.store)
+        clock = self.clock or SystemClock()
+        seed = self.seed if self.seed is not None else secrets.randbits(31)
+        env = dict(os.environ if self.environ is None else self.environ)
+        redactor = Redactor(self.redaction, env)
+        started = clock.time()
+        cwd = self.cwd or os.getcwd()
+        run_id = self.run_id or make_run_id(self.name, started)
+        services = [self._capture_service(store, redactor, spec) for spec in self.services]
+        manifest = Manifest(
+            run_id=run_id,
+            name=self.name,
+            created=start_datetime(clock),
+            pid=os.getpid(),
+            host=host(),
+            entrypoint=self.entrypoint
+            or Entrypoint(kind="command", command=list(sys.argv), cwd=cwd),
+            code=code_version(cwd, lambda data, media: store.put_blob(redactor.bytes(data), media)),
+            runtime=runtime(self.packages),
+            env=redactor.environ(env),
+            clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone()),
+            seeds={"run": seed, "uuid4": derive_seed(seed, "uuid4")},
+            services=services,
+            labels=dict(self.labels),
+        )
+        writer = store.begin(redact_manifest(manifest, redactor))
+        return store, writer, redactor, seed
+
+    def __enter__(self) -> Recorder:
+        if self._recorder is not None:
+            raise CaptureError("this capture is already running; use a new run(...)")
+        store, writer, redactor, seed = self.begin()
+        recorder = Recorder(
+            writer,
+            store,
+            redactor=redactor,
+            clock=self.clock or SystemClock(),
+            blob_threshold=self.blob_threshold,
+        )
+        try:
+            self._undo.append(boundary.install(recorder))
+        except BaseException:
+            writer.close()
+            raise
+        self._recorder = recorder
+        try:
+            self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return recorder
+
+    def _capture_service(
+        self, store: DirectoryStore, redactor: Redactor, spec: ServiceSpec
+    ) -> ServiceState:
+        from sandbox.services.base import get_kind
+
+        state = get_kind(spec.kind).capture(spec.endpoint)
+        ref = store.put_blob(state.data, state.media_type)
+        return ServiceState(
+            name=spec.name,
+            kind=spec.kind,
+            binding=Binding(env=spec.env, value=redactor.text(spec.endpoint)),
+            version=state.version,
+            before=ref,
+            hash_before=state.state_hash,
+            meta=state.meta,
+        )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        recorder = self._recorder
+        if recorder is None:
+            return
+        try:
+            if exc is not None:
+                recorder.record_exception(exc)
+            recorder.flush_pending()
+        finally:
+            for undo in reversed(self._undo):
+                undo()
+            self._undo.clear()
+            self._recorder = None
+            recorder.closed = True
+            recorder.writer.close()
+        self.finish(recorder)
+
+    def finish(self, recorder: Recorder, exit_code: int | None = None) -> Manifest:
+        """Capture the services' end states and complete the manifest."""
+        store = recorder.store
+        manifest = recorder.writer.manifest
+        services = []
+        for spec, before in zip(self.services, manifest.services, strict=True):
+            from sandbox.services.base import get_kind
+
+            state = get_kind(spec.kind).capture(spec.endpoint)
+            ref = store.put_blob(state.data, state.media_type)
+            services.append(before.model_copy(update={"after": ref, "hash_after": state.state_hash}))
+        return finish_manifest(
+            store,
+            manifest.model_copy(
+                update={
+                    "services": services,
+                    "failure": recorder.failure,
+                }
+            ),
+            recorder.writer,
+            exit_code=exit_code,
+        )
+
+    async def __aenter__(self) -> Recorder:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    # --- decorator -----------------------------------------------------------------------
+
+    def __call__(self, fn: F) -> F:
+        target = f"{fn.__module__}:{fn.__qualname__}"
+
+        def fresh() -> Capture:
+            return replace(
+                self,
+                entrypoint=self.entrypoint
+                or Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd()),
+            )
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                async with fresh():
+                    return await fn(*args, **kwargs)
+
+            return cast(F, awrapper)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with fresh():
+                return fn(*args, **kwargs)
+
+        return cast(F, wrapper)
+
+
+def start_recording(
+    recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True
+) -> list[Callable[[], None]]:
+    """Seed the generators, patch ``uuid4`` and httpx; record the seeds in the manifest.
+    Return the undo functions (the recorder must be installed already)."""
+    undo: list[Callable[[], None]] = []
+    seeds = seed_generators(seed)
+    if ids:
+        undo.append(patch_uuid4(derive_seed(seed, "uuid4")))
+    if http:
+        undo.append(patch_httpx())
+    manifest = recorder.writer.manifest
+    recorder.writer.update_manifest(
+        manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
+    )
+    return undo
+
+
+def finish_manifest(
+    store: DirectoryStore, manifest: Manifest, writer: Any, *, exit_code: int | None = None
+) -> Manifest:
+    """Mark a run complete: count and hash its event log as it stands."""
+    data = store.read_events_bytes(manifest.run_id)
+    events = parse_events(data, allow_torn_tail=True)
+    if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
+        data = data[: data.rfind(b"\n") + 1]
+        (store.run_dir(manifest.run_id) / "events.jsonl").write_bytes(data)
+    done = manifest.model_copy(
+        update={
+            "status": "complete",
+            "event_count": len(events),
+            "events_sha256": sha256_bytes(data),
+            "exit_code": exit_code if exit_code is not None else manifest.exit_code,
+        }
+    )
+    writer.update_manifest(done)
+    return done
+
+
+def run(name: str, **settings: Any) -> Capture:
+    """Capture a run: ``with run("name", store=..., seed=...) as rec`` or ``@run("name")``.
+
+    Settings: ``store``, ``services`` (:class:`ServiceSpec`), ``seed``, ``run_id``,
+    ``redaction`` (:class:`RedactionConfig`), ``clock``, ``http``, ``ids``, ``environ``,
+    ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``."""
+    return Capture(name, **settings)

@@ -1,0 +1,470 @@
+"""Bring up a sandbox: a private network with no way out, one container per server service,
+a folder for file services, the captured state restored, the clocks frozen.
+
+::
+
+    with bring_up(manifest.services, store, frozen_at=manifest.clock.start) as env:
+        os.environ.update(env.env)        # DATABASE_URL=postgresql://postgres@10.x.y.z:5432/app
+        for attempt in range(n):
+            run_agent()
+            env.reset()                   # back to the restored state, no restart
+
+Containers are started with the docker SDK (one client, no per-container setup) on an
+``internal`` bridge network; the host reaches them at their address on that network (it holds
+the bridge's gateway address), so no port is published. Each container and the network carry
+the session's labels (:mod:`sandbox.containers.labels`); the environment is closed on exit,
+on exceptions, on SIGINT and on SIGTERM, and :func:`sandbox.containers.gc.gc` removes what a
+killed process left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import urlsplit
+
+from sandbox.containers import cleanup, firewall
+from sandbox.containers.engine import (
+    DockerClient,
+    Progress,
+    connect,
+    no_progress,
+    require_image,
+)
+from sandbox.containers.labels import KIND, SERVICE, Owner
+from sandbox.containers.specs import (
+    LIBFAKETIME,
+    ContainerSpec,
+    container_spec,
+    is_path_kind,
+    major_version,
+)
+from sandbox.errors import (
+    SandboxError,
+    ServiceNotReadyError,
+    ServiceVersionError,
+    StoreError,
+    UnknownNameError,
+)
+from sandbox.services.base import ServiceKind, get_kind
+from sandbox.snapshot.manifest import ServiceState
+from sandbox.snapshot.store import Store
+
+LOG_LINES = 20
+_NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+# --- what to bring up ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """One service to bring up. Made from a manifest's :class:`ServiceState` by
+    :meth:`from_state`, or by hand (tests, benchmarks) with inline ``data``."""
+
+    name: str
+    kind: str
+    env: str | None = None
+    """Variable the agent reads the address from; default: the kind's usual one (containers)."""
+    path: str | None = None
+    """For file kinds: the path the agent used at capture (its last part names the copy)."""
+    blob: str | None = None
+    """SHA-256 of the state to restore, in the store."""
+    data: bytes | None = None
+    """The state to restore, inline (instead of ``blob``)."""
+    version: str | None = None
+    """Server version at capture: a newer major than the image's is refused up front."""
+    database: str | None = None
+
+    @classmethod
+    def from_state(cls, state: ServiceState) -> ServiceSpec:
+        database = state.meta.get("database")
+        value = state.binding.value
+        if not isinstance(database, str):
+            database = None
+            if value and "://" in value and state.kind == "postgres":
+                database = urlsplit(value).path.lstrip("/") or None
+        return cls(
+            name=state.name,
+            kind=state.kind,
+            env=state.binding.env,
+            path=value if is_path_kind(state.kind) else None,
+            blob=state.before.sha256 if state.before else None,
+            version=state.version,
+            database=database,
+        )
+
+
+@dataclass(frozen=True)
+class ServiceEndpoint:
+    """Where a brought-up service answers."""
+
+    name: str
+    kind: str
+    url: str
+    """The endpoint from this host (a URL for a server, a path for a file kind)."""
+    env: dict[str, str]
+    """The binding: variable -> value, for the agent's environment."""
+    internal_url: str | None = None
+    """The endpoint from inside the sandbox network (by service name), for the runner."""
+    container_id: str | None = None
+    ip: str | None = None
+    port: int | None = None
+    restored: bool = False
+
+
+# --- the environment -------------------------------------------------------------------------
+
+
+@dataclass
+class Environment:
+    """A running sandbox. Close it (or use it as a context manager) to remove everything."""
+
+    session: str
+    owner: Owner
+    frozen_at: datetime | None
+    client: DockerClient
+    network_name: str | None = None
+    network_id: str | None = None
+    workdir: Path | None = None
+    host_isolated: bool = False
+    """Whether new connections from the sandbox to this host are refused (see firewall)."""
+    services: dict[str, ServiceEndpoint] = field(default_factory=dict)
+    _containers: dict[str, Any] = field(default_factory=dict, repr=False)
+    _marked: dict[str, ServiceKind] = field(default_factory=dict, repr=False)
+    _closed: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Every service's binding, merged: set these in the agent's environment."""
+        merged: dict[str, str] = {}
+        for endpoint in self.services.values():
+            merged.update(endpoint.env)
+        return merged
+
+    def reset(self) -> None:
+        """Return every service to its restored state without restarting anything."""
+        for name, kind in self._marked.items():
+            kind.reset(self.services[name].url)
+
+    def exec(self, service: str, command: list[str]) -> tuple[int, str]:
+        """Run ``command`` in a service's container; return its exit code and output."""
+        container = self._containers.get(service)
+        if container is None:
+            raise UnknownNameError("container service", service, list(self._containers))
+        code, output = container.exec_run(command)
+        return int(code), output.decode(errors="replace")
+
+    def logs(self, service: str, tail: int = LOG_LINES) -> str:
+        container = self._containers[service]
+        return str(container.logs(tail=tail).decode(errors="replace"))
+
+    def close(self) -> None:
+        """Remove the containers, the network, the firewall rules and the folder. Idempotent;
+        safe to call from a signal handler while the environment is being built."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        cleanup.unregister(self)
+        import docker.errors
+
+        for container in list(self._containers.values()):
+            with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
+                container.remove(force=True, v=True)
+        if self.network_id is not None:
+            with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
+                self.client.networks.get(self.network_id).remove()
+        if self.host_isolated:
+            firewall.unblock_host(self.session)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- bringing it up --------------------------------------------------------------------------
+
+
+def faketime_env(frozen_at: datetime) -> dict[str, str]:
+    """libfaketime settings that start a container's clock at ``frozen_at`` (UTC)."""
+    when = frozen_at.astimezone(UTC) if frozen_at.tzinfo else frozen_at
+    return {
+        "LD_PRELOAD": LIBFAKETIME,
+        "FAKETIME": f"@{when:%Y-%m-%d %H:%M:%S}",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "TZ": "UTC",
+    }
+
+
+def bring_up(
+    services: Iterable[ServiceSpec | ServiceState],
+    store: Store | None = None,
+    frozen_at: datetime | None = None,
+    *,
+    progress: Progress = no_progress,
+    client: DockerClient | None = None,
+    timeout: float = 60.0,
+    session: str | None = None,
+    isolate_host: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Environment:
+    """Start every service, wait until each answers, restore its captured state and mark a
+    restore point; return the running :class:`Environment` (a context manager).
+
+    ``frozen_at`` starts each container's clock at that time (libfaketime). ``timeout`` bounds
+    the wait for each service to answer. Anything that fails on the way removes what was
+    started before the error propagates.
+    """
+    specs = [s if isinstance(s, ServiceSpec) else ServiceSpec.from_state(s) for s in services]
+    _check_names(specs)
+    states = _load_states(specs, store)
+    for spec in specs:
+        if not is_path_kind(spec.kind):
+            _check_version(spec, container_spec(spec.kind))
+    client = client or connect()
+    for spec in specs:
+        if not is_path_kind(spec.kind):
+            require_image(client, container_spec(spec.kind).image_tag)
+
+    owner = Owner.current(session)
+    env = Environment(owner.session, owner, frozen_at, client)
+    cleanup.register(env)
+    try:
+        _start(env, specs, states, progress, timeout, isolate_host, sleep, clock)
+    except BaseException:
+        env.close()
+        raise
+    return env
+
+
+def _check_names(specs: list[ServiceSpec]) -> None:
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise SandboxError(f"two services are named {spec.name!r}: names must be unique")
+        seen.add(spec.name)
+        if not is_path_kind(spec.kind):
+            container_spec(spec.kind)  # unknown kind: a clear error before anything starts
+
+
+def _load_states(specs: list[ServiceSpec], store: Store | None) -> dict[str, bytes]:
+    states: dict[str, bytes] = {}
+    for spec in specs:
+        if spec.data is not None:
+            states[spec.name] = spec.data
+        elif spec.blob is not None:
+            if store is None:
+                raise StoreError(f"service {spec.name!r} names blob {spec.blob}, but no store")
+            states[spec.name] = store.get_blob(spec.blob)
+    return states
+
+
+def _check_version(spec: ServiceSpec, cspec: ContainerSpec) -> None:
+    captured = major_version(spec.version)
+    if captured is not None and captured > cspec.server_major:
+        raise ServiceVersionError(
+            f"service {spec.name!r} was captured from {spec.kind} {spec.version}, newer than "
+            f"the {cspec.image_tag} image ({spec.kind} {cspec.server_major}): its dump cannot "
+            f"be restored there; build images/{cspec.image} for {spec.kind} {captured}"
+        )
+
+
+def _start(
+    env: Environment,
+    specs: list[ServiceSpec],
+    states: Mapping[str, bytes],
+    progress: Progress,
+    timeout: float,
+    isolate_host: bool,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    owner = env.owner
+    servers = [s for s in specs if not is_path_kind(s.kind)]
+    if servers:
+        name = f"sbx-{owner.session}"
+        network = env.client.networks.create(
+            name,
+            driver="bridge",
+            internal=True,
+            labels=owner.labels(),
+            options={"com.docker.network.bridge.name": firewall.bridge_name(owner.session)},
+        )
+        env.network_name, env.network_id = name, network.id
+        progress(f"network {name} (internal)")
+        if isolate_host:
+            env.host_isolated = firewall.block_host(owner.session)
+            if not env.host_isolated:
+                progress(
+                    "warning: containers can reach this host's own addresses (blocking them "
+                    "needs root and iptables)"
+                )
+    for spec in specs:
+        if is_path_kind(spec.kind):
+            _prepare_path(env, spec, states, progress)
+    if servers:
+        pool = ThreadPoolExecutor(max_workers=len(servers), thread_name_prefix="sbx-ready")
+        try:
+            futures = [
+                pool.submit(_ready_and_restore, env, s, states, progress, timeout, sleep, clock)
+                for s in servers
+            ]
+            for future in futures:
+                future.result()
+        except BaseException:
+            env.close()  # the other services' waits end at once: their containers are gone
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _container_name(session: str, service: str) -> str:
+    return f"sbx-{session}-{_NAME.sub('-', service)}"[:63]
+
+
+def _create(env: Environment, spec: ServiceSpec, progress: Progress) -> None:
+    from docker.types import EndpointConfig
+
+    cspec = container_spec(spec.kind)
+    alias = _NAME.sub("-", spec.name)
+    environment = dict(cspec.env)
+    if env.frozen_at is not None:
+        environment.update(faketime_env(env.frozen_at))
+    container = env.client.containers.run(
+        cspec.image_tag,
+        name=_container_name(env.session, spec.name),
+        detach=True,
+        user=cspec.user,
+        environment=environment,
+        labels=env.owner.labels(**{SERVICE: spec.name, KIND: spec.kind}),
+        network=env.network_name,
+        networking_config={
+            env.network_name: EndpointConfig(env.client.api._version, aliases=[alias])
+        },
+        mem_limit=cspec.mem_limit,
+        pids_limit=cspec.pids_limit,
+        security_opt=["no-new-privileges"],
+    )
+    env._containers[spec.name] = container
+    container.reload()
+    ip = container.attrs["NetworkSettings"]["Networks"][env.network_name]["IPAddress"]
+    database = spec.database or cspec.default_database
+    url = cspec.url(ip, cspec.port, database)
+    binding = {spec.env or cspec.default_env: url}
+    env.services[spec.name] = ServiceEndpoint(
+        name=spec.name,
+        kind=spec.kind,
+        url=url,
+        env=binding,
+        internal_url=cspec.url(alias, cspec.port, database),
+        container_id=container.id,
+        ip=ip,
+        port=cspec.port,
+    )
+    progress(f"{spec.name}: started {cspec.image_tag} at {ip}")
+
+
+def _ready_and_restore(
+    env: Environment,
+    spec: ServiceSpec,
+    states: Mapping[str, bytes],
+    progress: Progress,
+    timeout: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> None:
+    import docker.errors
+
+    cspec = container_spec(spec.kind)
+    start = clock()
+    _create(env, spec, progress)
+    endpoint = env.services[spec.name]
+    container = env._containers[spec.name]
+    deadline = start + timeout
+    while not cspec.ready(endpoint.url):
+        try:
+            container.reload()
+            status = container.status
+        except docker.errors.NotFound:
+            status = "removed"
+        if status in {"exited", "dead", "removed"}:
+            raise _not_ready(env, spec, f"its container stopped ({status})")
+        if clock() >= deadline:
+            raise _not_ready(env, spec, f"it did not answer within {timeout:.0f} s")
+        sleep(0.05)
+    progress(f"{spec.name}: ready in {clock() - start:.2f} s")
+    _restore(env, spec, endpoint.url, states, progress)
+
+
+def _not_ready(env: Environment, spec: ServiceSpec, why: str) -> ServiceNotReadyError:
+    try:
+        logs = env.logs(spec.name, LOG_LINES).rstrip()
+    except Exception as exc:  # the container may be gone
+        logs = f"(no logs: {exc})"
+    cspec = container_spec(spec.kind)
+    return ServiceNotReadyError(
+        f"service {spec.name!r} ({cspec.image_tag}) never became ready: {why}; its last "
+        f"{LOG_LINES} log lines:\n{logs or '(empty)'}"
+    )
+
+
+def _restore(
+    env: Environment,
+    spec: ServiceSpec,
+    url: str,
+    states: Mapping[str, bytes],
+    progress: Progress,
+) -> None:
+    data = states.get(spec.name)
+    if data is None and not is_path_kind(spec.kind):
+        prepare = container_spec(spec.kind).prepare_empty
+        if prepare is not None:
+            prepare(url)
+    try:
+        kind = get_kind(spec.kind)
+    except UnknownNameError:
+        if data is not None:
+            raise
+        return  # nothing to restore and no kind to mark a restore point with
+    if data is not None:
+        kind.restore(url, data)
+        env.services[spec.name] = replace(env.services[spec.name], restored=True)
+        progress(f"{spec.name}: state restored ({len(data)} bytes)")
+    kind.mark_restore_point(url)
+    env._marked[spec.name] = kind
+
+
+def _prepare_path(
+    env: Environment, spec: ServiceSpec, states: Mapping[str, bytes], progress: Progress
+) -> None:
+    if env.workdir is None:
+        env.workdir = Path(tempfile.mkdtemp(prefix=f"sbx-{env.session}-"))
+    folder = env.workdir / _NAME.sub("-", spec.name)
+    folder.mkdir()
+    leaf = Path(spec.path).name if spec.path else ""
+    if spec.kind == "files":
+        target = folder / (leaf or "workspace")
+        target.mkdir()
+    else:
+        target = folder / (leaf or f"{spec.name}.db")
+    binding = {spec.env: str(target)} if spec.env else {}
+    env.services[spec.name] = ServiceEndpoint(spec.name, spec.kind, str(target), binding)
+    progress(f"{spec.name}: {spec.kind} at {target}")
+    _restore(env, spec, str(target), states, progress)

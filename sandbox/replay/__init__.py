@@ -1,0 +1,54 @@
+"""Replay: serve each boundary by a policy, match requests against the recording, find the
+first divergent step, and judge whether the recorded failure came back."""
+
+from sandbox.replay.divergence import (
+    Divergence,
+    EventSummary,
+    StateDiff,
+    diff_state_hashes,
+    diff_states,
+    first_divergence,
+)
+from sandbox.replay.jsondiff import MISSING, FieldDiff, json_diff
+from sandbox.replay.matcher import Matcher, MissMode
+from sandbox.replay.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
+from sandbox.replay.semantics import BOUNDARY_KINDS, request_of, response_of, semantic_view
+from sandbox.replay.verdict import (
+    Evaluation,
+    ReplayOutcome,
+    RunVerdict,
+    Verdict,
+    evaluate,
+    judge,
+    predicate_for,
+)
+
+__all__ = [
+    "BOUNDARY_KINDS",
+    "MISSING",
+    "Divergence",
+    "Evaluation",
+    "EventSummary",
+    "FieldDiff",
+    "Matcher",
+    "MissMode",
+    "Policy",
+    "PolicyRule",
+    "PolicySet",
+    "ReplayOutcome",
+    "RunVerdict",
+    "StateDiff",
+    "Verdict",
+    "diff_state_hashes",
+    "diff_states",
+    "evaluate",
+    "first_divergence",
+    "get_policy",
+    "json_diff",
+    "judge",
+    "policy_names",
+    "predicate_for",
+    "request_of",
+    "response_of",
+    "semantic_view",
+]

@@ -1,0 +1,56 @@
+"""Capture a service into a snapshot store: the dump becomes a blob, the manifest gets a
+:class:`~sandbox.snapshot.manifest.ServiceState` with its version, hash and binding."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from sandbox.services.base import get_kind
+from sandbox.snapshot.manifest import Binding, ServiceState
+from sandbox.snapshot.store import Store
+
+REDACTED = "***"
+
+
+def redact_endpoint(endpoint: str) -> str:
+    """The endpoint with any password replaced by ``***`` (paths are returned as they are)."""
+    if "://" not in endpoint:
+        return endpoint
+    parts = urlsplit(endpoint)
+    if parts.password is None:
+        return endpoint
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
+
+
+def capture_service(
+    kind: str,
+    name: str,
+    endpoint: str,
+    store: Store,
+    binding_env: str | None = None,
+    *,
+    image: str | None = None,
+) -> ServiceState:
+    """Capture the state behind ``endpoint`` as the restore point (``before``) of service
+    ``name``. The binding records ``binding_env`` and the endpoint, its password redacted."""
+    state = get_kind(kind).capture(endpoint)
+    ref = store.put_blob(state.data, state.media_type)
+    return ServiceState(
+        name=name,
+        kind=kind,
+        binding=Binding(env=binding_env, value=redact_endpoint(endpoint)),
+        version=state.version,
+        image=image,
+        before=ref,
+        hash_before=state.state_hash,
+        meta=dict(state.meta),
+    )
+
+
+def capture_end_state(service: ServiceState, endpoint: str, store: Store) -> ServiceState:
+    """Capture the end state (``after``, ``hash_after``) of a service captured before."""
+    state = get_kind(service.kind).capture(endpoint)
+    ref = store.put_blob(state.data, state.media_type)
+    return service.model_copy(update={"after": ref, "hash_after": state.state_hash})

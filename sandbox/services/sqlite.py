@@ -1,0 +1,173 @@
+"""The ``sqlite`` service kind: one database file.
+
+Endpoint: a file path, or a ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` URL.
+
+Capture copies the database with SQLite's online backup API (consistent even while another
+connection writes), the data being the bytes of a standalone database file. Restore replaces
+the file atomically (a temporary file in the same folder, then a rename) after removing any
+``-wal``, ``-shm`` or ``-journal`` file left by the old database, which would otherwise be
+replayed into the new one. Restore while no connection has the file open.
+
+The state hash is logical: the schema (``sqlite_master``) and, for every table, the rows as
+typed values, sorted, so that page layout, free pages and row order do not matter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from sandbox.errors import ServiceError
+from sandbox.services.base import CapturedState, register
+from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
+
+MEDIA_TYPE = "application/vnd.sqlite3"
+HEADER = b"SQLite format 3\x00"
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def db_path(endpoint: str) -> Path:
+    if endpoint.startswith("sqlite:///"):
+        endpoint = endpoint[len("sqlite:///") :]
+    elif "://" in endpoint:
+        raise ServiceError(
+            f"sqlite endpoint must be a file path or sqlite:/// URL, not {endpoint!r}"
+        )
+    if not endpoint:
+        raise ServiceError("sqlite endpoint is empty: expected a file path")
+    return Path(endpoint)
+
+
+@contextmanager
+def _open_ro(path: Path) -> Iterator[sqlite3.Connection]:
+    if not path.is_file():
+        raise ServiceError(f"sqlite database {path} does not exist")
+    try:
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ServiceError(f"cannot open sqlite database {path}: {exc}") from None
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        raise ServiceError(f"sqlite database {path}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _typed(value: Any) -> list[Any]:
+    if value is None:
+        return ["null"]
+    if isinstance(value, bytes):
+        return ["blob", value.hex()]
+    if isinstance(value, float):
+        return ["real", repr(value)]
+    if isinstance(value, int):
+        return ["integer", value]
+    return ["text", str(value)]
+
+
+def logical_state(conn: sqlite3.Connection) -> dict[str, Any]:
+    schema = conn.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+    ).fetchall()
+    tables = {}
+    for kind, name, _tbl, text in schema:
+        if kind != "table" or (text or "").upper().startswith("CREATE VIRTUAL"):
+            continue  # a virtual table's data lives in its shadow tables, hashed themselves
+        digests = sorted(
+            sha256_bytes(canonical_json([_typed(v) for v in row]))
+            for row in conn.execute(f"SELECT * FROM {_quote(name)}")
+        )
+        tables[name] = {"count": len(digests), "sha256": sha256_bytes("".join(digests).encode())}
+    return {"schema": [list(r) for r in schema], "tables": tables}
+
+
+def backup_bytes(path: Path) -> bytes:
+    """A consistent copy of the database at ``path`` as the bytes of a database file."""
+    with _open_ro(path) as src, tempfile.TemporaryDirectory(prefix="sbx-sqlite-") as tmp:
+        target = Path(tmp) / "backup.db"
+        dest = sqlite3.connect(target)
+        try:
+            src.backup(dest)
+        finally:
+            dest.close()
+        return target.read_bytes()
+
+
+class SQLiteKind:
+    """Capture with the backup API, restore by an atomic replace of the file."""
+
+    name: ClassVar[str] = "sqlite"
+
+    def __init__(self) -> None:
+        self._points: dict[str, bytes] = {}
+
+    def capture(self, endpoint: str) -> CapturedState:
+        path = db_path(endpoint)
+        data = backup_bytes(path)
+        with _open_ro(path) as conn:
+            version = str(conn.execute("SELECT sqlite_version()").fetchone()[0])
+        return CapturedState(
+            data=data,
+            state_hash=_hash_bytes(data),
+            version=version,
+            media_type=MEDIA_TYPE,
+            meta={"file": path.name},
+        )
+
+    def restore(self, endpoint: str, data: bytes) -> None:
+        if data and not data.startswith(HEADER):
+            raise ServiceError("not a sqlite capture: the data is not an SQLite database file")
+        path = db_path(endpoint)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".sbx-", suffix=".db")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            for suffix in _SIDE_FILES:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{path}{suffix}")
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def state_hash(self, endpoint: str) -> str:
+        with _open_ro(db_path(endpoint)) as conn:
+            return fingerprint({"kind": "sqlite", "state": logical_state(conn)})
+
+    def mark_restore_point(self, endpoint: str) -> None:
+        self._points[endpoint] = backup_bytes(db_path(endpoint))
+
+    def reset(self, endpoint: str) -> None:
+        try:
+            data = self._points[endpoint]
+        except KeyError:
+            raise ServiceError(
+                f"no restore point for sqlite database {endpoint}: call mark_restore_point first"
+            ) from None
+        self.restore(endpoint, data)
+
+
+def _hash_bytes(data: bytes) -> str:
+    """The state hash of a database given as bytes (hashed from a temporary copy)."""
+    with tempfile.TemporaryDirectory(prefix="sbx-sqlite-") as tmp:
+        path = Path(tmp) / "state.db"
+        path.write_bytes(data)
+        return SQLiteKind().state_hash(str(path))
+
+
+register(SQLiteKind())

@@ -1,0 +1,167 @@
+"""Summaries of the runs in a store, and one-line summaries of events, for listings."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sandbox.errors import SnapshotError
+from sandbox.snapshot.events import Event
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import DirectoryStore, count_events
+
+RunState = Literal["running", "incomplete", "complete"]
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True
+
+
+def run_state(
+    manifest: Manifest,
+    *,
+    hostname: str | None = None,
+    alive: Callable[[int], bool] = pid_alive,
+) -> RunState:
+    """``complete``; ``running`` while its capturing process lives on this host; otherwise
+    ``incomplete`` (a capture that died, or one recorded on another host)."""
+    if manifest.status == "complete":
+        return "complete"
+    here = hostname if hostname is not None else socket.gethostname()
+    if manifest.pid is not None and manifest.host in (None, here) and alive(manifest.pid):
+        return "running"
+    return "incomplete"
+
+
+def entrypoint_text(manifest: Manifest) -> str:
+    entry = manifest.entrypoint
+    if entry is None:
+        return ""
+    if entry.kind == "callable":
+        return entry.target or ""
+    return " ".join(entry.command)
+
+
+def failure_text(manifest: Manifest) -> str:
+    failure = manifest.failure
+    if failure is None or not failure.observed:
+        return ""
+    if failure.reason:
+        return failure.reason
+    if failure.error is not None:
+        return f"{failure.error.type}: {failure.error.message}"
+    return "failure observed"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    created: datetime
+    entrypoint: str
+    events: int
+    state: RunState
+    failure: str
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "created": self.created.isoformat(),
+            "entrypoint": self.entrypoint,
+            "events": self.events,
+            "status": self.state,
+            "failure": self.failure,
+            "size": self.size,
+        }
+
+
+def summarize_run(
+    store: DirectoryStore,
+    manifest: Manifest,
+    *,
+    hostname: str | None = None,
+    alive: Callable[[int], bool] = pid_alive,
+) -> RunSummary:
+    if manifest.event_count is not None:
+        events = manifest.event_count
+    else:
+        events = count_events(store.read_events_bytes(manifest.run_id))
+    return RunSummary(
+        run_id=manifest.run_id,
+        created=manifest.created,
+        entrypoint=entrypoint_text(manifest),
+        events=events,
+        state=run_state(manifest, hostname=hostname, alive=alive),
+        failure=failure_text(manifest),
+        size=store.run_size(manifest.run_id),
+    )
+
+
+def summarize_runs(
+    store: DirectoryStore,
+    *,
+    hostname: str | None = None,
+    alive: Callable[[int], bool] = pid_alive,
+) -> list[RunSummary]:
+    """One summary per readable run, oldest first."""
+    out = []
+    for manifest in store.list():
+        try:
+            out.append(summarize_run(store, manifest, hostname=hostname, alive=alive))
+        except (SnapshotError, OSError):
+            continue
+    return out
+
+
+def _short(value: object, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def event_summary(event: Event, width: int = 60) -> str:
+    """A short, human summary of one event for a timeline."""
+    error = getattr(event, "error", None)
+    if error is not None:
+        return _short(f"error {error.type}: {error.message}", width)
+    match event.kind:
+        case "llm":
+            return _short(f"{event.model} → {_short(event.response, width)}", width)
+        case "tool":
+            out: object = event.output
+            if event.output_blob is not None:
+                out = f"<blob {event.output_blob.size} B>"
+            return _short(f"{_short(event.args, width // 2)} → {_short(out, width)}", width)
+        case "retrieval":
+            return _short(f"{_short(event.query, width // 2)} → {len(event.documents)} doc(s)")
+        case "memory":
+            return _short(f"{event.op} {event.key}", width)
+        case "http":
+            return _short(f"{event.method} {event.url} → {event.status}", width)
+        case "clock":
+            return _short(f"{event.source} = {event.value}", width)
+        case "random":
+            return _short(f"{event.source} seed={event.seed} value={_short(event.value)}", width)
+        case "retry":
+            return _short(f"{event.outcome}, wait {event.wait:g}s", width)
+        case "timeout":
+            return _short(f"after {event.after:g}s, committed={event.committed}", width)
+        case "state":
+            return _short(f"{event.source or '∅'} → {event.target}", width)
+        case "result":
+            return _short(event.value, width)
+    return ""  # pragma: no cover - every kind is handled above

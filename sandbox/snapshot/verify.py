@@ -1,0 +1,80 @@
+"""Verify a run in a store, or a bundle file, and report every problem found.
+
+A report lists problems (the run cannot be trusted) and warnings (worth knowing, not wrong),
+each naming the file it is about: ``runs/<id>/events.jsonl``, ``blobs/sha256/<ab>/<sha256>``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox.errors import SandboxError
+from sandbox.snapshot.bundle import DEFAULT_LIMITS, BundleLimits, check_bundle, read_bundle
+from sandbox.snapshot.integrity import Problem, check_store_run
+from sandbox.snapshot.store import DirectoryStore
+
+
+@dataclass
+class VerifyReport:
+    """What a verification found about one run or one bundle."""
+
+    target: str
+    run_id: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    events: int = 0
+    blobs: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "events": self.events,
+            "blobs": self.blobs,
+            "problems": [str(p) for p in self.problems],
+            "warnings": [str(w) for w in self.warnings],
+        }
+
+
+def verify_run(store: DirectoryStore, run_id: str) -> VerifyReport:
+    """Check run ``run_id`` of ``store``; an unknown run raises :class:`UnknownRunError`."""
+    check = check_store_run(store, run_id)
+    return VerifyReport(
+        target=f"run {run_id} in {store.root}",
+        run_id=run_id,
+        problems=check.problems,
+        warnings=check.warnings,
+        events=len(check.events),
+        blobs=len(check.blob_keys),
+    )
+
+
+def verify_bundle(
+    path: str | os.PathLike[str], limits: BundleLimits = DEFAULT_LIMITS
+) -> VerifyReport:
+    """Check a bundle file without importing it. A bundle refused as unsafe or unreadable is
+    reported as one problem naming the file."""
+    source = os.fspath(path)
+    report = VerifyReport(target=f"bundle {source}")
+    try:
+        contents = read_bundle(path, limits)
+    except SandboxError as exc:
+        message = str(exc).removeprefix(f"{source}: ")
+        report.problems.append(Problem(source, message))
+        return report
+    run_id, check, problems = check_bundle(contents)
+    report.run_id = run_id
+    report.problems.extend(problems)
+    if check is not None:
+        report.problems.extend(check.problems)
+        report.warnings.extend(check.warnings)
+        report.events = len(check.events)
+        report.blobs = len(check.blob_keys)
+    return report

@@ -1,0 +1,204 @@
+"""The contract every service kind keeps: one test runs each kind through the same steps.
+
+set up -> capture -> mutate -> restore -> same hash; mark -> mutate -> reset -> same hash;
+two captures of one state -> one hash; a restore elsewhere -> the same hash.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import psycopg
+import pytest
+import redis as redis_client
+from test_services_containers import create_database, postgres_server, redis_server
+
+from sandbox.services import get_kind, kind_names
+
+
+class Harness(Protocol):
+    def new_endpoint(self) -> str: ...
+    def populate(self, endpoint: str) -> None: ...
+    def mutate(self, endpoint: str, step: int) -> None: ...
+
+
+class PostgresHarness:
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.names = (f"contract_{i}" for i in itertools.count())
+
+    def new_endpoint(self) -> str:
+        return create_database(self.server, next(self.names))
+
+    def populate(self, endpoint: str) -> None:
+        with psycopg.connect(endpoint, autocommit=True) as conn:
+            conn.execute(
+                "CREATE TABLE item (id serial PRIMARY KEY, name text NOT NULL, price numeric,"
+                " created_at timestamptz NOT NULL DEFAULT now())"
+            )
+            conn.execute("INSERT INTO item (name, price) VALUES ('a', 1.5), ('b', NULL), ('c', 3)")
+            conn.execute("CREATE SEQUENCE ticket START 10")
+            for _ in range(3):
+                conn.execute("SELECT nextval('ticket')")
+
+    def mutate(self, endpoint: str, step: int) -> None:
+        with psycopg.connect(endpoint, autocommit=True) as conn:
+            if step % 2:
+                conn.execute("SELECT nextval('ticket')")
+            else:
+                conn.execute("INSERT INTO item (name) VALUES ('mutant')")
+                conn.execute("UPDATE item SET price = 99 WHERE name = 'a'")
+
+
+class RedisHarness:
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.dbs = itertools.count(1)
+
+    def new_endpoint(self) -> str:
+        endpoint = f"{self.server}/{next(self.dbs)}"
+        redis_client.Redis.from_url(endpoint).flushdb()
+        return endpoint
+
+    def populate(self, endpoint: str) -> None:
+        r = redis_client.Redis.from_url(endpoint)
+        r.set("greeting", "hello")
+        r.set("session", "abc", ex=3600)
+        r.hset("user:1", mapping={"name": "ada", "plan": "pro"})
+        r.rpush("queue", "x", "y", "z")
+        r.sadd("tags", "red", "green")
+        r.zadd("scores", {"ada": 3.5, "bob": 1})
+        r.expire("scores", 600)
+
+    def mutate(self, endpoint: str, step: int) -> None:
+        r = redis_client.Redis.from_url(endpoint)
+        if step % 2:
+            r.persist("session")  # only the TTL changes
+        else:
+            r.rpush("queue", "extra")
+            r.delete("tags")
+            r.set("new", "key")
+
+
+class SQLiteHarness:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names = (folder / f"db{i}.sqlite" for i in itertools.count())
+
+    def new_endpoint(self) -> str:
+        path = next(self.names)
+        sqlite3.connect(path).close()
+        return str(path)
+
+    def populate(self, endpoint: str) -> None:
+        with sqlite3.connect(endpoint) as conn:
+            conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, v TEXT, b BLOB)")
+            conn.executemany("INSERT INTO t (v, b) VALUES (?, ?)", [("a", b"\x00"), ("b", None)])
+        conn.close()
+
+    def mutate(self, endpoint: str, step: int) -> None:
+        with sqlite3.connect(endpoint) as conn:
+            if step % 2:
+                conn.execute("UPDATE t SET v = 'changed' WHERE id = 1")
+            else:
+                conn.execute("INSERT INTO t (v) VALUES ('mutant')")
+        conn.close()
+
+
+class FilesHarness:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names = (folder / f"ws{i}" for i in itertools.count())
+
+    def new_endpoint(self) -> str:
+        path = next(self.names)
+        path.mkdir()
+        return str(path)
+
+    def populate(self, endpoint: str) -> None:
+        root = Path(endpoint)
+        (root / "src" / "pkg").mkdir(parents=True)
+        (root / "src" / "pkg" / "mod.py").write_text("X = 1\n")
+        (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
+        os.chmod(root / "run.sh", 0o755)
+        (root / "empty").mkdir()
+
+    def mutate(self, endpoint: str, step: int) -> None:
+        root = Path(endpoint)
+        if step % 2:
+            os.chmod(root / "run.sh", 0o644)  # only a mode changes
+        else:
+            (root / "src" / "pkg" / "mod.py").write_text("X = 2\n")
+            (root / "notes.txt").write_text("new\n")
+            (root / "empty").rmdir()
+
+
+KINDS = ["files", "sqlite", pytest.param("postgres", marks=pytest.mark.docker)]
+KINDS.append(pytest.param("redis", marks=pytest.mark.docker))
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+    kind = request.param
+    if kind == "postgres":
+        return PostgresHarness(request.getfixturevalue("pg_server"))
+    if kind == "redis":
+        return RedisHarness(request.getfixturevalue("redis_url"))
+    if kind == "sqlite":
+        return SQLiteHarness(tmp_path)
+    if kind == "files":
+        return FilesHarness(tmp_path)
+    raise AssertionError(f"no contract harness for service kind {kind!r}")
+
+
+def test_every_registered_kind_is_in_the_contract() -> None:
+    covered = {p if isinstance(p, str) else p.values[0] for p in KINDS}
+    assert set(kind_names()) == covered
+
+
+@pytest.mark.parametrize("harness", KINDS, indirect=True)
+def test_service_kind_contract(harness: Harness, request: pytest.FixtureRequest) -> None:
+    kind = get_kind(request.node.callspec.params["harness"])
+    endpoint = harness.new_endpoint()
+    harness.populate(endpoint)
+    original = kind.state_hash(endpoint)
+
+    captured = kind.capture(endpoint)
+    assert captured.state_hash == original
+    assert kind.capture(endpoint).state_hash == original, "two captures, one state, one hash"
+    assert kind.state_hash(endpoint) == original, "hashing twice gives the same hash"
+
+    for step in (0, 1):
+        harness.mutate(endpoint, step)
+        assert kind.state_hash(endpoint) != original, f"mutation {step} changes the hash"
+        kind.restore(endpoint, captured.data)
+        assert kind.state_hash(endpoint) == original, f"restore after mutation {step}"
+
+    kind.mark_restore_point(endpoint)
+    for step in (0, 1, 0):
+        harness.mutate(endpoint, step)
+        assert kind.state_hash(endpoint) != original
+        kind.reset(endpoint)
+        assert kind.state_hash(endpoint) == original, f"reset after mutation {step}"
+
+    elsewhere = harness.new_endpoint()
+    kind.restore(elsewhere, captured.data)
+    assert kind.state_hash(elsewhere) == original, "a restore elsewhere gives the same hash"
+    assert kind.capture(elsewhere).state_hash == original

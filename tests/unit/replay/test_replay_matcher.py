@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import pytest
+from replay_events import clock, http, llm, tool
+
+from sandbox.errors import ReplayMismatchError, UnknownNameError
+from sandbox.replay.matcher import Matcher, fingerprint_of
+from sandbox.replay.semantics import request_of
+from sandbox.snapshot.events import Event
+from sandbox.snapshot.normalize import request_fingerprint
+
+
+def recording() -> list[Event]:
+    return [
+        llm(0, "Refund order 42 please", reply="calling refund"),
+        tool(1, "refund", {"order_id": 42}, output={"ok": True}),
+        tool(2, "refund", {"order_id": 42}, output={"ok": False, "error": "already refunded"}),
+        llm(3, "Summarize what happened", reply="done"),
+        clock(4, 1_700_000_123.0),
+    ]
+
+
+def test_the_nth_request_gets_the_nth_recording() -> None:
+    events = recording()
+    matcher = Matcher(events)
+    assert matcher.match("tool", "refund", {"order_id": 42}) is events[1]
+    assert matcher.match("tool", "refund", {"order_id": 42}) is events[2]
+    assert matcher.match("llm", "chat", request_of(events[3])) is events[3]
+    assert [e.seq for e in matcher.unused()] == [0, 4]
+
+
+def test_volatile_keys_do_not_matter() -> None:
+    events = [http(0, "https://api.test/x?b=2&a=1", {"X-Request-Id": "r1", "Accept": "json"})]
+    matcher = Matcher(events)
+    request = {
+        "method": "GET",
+        "url": "https://api.test/x?a=1&b=2",
+        "headers": {"accept": "json", "x-request-id": "r2"},
+        "body": None,
+    }
+    assert matcher.match("http", "GET", request) is events[0]
+
+
+def test_stored_fingerprint_is_used() -> None:
+    stored = request_fingerprint("tool", "search", {"q": "kettles", "page": 1})
+    event = tool(0, "search", {"q": "kettle"}, output=[], fingerprint=stored)
+    assert fingerprint_of(event) == stored
+    assert Matcher([event]).match("tool", "search", {"page": 1, "q": "kettles"}) is event
+
+
+def test_miss_shows_the_request_the_nearest_recording_and_what_differs() -> None:
+    events = recording()
+    matcher = Matcher(events)
+    request = request_of(events[0])
+    request["messages"][1]["content"] = "Refund order 43 please"
+    with pytest.raises(ReplayMismatchError) as info:
+        matcher.match("llm", "chat", request)
+    err = info.value
+    text = str(err)
+    assert "no recorded llm 'chat' matches this request (call #1 of llm 'chat')" in text
+    assert "nearest recorded (seq 0, 1 difference(s))" in text
+    assert 'messages[1].content: "Refund order 42 please" -> "Refund order 43 please"' in text
+    assert "other candidates: seq 3" in text
+    # structured data for reports
+    assert err.kind == "llm" and err.name == "chat"
+    assert err.expected == request_of(events[0])
+    assert err.actual == request
+    assert err.diff == [
+        {
+            "path": "messages[1].content",
+            "change": "changed",
+            "expected": "Refund order 42 please",
+            "actual": "Refund order 43 please",
+        }
+    ]
+    assert [c["seq"] for c in err.candidates] == [0, 3]
+
+
+def test_a_request_repeated_more_often_than_recorded_says_so() -> None:
+    matcher = Matcher(recording())
+    matcher.match("tool", "refund", {"order_id": 42})
+    matcher.match("tool", "refund", {"order_id": 42})
+    with pytest.raises(ReplayMismatchError, match=r"recorded 2 time.* now made a 3rd time"):
+        matcher.match("tool", "refund", {"order_id": 42})
+
+
+def test_unknown_name_suggests_close_ones() -> None:
+    with pytest.raises(
+        ReplayMismatchError, match=r"no recorded tool 'refnd'.*did you mean 'refund'"
+    ):
+        Matcher(recording()).match("tool", "refnd", {"order_id": 42})
+    with pytest.raises(ReplayMismatchError, match="nothing of kind 'retrieval' was recorded"):
+        Matcher(recording()).match("retrieval", "docs", "kettle")
+
+
+def test_live_mode_falls_through() -> None:
+    matcher = Matcher(recording(), on_miss="live")
+    assert matcher.match("tool", "refund", {"order_id": 7}) is None
+    assert matcher.match("tool", "refund", {"order_id": 42}) is not None
+
+
+def test_position_mode_serves_the_same_position() -> None:
+    events = recording()
+    matcher = Matcher(events, on_miss="position")
+    assert matcher.match("tool", "refund", {"order_id": 7}) is events[1]
+    assert matcher.match("tool", "refund", {"order_id": 8}) is events[2]
+    with pytest.raises(ReplayMismatchError):
+        matcher.match("tool", "refund", {"order_id": 9})
+
+
+def test_unknown_miss_mode() -> None:
+    with pytest.raises(UnknownNameError, match="miss mode 'skip'; valid: fail, live, position"):
+        Matcher([], on_miss="skip")

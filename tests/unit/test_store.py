@@ -1,0 +1,125 @@
+"""The directory store: atomic run folders, paths that cannot escape, blob dedupe, sealing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from snapshot_factory import CREATED, build_snapshot, tree
+
+from sandbox.errors import StoreError, UnknownRunError, UnsafePathError
+from sandbox.snapshot import DirectoryStore, Manifest
+from sandbox.snapshot.events import ClockRead
+from sandbox.snapshot.hashing import sha256_bytes
+from sandbox.snapshot.store import EVENTS, MANIFEST, dump_event
+
+ESCAPES = ["../x", "/abs", "a/b", "..", ".", "", "a\\b", "x/../../y"]
+
+
+@pytest.mark.parametrize("bad", ESCAPES)
+def test_run_ids_that_would_escape_are_refused(store: DirectoryStore, bad: str) -> None:
+    for op in (store.run_dir, store.exists, store.load, store.delete):
+        with pytest.raises(UnsafePathError, match="invalid run id"):
+            op(bad)
+
+
+@pytest.mark.parametrize("bad", [*ESCAPES, "A" * 64, "g" * 64, "ab" * 31, "a" * 65])
+def test_blob_keys_that_would_escape_are_refused(store: DirectoryStore, bad: str) -> None:
+    for op in (store.blob_path, store.get_blob, store.has_blob):
+        with pytest.raises(UnsafePathError, match="invalid blob key"):
+            op(bad)
+
+
+def test_blobs_are_deduplicated_by_content(store: DirectoryStore) -> None:
+    first = store.put_blob(b"same bytes")
+    second = store.put_blob(b"same bytes", "text/plain")
+    assert first.sha256 == second.sha256 == sha256_bytes(b"same bytes")
+    assert list(store.iter_blobs()) == [first.sha256]
+    assert store.get_blob(first.sha256) == b"same bytes"
+    other = store.put_blob(b"other bytes")
+    assert sorted(store.iter_blobs()) == sorted([first.sha256, other.sha256])
+
+
+def test_a_failed_save_leaves_no_run_folder(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshot = build_snapshot(store, "first")
+    before = tree(store.root / "runs")
+
+    def broken_rename(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "rename", broken_rename)
+    snapshot.manifest = snapshot.manifest.model_copy(update={"run_id": "second"})
+    with pytest.raises(OSError, match="disk full"):
+        store.save(snapshot)
+    monkeypatch.undo()
+    assert tree(store.root / "runs") == before
+    assert not store.run_dir("second").exists()
+    assert list((store.root / ".tmp").iterdir()) == []  # staging was removed
+
+
+def test_overwrite_replaces_a_run_whole(store: DirectoryStore) -> None:
+    snapshot = build_snapshot(store)
+    with pytest.raises(StoreError, match="already exists"):
+        store.save(snapshot)
+    shorter = type(snapshot)(snapshot.manifest, snapshot.events[:3])
+    store.save(shorter, overwrite=True)
+    assert len(store.load(snapshot.run_id).events) == 3
+    assert store.load_manifest(snapshot.run_id).event_count == 3
+
+
+def test_save_seals_complete_runs_only(store: DirectoryStore) -> None:
+    snapshot = build_snapshot(store)
+    manifest = store.load_manifest(snapshot.run_id)
+    events = store.read_events_bytes(snapshot.run_id)
+    assert snapshot.manifest.events_sha256 is None  # filled by the store, not the caller
+    assert manifest.events_sha256 == sha256_bytes(events)
+    assert manifest.event_count == len(snapshot.events) == 12
+
+    running = Manifest(run_id="live", created=CREATED)
+    store.save_raw(running, dump_event(ClockRead(seq=0, wall=0, mono=0, value=1.0)))
+    assert store.load_manifest("live").events_sha256 is None
+    assert store.load_manifest("live").event_count is None
+
+
+def test_run_writer_appends_and_finish_seals(store: DirectoryStore) -> None:
+    manifest = Manifest(run_id="cap", created=CREATED, pid=os.getpid())
+    writer = store.begin(manifest)
+    for seq in range(5):
+        writer.append(ClockRead(seq=seq, wall=seq, mono=seq, value=float(seq)))
+    # every line is on disk before append returns, without closing
+    assert (store.run_dir("cap") / EVENTS).read_bytes().count(b"\n") == 5
+    sealed = writer.finish(manifest.model_copy(update={"status": "complete"}))
+    assert sealed.event_count == 5
+    assert sealed.events_sha256 == sha256_bytes((store.run_dir("cap") / EVENTS).read_bytes())
+    assert store.load_manifest("cap") == sealed
+    assert [e.seq for e in store.load("cap").events] == [0, 1, 2, 3, 4]
+
+
+def test_begin_refuses_an_existing_run(store: DirectoryStore) -> None:
+    build_snapshot(store, "taken")
+    with pytest.raises(StoreError, match="already exists"):
+        store.begin(Manifest(run_id="taken", created=CREATED))
+
+
+def test_a_torn_last_line_is_dropped_only_while_running(store: DirectoryStore) -> None:
+    line = dump_event(ClockRead(seq=0, wall=0, mono=0, value=1.0))
+    store.save_raw(Manifest(run_id="crashed", created=CREATED), line + line[:10])
+    assert len(store.load("crashed").events) == 1
+
+
+def test_unknown_run_suggests_near_ids(store: DirectoryStore) -> None:
+    build_snapshot(store, "order-run-1")
+    with pytest.raises(UnknownRunError, match="did you mean order-run-1"):
+        store.load("order-run")
+
+
+def test_store_files_are_where_the_layout_says(store: DirectoryStore, tmp_path: Path) -> None:
+    snapshot = build_snapshot(store)
+    assert (store.root / "runs" / snapshot.run_id / MANIFEST).is_file()
+    for key in snapshot.blob_refs():
+        assert (store.root / "blobs" / "sha256" / key[:2] / key).is_file()
+    # nothing outside the store's root
+    assert {p.name for p in tmp_path.iterdir()} == {"store"}
