@@ -11,6 +11,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import docker
 import psycopg
@@ -21,15 +22,22 @@ IMAGE = "sandbox-replayer/postgres:15"
 LABELS = {"org.sandbox-replayer.managed": "true", "org.sandbox-replayer.bench": "services"}
 
 
-def _start(client: docker.DockerClient, tmpfs: bool = False) -> tuple[object, str]:
+def _start(client: docker.DockerClient, tmpfs: bool = False) -> tuple[Any, str]:
     """Start postgres; with ``tmpfs`` its data folder lives in memory instead of the
     container's overlay layer (where creating a database's files dominates a reset)."""
+    mounts = {}
+    if tmpfs:  # owned by the image's postgres user, as initdb wants
+        ids = client.containers.run(
+            IMAGE, entrypoint=["sh", "-c", "echo $(id -u),$(id -g)"], remove=True, labels=LABELS
+        )
+        uid, gid = ids.decode().strip().split(",")
+        mounts["/var/lib/postgresql/data"] = f"uid={uid},gid={gid},mode=0700"
     container = client.containers.run(
         IMAGE,
         detach=True,
         ports={"5432/tcp": ("127.0.0.1", None)},
         labels=LABELS,
-        tmpfs={"/var/lib/postgresql": "mode=1777"} if tmpfs else {},
+        tmpfs=mounts,
     )
     container.reload()
     port = container.attrs["NetworkSettings"]["Ports"]["5432/tcp"][0]["HostPort"]
@@ -58,7 +66,8 @@ def _populate(server: str, rows: int) -> str:
             "CREATE TABLE events (id bigserial PRIMARY KEY, order_id int, body jsonb);"
         )
         conn.execute(
-            "INSERT INTO orders (item, qty) SELECT 'item' || g, g %% 7 FROM generate_series(1, %s) g",
+            "INSERT INTO orders (item, qty)"
+            " SELECT 'item' || g, g %% 7 FROM generate_series(1, %s) g",
             (rows,),
         )
         conn.execute(
@@ -107,7 +116,7 @@ def _measure(
             raise RuntimeError("reset did not return to the captured state")
         return len(captured.data), restore_s, reset_s
     finally:
-        container.remove(force=True)  # type: ignore[attr-defined]
+        container.remove(force=True)
 
 
 def _fresh_container_restore(client: docker.DockerClient, rows: int) -> float:
@@ -117,14 +126,14 @@ def _fresh_container_restore(client: docker.DockerClient, rows: int) -> float:
     try:
         captured = kind.capture(_populate(server, rows))
     finally:
-        source.remove(force=True)  # type: ignore[attr-defined]
+        source.remove(force=True)
     start = time.perf_counter()
     other, other_server = _start(client)
     try:
         kind.restore(f"{other_server}/bench", captured.data)
         return time.perf_counter() - start
     finally:
-        other.remove(force=True)  # type: ignore[attr-defined]
+        other.remove(force=True)
 
 
 def main(argv: list[str] | None = None) -> int:

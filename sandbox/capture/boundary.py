@@ -292,10 +292,8 @@ def task_id() -> str:
     named = _task_name.get()
     if named is not None:
         return named
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
+    loop = asyncio.events._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
     if task is not None:
         return task.get_name()
     thread = threading.current_thread()

@@ -116,7 +116,9 @@ def _failure(store: DirectoryStore, run_id: str, code: int) -> Failure | None:
             err = event.error
             return Failure(
                 reason=f"exit code {code}: {err.type}: {err.message}"[:500],
-                predicate=ExceptionPredicate(type=err.type, message_contains=err.message[:200] or None),
+                predicate=ExceptionPredicate(
+                    type=err.type, message_contains=err.message[:200] or None
+                ),
                 error=err,
             )
     return Failure(reason=f"exit code {code}")

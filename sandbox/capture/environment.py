@@ -17,15 +17,15 @@ from sandbox.snapshot.manifest import CodeVersion, Runtime
 
 def _git(cwd: Path, *args: str) -> bytes | None:
     try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, timeout=10, check=False
-        )
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
 
 
-def code_version(cwd: str | os.PathLike[str], put_blob: Callable[[bytes, str], BlobRef]) -> CodeVersion:
+def code_version(
+    cwd: str | os.PathLike[str], put_blob: Callable[[bytes, str], BlobRef]
+) -> CodeVersion:
     """The git commit of ``cwd`` and, when the tree is dirty, the diff against it as a blob.
     Outside a git checkout: an empty :class:`CodeVersion`."""
     where = Path(cwd)
@@ -46,7 +46,7 @@ def runtime(packages: bool = True) -> Runtime:
     found: dict[str, str] = {}
     if packages:
         for dist in importlib.metadata.distributions():
-            name = dist.metadata.get("Name")
+            name = dist.name
             if name:
                 found[str(name)] = str(dist.version)
     return Runtime(

@@ -25,7 +25,9 @@ from sandbox.snapshot.store import DirectoryStore, RunWriter
 ENV_VAR = "SANDBOX_CAPTURE"
 
 
-def child_settings(store: DirectoryStore, run_id: str, seed: int, redaction: RedactionConfig, blob_threshold: int) -> str:
+def child_settings(
+    store: DirectoryStore, run_id: str, seed: int, redaction: RedactionConfig, blob_threshold: int
+) -> str:
     return json.dumps(
         {
             "store": str(store.root),

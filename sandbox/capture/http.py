@@ -88,7 +88,7 @@ class HTTPAdapter:
         if outcome.error is not None:
             self._emit(call, emitter, None, b"", boundary.error_info(outcome.error))
             return None
-        response = outcome.value
+        response: Any = outcome.value
         chunks: list[bytes] = []
         done = threading.Event()
 
@@ -362,7 +362,10 @@ def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
 
     sync_cls.handle_request = handle_request
     async_cls.handle_async_request = handle_async_request
-    return [(sync_cls, "handle_request", sync_orig), (async_cls, "handle_async_request", async_orig)]
+    return [
+        (sync_cls, "handle_request", sync_orig),
+        (async_cls, "handle_async_request", async_orig),
+    ]
 
 
 def patch_httpx(modules: tuple[str, ...] = MODULES) -> Callable[[], None]:
@@ -383,7 +386,9 @@ def patch_httpx(modules: tuple[str, ...] = MODULES) -> Callable[[], None]:
                 seen.add(module.HTTPTransport)
                 _PATCH.originals.extend(_patch_module(module))
             if not found:
-                raise CaptureError(f"none of {', '.join(modules)} is installed: cannot capture HTTP")
+                raise CaptureError(
+                    f"none of {', '.join(modules)} is installed: cannot capture HTTP"
+                )
         _PATCH.count += 1
     undone = False
 

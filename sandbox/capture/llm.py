@@ -45,7 +45,7 @@ class LLMRequest:
 
 @dataclass
 class LLMResponse:
-    response: dict[str, JsonValue] = field(default_factory=dict)
+    response: dict[str, Any] = field(default_factory=dict)
     """``{"text", "tool_calls": [{"id", "name", "arguments"}], "stop_reason"}``."""
     usage: dict[str, JsonValue] = field(default_factory=dict)
     meta: dict[str, JsonValue] = field(default_factory=dict)
@@ -126,7 +126,11 @@ def _chat(body: dict[str, Any]) -> LLMResponse:
         for c in message.get("tool_calls") or []
     ]
     return LLMResponse(
-        {"text": message.get("content"), "tool_calls": calls, "stop_reason": choice.get("finish_reason")},
+        {
+            "text": message.get("content"),
+            "tool_calls": calls,
+            "stop_reason": choice.get("finish_reason"),
+        },
         body.get("usage") or {},
         _meta(body, "id", "model", "created", "system_fingerprint", "service_tier"),
     )
@@ -149,14 +153,20 @@ def _chat_stream(events: list[tuple[str, Any]]) -> LLMResponse:
             if delta.get("content"):
                 text.append(delta["content"])
             for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(tc.get("index", 0), {"id": None, "name": None, "arguments": ""})
+                slot = calls.setdefault(
+                    tc.get("index", 0), {"id": None, "name": None, "arguments": ""}
+                )
                 fn = tc.get("function") or {}
                 slot["id"] = tc.get("id") or slot["id"]
                 slot["name"] = fn.get("name") or slot["name"]
                 slot["arguments"] += fn.get("arguments") or ""
             stop = choice.get("finish_reason") or stop
     return LLMResponse(
-        {"text": "".join(text), "tool_calls": [calls[i] for i in sorted(calls)], "stop_reason": stop},
+        {
+            "text": "".join(text),
+            "tool_calls": [calls[i] for i in sorted(calls)],
+            "stop_reason": stop,
+        },
         usage,
         meta,
     )
@@ -223,11 +233,17 @@ def _responses(body: dict[str, Any]) -> LLMResponse:
     for item in body.get("output") or []:
         if item.get("type") == "message":
             text.extend(
-                c.get("text", "") for c in item.get("content") or [] if c.get("type") == "output_text"
+                c.get("text", "")
+                for c in item.get("content") or []
+                if c.get("type") == "output_text"
             )
         elif item.get("type") == "function_call":
             calls.append(
-                {"id": item.get("call_id"), "name": item.get("name"), "arguments": item.get("arguments")}
+                {
+                    "id": item.get("call_id"),
+                    "name": item.get("name"),
+                    "arguments": item.get("arguments"),
+                }
             )
     return LLMResponse(
         {"text": "".join(text), "tool_calls": calls, "stop_reason": body.get("status")},

@@ -39,9 +39,10 @@ class MemoryAdapter:
 
 def memory_read(key: str, fetch: Callable[[], T]) -> T:
     """``fetch()`` the value under ``key`` from the agent's memory, recording it."""
-    return boundary.through(
+    value: T = boundary.through(
         "memory", key, {"op": "read", "key": key}, fetch, MemoryAdapter("read", key)
     )
+    return value
 
 
 def memory_write(key: str, value: T, commit: Callable[[T], object] | None = None) -> None:
@@ -73,9 +74,10 @@ def memory_delete(key: str, commit: Callable[[], object] | None = None) -> None:
 
 
 async def amemory_read(key: str, fetch: Callable[[], Awaitable[T]]) -> T:
-    return await boundary.athrough(
+    value: T = await boundary.athrough(
         "memory", key, {"op": "read", "key": key}, fetch, MemoryAdapter("read", key)
     )
+    return value
 
 
 async def amemory_write(

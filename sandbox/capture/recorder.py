@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from pydantic import JsonValue
+from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
 from sandbox.capture.boundary import (
@@ -62,6 +62,38 @@ process hands its failure to the parent this way)."""
 _COMMITTING_KINDS = frozenset({"tool", "http", "memory", "llm"})
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_defaults=True)
+    if isinstance(value, list) and value and isinstance(value[0], BaseModel):
+        return [_plain(v) for v in value]
+    return value
+
+
+def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> bytes:
+    """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
+    building the model (fields that equal their default are left out, as there)."""
+    defaults = _defaults(event_type)
+    body = {k: _plain(v) for k, v in fields.items() if k not in defaults or v != defaults[k]}
+    body["kind"] = kind
+    return canonical_json(body) + b"\n"
+
+
+_DEFAULTS: dict[type[Event], dict[str, Any]] = {}
+
+
+def _defaults(event_type: type[Event]) -> dict[str, Any]:
+    found = _DEFAULTS.get(event_type)
+    if found is None:
+        found = {
+            name: info.default
+            for name, info in event_type.model_fields.items()
+            if not info.is_required()
+        }
+        _DEFAULTS[event_type] = found
+    return found
+
+
 def _jsonable(value: object) -> JsonValue:
     result: JsonValue = to_jsonable_python(value, fallback=repr, bytes_mode="utf8")
     return result
@@ -95,6 +127,7 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
+        self._validated: set[tuple[type[Event], frozenset[str]]] = set()
         self.closed = False
 
     @property
@@ -159,16 +192,23 @@ class Recorder:
             }
         base.update(fields)
         parent = base.get("parent_span")
+        kind = event_type.model_fields["kind"].default
+        shape = (event_type, frozenset(base))
         with self._lock:
             seq = self._seq
+            base["seq"] = seq
             base["wall"] = self.clock.time()
             base["mono"] = self.clock.monotonic() - self.t0
-            event = event_type(seq=seq, **base)
-            self.writer.append_raw(self.redactor.bytes(dump_event(event)))
+            if shape in self._validated:
+                line = fast_dump(event_type, kind, base)
+            else:  # the first event of each shape is validated by the model, then trusted
+                line = dump_event(event_type(**base))
+                self._validated.add(shape)
+            self.writer.append_raw(self.redactor.bytes(line))
             self._seq = seq + 1
-            if parent is not None and event.kind in _COMMITTING_KINDS and not fields.get("error"):
+            if parent is not None and kind in _COMMITTING_KINDS and not fields.get("error"):
                 self._ok_children[parent] += 1
-            if event.kind == "timeout" and parent is not None:
+            if kind == "timeout" and parent is not None:
                 self._timed_out_spans.add(parent)
         return seq
 
@@ -176,7 +216,7 @@ class Recorder:
         """Headers with sensitive values replaced; those values become secrets everywhere."""
         for name, value in headers:
             if name.lower() in SENSITIVE_HEADERS:
-                scheme, sep, rest = value.partition(" ")
+                _, sep, rest = value.partition(" ")
                 self.redactor.add_secret(rest if sep and rest else value)
         return self.redactor.headers(headers)
 
@@ -229,7 +269,9 @@ class Recorder:
     def state(self, target: str, source: str | None = None, **data: object) -> int:
         """Record an agent state transition (``source`` -> ``target``) with its data."""
         jdata = {k: _jsonable(v) for k, v in data.items()}
-        return self.emit(StateTransition, None, name=target, source=source, target=target, data=jdata)
+        return self.emit(
+            StateTransition, None, name=target, source=source, target=target, data=jdata
+        )
 
     def set_result(self, value: object) -> int:
         """Record the run's final result (what a :class:`ResultPredicate` is checked against)."""

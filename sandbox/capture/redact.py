@@ -28,6 +28,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_TRIGGERS: tuple[str, ...] = (
+    "sk-",
+    "Bearer ",
+    "bearer ",
+    "AKIA",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "xox",
+)
+"""Substrings one of which every default pattern's match contains: text with none of them
+(and none of the literal secrets) skips the regular expression."""
 DEFAULT_PATTERNS: tuple[str, ...] = (
     r"sk-ant-[A-Za-z0-9_\-]{8,}",
     r"sk-(?:proj-|svcacct-|live-|test-)?[A-Za-z0-9_\-]{16,}",
@@ -130,6 +144,12 @@ class Redactor:
         self._escaped: dict[str, str] = {
             json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
         }
+        # A cheap pre-check: substrings (found with ``in``) one of which every match contains.
+        # User patterns cannot be pre-checked: with any, the regular expression always runs.
+        triggers = set(forms) | (set(DEFAULT_TRIGGERS) if self.config.default_patterns else set())
+        self._triggers: tuple[bytes, ...] | None = (
+            None if self.config.patterns else tuple(t.encode() for t in sorted(triggers))
+        )
         if alternatives:
             text = "|".join(alternatives)
             self._re: re.Pattern[str] | None = re.compile(text)
@@ -158,7 +178,11 @@ class Redactor:
 
     def bytes(self, data: bytes) -> bytes:
         """Redact serialized text (an event line, a JSON or text blob)."""
-        if self._bre is None or self._bre.search(data) is None:
+        if self._bre is None:
+            return data
+        if self._triggers is not None and not any(t in data for t in self._triggers):
+            return data
+        if self._bre.search(data) is None:
             return data
         return self._bre.sub(self._bsub, data)
 

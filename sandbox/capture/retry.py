@@ -63,7 +63,7 @@ def describe(strategy: object, depth: int = 0) -> JsonValue:
         return strategy.__qualname__
     out: dict[str, JsonValue] = {"type": type(strategy).__name__}
     for key, value in vars(strategy).items() if hasattr(strategy, "__dict__") else []:
-        if key.startswith("_") or callable(value) and not hasattr(value, "__dict__"):
+        if key.startswith("_") or (callable(value) and not hasattr(value, "__dict__")):
             continue
         if isinstance(value, type):
             out[key] = value.__qualname__
@@ -193,9 +193,10 @@ class Retrying(_Recording, tenacity.Retrying):
         def attempt(*a: Any, **kw: Any) -> T:
             number = next(counter)
             with boundary.attempt_scope(number):
-                return boundary.through(
+                value: T = boundary.through(
                     "retry", self.record_name, {"attempt": number}, lambda: fn(*a, **kw), _ATTEMPT
                 )
+                return value
 
         return super().__call__(attempt, *args, **kwargs)
 
@@ -227,9 +228,10 @@ class AsyncRetrying(_Recording, tenacity.AsyncRetrying):
         async def attempt(*a: Any, **kw: Any) -> T:
             number = next(counter)
             with boundary.attempt_scope(number):
-                return await boundary.athrough(
+                value: T = await boundary.athrough(
                     "retry", self.record_name, {"attempt": number}, lambda: fn(*a, **kw), _ATTEMPT
                 )
+                return value
 
         result: T = await super().__call__(attempt, *args, **kwargs)
         return result

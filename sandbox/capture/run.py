@@ -203,7 +203,9 @@ class Capture:
 
             state = get_kind(spec.kind).capture(spec.endpoint)
             ref = store.put_blob(state.data, state.media_type)
-            services.append(before.model_copy(update={"after": ref, "hash_after": state.state_hash}))
+            services.append(
+                before.model_copy(update={"after": ref, "hash_after": state.state_hash})
+            )
         return finish_manifest(
             store,
             manifest.model_copy(

@@ -18,13 +18,15 @@ from pydantic import JsonValue
 from sandbox.capture import boundary
 from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.capture.schema import tool_schema
-from sandbox.snapshot.events import Event, RetrievedDoc, Retrieval, ToolCall
+from sandbox.snapshot.events import Event, Retrieval, RetrievedDoc, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def bind_arguments(sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, JsonValue]:
+def bind_arguments(
+    sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, JsonValue]:
     """The call's arguments by parameter name, defaults applied, as JSON (``self`` dropped)."""
     from sandbox.capture.recorder import _jsonable
 
@@ -76,15 +78,49 @@ class ToolAdapter:
         return event.output
 
 
+class _Binder:
+    """Arguments by name, fast for the common case (positional and keyword arguments to
+    plain parameters); anything unusual goes through :func:`bind_arguments`."""
+
+    def __init__(self, sig: inspect.Signature) -> None:
+        self.sig = sig
+        params = list(sig.parameters.values())
+        self.simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+        self.positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.names = {p.name for p in params}
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        self.drop = {"self", "cls"} & self.names
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, JsonValue]:
+        from sandbox.capture.recorder import _jsonable
+
+        if not self.simple or len(args) > len(self.positional):
+            return bind_arguments(self.sig, args, kwargs)
+        out = dict(zip(self.positional, args, strict=False))
+        for key, value in kwargs.items():
+            if key in out or key not in self.names:
+                return bind_arguments(self.sig, args, kwargs)
+            out[key] = value
+        if len(out) < len(self.names):
+            for key, value in self.defaults.items():
+                out.setdefault(key, value)
+            if len(out) < len(self.names):
+                return bind_arguments(self.sig, args, kwargs)
+        for key in self.drop:
+            out.pop(key, None)
+        data = _jsonable(out)
+        return data if isinstance(data, dict) else {}
+
+
 def _wrap(fn: F, kind: str, name: str, adapter: Any) -> F:
-    sig = inspect.signature(fn)
+    bind = _Binder(inspect.signature(fn))
     if inspect.iscoroutinefunction(fn):
 
         @functools.wraps(fn)
         async def awrapper(*args: Any, **kwargs: Any) -> Any:
             if boundary.current() is None:
                 return await fn(*args, **kwargs)
-            request = bind_arguments(sig, args, kwargs)
+            request = bind(args, kwargs)
             return await boundary.athrough(
                 kind, name, request, lambda: fn(*args, **kwargs), adapter
             )
@@ -95,7 +131,7 @@ def _wrap(fn: F, kind: str, name: str, adapter: Any) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if boundary.current() is None:
             return fn(*args, **kwargs)
-        request = bind_arguments(sig, args, kwargs)
+        request = bind(args, kwargs)
         return boundary.through(kind, name, request, lambda: fn(*args, **kwargs), adapter)
 
     return cast(F, wrapper)
@@ -139,11 +175,13 @@ def _doc_parts(doc: Any) -> tuple[str | None, str, float | None, dict[str, Any]]
         def get(key: str) -> Any:
             return getattr(doc, key, None)
 
-    content = next(
-        (get(k) for k in ("content", "text", "page_content") if get(k) is not None), ""
-    )
+    content = next((get(k) for k in ("content", "text", "page_content") if get(k) is not None), "")
     meta = get("metadata") or {}
-    ident = get("id") if get("id") is not None else (meta.get("id") if isinstance(meta, Mapping) else None)
+    ident = (
+        get("id")
+        if get("id") is not None
+        else (meta.get("id") if isinstance(meta, Mapping) else None)
+    )
     score = get("score")
     return (
         None if ident is None else str(ident),

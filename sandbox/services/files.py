@@ -116,7 +116,10 @@ def walk(root: Path, patterns: Sequence[str]) -> tuple[list[Entry], list[str]]:
             else:
                 skipped.append(rel)
 
-    visit(root, "")
+    try:
+        visit(root, "")
+    except OSError as exc:
+        raise ServiceError(f"cannot read workspace {root}: {exc}") from None
     return entries, skipped
 
 
@@ -230,7 +233,10 @@ class FilesKind:
                     info.type = tarfile.DIRTYPE
                     tar.addfile(info)
                     continue
-                content = entry.path.read_bytes()
+                try:
+                    content = entry.path.read_bytes()
+                except OSError as exc:
+                    raise ServiceError(f"cannot read {entry.path}: {exc}") from None
                 if hashlib.sha256(content).hexdigest() != entry.sha256:
                     raise ServiceError(f"{entry.path} changed while the workspace was captured")
                 info.size = len(content)

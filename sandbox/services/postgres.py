@@ -117,6 +117,8 @@ def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Conne
         ) from None
     try:
         yield conn
+    except psycopg.Error as exc:
+        raise ServiceError(f"postgres at {ep.where}: {exc}") from None
     finally:
         conn.close()
 

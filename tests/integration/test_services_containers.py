@@ -38,7 +38,9 @@ def service_container(
         )
         try:
             container.reload()
-            host_port = int(container.attrs["NetworkSettings"]["Ports"][f"{port}/tcp"][0]["HostPort"])
+            host_port = int(
+                container.attrs["NetworkSettings"]["Ports"][f"{port}/tcp"][0]["HostPort"]
+            )
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -98,7 +100,9 @@ def test_service_containers_are_labelled_and_removed() -> None:
             port = url.rsplit(":", 1)[1]
             mine = [
                 c
-                for c in client.containers.list(filters={"label": "org.sandbox-replayer.managed=true"})
+                for c in client.containers.list(
+                    filters={"label": "org.sandbox-replayer.managed=true"}
+                )
                 if any(
                     b.get("HostPort") == port and b.get("HostIp") == "127.0.0.1"
                     for b in (c.attrs["NetworkSettings"]["Ports"].get("6379/tcp") or [])

@@ -104,7 +104,10 @@ def test_restore_into_a_fresh_container(shop: str) -> None:
 def test_hash_ignores_insertion_order(server: str) -> None:
     kind = get_kind("postgres")
     hashes = []
-    for name, values in (("order_a", "(1,'x'),(2,'y'),(3,'z')"), ("order_b", "(3,'z'),(1,'x'),(2,'y')")):
+    for name, values in (
+        ("order_a", "(1,'x'),(2,'y'),(3,'z')"),
+        ("order_b", "(3,'z'),(1,'x'),(2,'y')"),
+    ):
         endpoint = create_database(server, name)
         with psycopg.connect(endpoint, autocommit=True) as conn:
             conn.execute("CREATE TABLE t (id int, v text)")

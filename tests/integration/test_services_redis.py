@@ -67,7 +67,11 @@ def test_restore_brings_back_values_and_ttls(endpoint: str) -> None:
     for key in PLAIN_KEYS:
         assert client.pttl(key) == -1, key
     assert client.lrange("l:plain", 0, -1) == [b"1", b"2", b"3"]
-    assert client.zrange("z:plain", 0, -1, withscores=True) == [(b"b", -3), (b"a", 1.25), (b"c", 1e300)]
+    assert client.zrange("z:plain", 0, -1, withscores=True) == [
+        (b"b", -3),
+        (b"a", 1.25),
+        (b"c", 1e300),
+    ]
     assert client.xrange("stream") == [
         (b"1-0", {b"event": b"start"}),
         (b"2-0", {b"event": b"stop", b"at": b"2"}),

@@ -85,7 +85,11 @@ def _openai_chunks(body: dict[str, Any]) -> list[bytes]:
         finish = "tool_calls" if i == len(deltas) - 1 else None
         chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         out.append(f"data: {json.dumps(chunk)}\n\n".encode())
-    usage = {**base, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}}
+    usage = {
+        **base,
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13},
+    }
     out.append(f"data: {json.dumps(usage)}\n\n".encode())
     out.append(b"data: [DONE]\n\n")
     return out
@@ -127,20 +131,36 @@ def _anthropic_events(body: dict[str, Any]) -> list[bytes]:
         ),
         (
             "content_block_start",
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
         ),
         (
             "content_block_delta",
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Bon"}},
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Bon"},
+            },
         ),
         (
             "content_block_delta",
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "jour"}},
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "jour"},
+            },
         ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         (
             "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 3}},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 3},
+            },
         ),
         ("message_stop", {"type": "message_stop"}),
     ]
@@ -150,6 +170,7 @@ def _anthropic_events(body: dict[str, Any]) -> list[bytes]:
 def make_handler(api: FakeAPI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

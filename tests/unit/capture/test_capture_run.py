@@ -6,7 +6,6 @@ import asyncio
 import json
 import random
 import threading
-import time
 import uuid
 from typing import Any, Literal
 
@@ -29,7 +28,9 @@ from sandbox.snapshot.store import DirectoryStore
 
 
 @capture.tool
-def lookup(order_id: int, region: Literal["eu", "us"] = "eu", *, verbose: bool = False) -> dict[str, Any]:
+def lookup(
+    order_id: int, region: Literal["eu", "us"] = "eu", *, verbose: bool = False
+) -> dict[str, Any]:
     """Look an order up.
 
     Longer text that is not the description."""
@@ -73,7 +74,9 @@ def test_tool_calls_are_recorded_with_schema_args_and_output(store: DirectorySto
     assert first.started <= first.mono and first.duration >= 0
     assert first.fingerprint is not None and first.fingerprint != second.fingerprint
     manifest = store.load_manifest(rec.run_id)
-    assert manifest.status == "complete" and manifest.event_count == len(store.load_events(rec.run_id))
+    assert manifest.status == "complete" and manifest.event_count == len(
+        store.load_events(rec.run_id)
+    )
     raw = (store.run_dir(rec.run_id) / "events.jsonl").read_bytes()
     assert manifest.events_sha256 == sha256_bytes(raw)
     assert manifest.failure is None  # the ValueError was caught inside the run
@@ -103,7 +106,11 @@ def test_large_output_goes_to_a_blob(store: DirectoryStore) -> None:
 
 
 def test_manifest_describes_the_run(store: DirectoryStore) -> None:
-    env = {"HOME": "/home/x", "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu", "DB_PASSWORD": "hunter22"}
+    env = {
+        "HOME": "/home/x",
+        "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu",
+        "DB_PASSWORD": "hunter22",
+    }
     with capture.run("manifest", store=store, seed=99, environ=env, labels={"team": "a"}) as rec:
         pass
     m = store.load_manifest(rec.run_id)
@@ -126,7 +133,9 @@ def test_exception_marks_the_run_failed_and_propagates(store: DirectoryStore) ->
         raise KeyError("order 7 missing")
     m = store.load_manifest("crashy-1")
     assert m.status == "complete" and m.failure is not None
-    assert m.failure.predicate == ExceptionPredicate(type="KeyError", message_contains="'order 7 missing'")
+    assert m.failure.predicate == ExceptionPredicate(
+        type="KeyError", message_contains="'order 7 missing'"
+    )
     (final,) = _events(store, "crashy-1", FinalResult)
     assert final.error is not None and final.error.type == "KeyError"
 
@@ -184,7 +193,9 @@ def test_retriever_memory_state_clock(store: DirectoryStore) -> None:
     with capture.run("rag", store=store, seed=1, clock=clock) as rec:
         docs = search("refund policy")
         prefs = capture.memory_read("prefs", lambda: memory["prefs"])
-        capture.memory_write("last_query", "refund policy", commit=lambda v: memory.update(last_query=v))
+        capture.memory_write(
+            "last_query", "refund policy", commit=lambda v: memory.update(last_query=v)
+        )
         capture.state("answering", source="retrieving", docs=len(docs))
         clock.advance(12.5)
         t = capture.now()
@@ -224,7 +235,9 @@ def test_seeds_and_uuids_are_deterministic_and_restored(store: DirectoryStore) -
         assert uuid.uuid4() != draws[0][0][0]
 
 
-def test_concurrent_tool_calls_record_tasks_start_and_completion_order(store: DirectoryStore) -> None:
+def test_concurrent_tool_calls_record_tasks_start_and_completion_order(
+    store: DirectoryStore,
+) -> None:
     @capture.tool
     async def slow(name: str, delay: float) -> str:
         await asyncio.sleep(delay)
@@ -287,16 +300,18 @@ def test_nested_calls_record_their_parent_span(store: DirectoryStore) -> None:
 
 
 def test_a_second_capture_in_the_same_process_is_refused(store: DirectoryStore) -> None:
-    with capture.run("one", store=store, seed=1), pytest.raises(CaptureError, match="already active"):
-        with capture.run("two", store=store, seed=1):
-            pass
+    with (
+        capture.run("one", store=store, seed=1),
+        pytest.raises(CaptureError, match="already active"),
+        capture.run("two", store=store, seed=1),
+    ):
+        pass
 
 
 def test_events_are_on_disk_before_the_run_ends(store: DirectoryStore) -> None:
-    with capture.run("flushed", store=store, seed=1, run_id="flushed") as rec:
+    with capture.run("flushed", store=store, seed=1, run_id="flushed"):
         lookup(1)
         raw = (store.run_dir("flushed") / "events.jsonl").read_bytes()
         assert json.loads(raw.splitlines()[-1])["name"] == "lookup"
         assert store.load_manifest("flushed").status == "running"
-        del rec
-    time.sleep(0)
+    assert store.load_manifest("flushed").status == "complete"

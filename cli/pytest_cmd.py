@@ -1,0 +1,43 @@
+"""``sandbox pytest``: write a regression test for a captured failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.app import StoreOption, app, store_from
+from sandbox.regress import write_regression_test
+
+
+@app.command("pytest")
+def pytest_cmd(
+    run: Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="The test file to write (test_*.py).")
+    ],
+    store: StoreOption = None,
+    times: Annotated[int, typer.Option("--times", min=1, help="Replays per test run.")] = 1,
+    entrypoint: Annotated[
+        str | None,
+        typer.Option("--entrypoint", help="Replay this entrypoint instead of the recorded one."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+) -> None:
+    """Write a pytest file that replays RUN and fails while its failure still reproduces.
+
+    Example: [bold]sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5[/bold]
+    """
+    opened = store_from(store)
+    manifest = opened.load_manifest(run)
+    if output.suffix != ".py":
+        raise typer.BadParameter("the test file must end in .py", param_hint="--output")
+    if output.exists() and not force:
+        raise typer.BadParameter(f"{output} exists (use --force)", param_hint="--output")
+    path = write_regression_test(
+        output, manifest, store=opened.root, times=times, entrypoint=entrypoint, overwrite=True
+    )
+    if manifest.failure is None:
+        typer.echo(f"sandbox: warning: run {run} records no failure", err=True)
+    typer.echo(f"sandbox: wrote {path}", err=True)

@@ -1,0 +1,65 @@
+"""``sandbox ci-repro``: every captured failure in the store must still reproduce."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from cli.app import JsonOption, StoreOption, app, store_from
+from sandbox.regress import check_store
+from sandbox.snapshot.manifest import Manifest
+
+
+@app.command("ci-repro")
+def ci_repro(
+    store: StoreOption = None,
+    times: Annotated[int, typer.Option("--times", min=1, help="Replays per run.")] = 1,
+    run: Annotated[
+        list[str] | None, typer.Option("--run", help="Only this run (repeatable).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every captured failure in the store; exit 1 if one no longer reproduces.
+
+    A run captured as failed must still show its failure on replay; one that does not (or
+    cannot be replayed) is a lost reproduction. Example: [bold]sandbox ci-repro --times 3[/bold]
+    """
+    opened = store_from(store)
+    err = Console(stderr=True, highlight=False)
+
+    def progress(manifest: Manifest) -> None:
+        if not as_json:
+            err.print(f"replaying {manifest.run_id} x{times} ...")
+
+    result = check_store(opened, times=times, runs=run, on_run=progress)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        raise typer.Exit(result.exit_code)
+    table = Table(
+        Column("run", no_wrap=True),
+        "failure",
+        Column("reproduced", justify="right", no_wrap=True),
+        "status",
+    )
+    for check in result.checks:
+        status = (
+            "[green]ok[/green]"
+            if check.ok
+            else f"[red]error: {check.error}[/red]"
+            if check.error
+            else "[red]LOST[/red]"
+        )
+        table.add_row(check.run_id, check.reason, f"{check.reproduced}/{check.total}", status)
+    Console(highlight=False).print(table)
+    lost = len(result.lost)
+    if not result.checks:
+        typer.echo("sandbox: no captured failures in the store", err=True)
+    elif lost:
+        typer.echo(f"sandbox: {lost} expected reproduction(s) lost", err=True)
+    else:
+        typer.echo(f"sandbox: all {len(result.checks)} failure(s) still reproduce", err=True)
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,223 @@
+"""A scripted model behind the OpenAI chat-completions wire format, on 127.0.0.1 (port 0).
+
+The agents talk to it with the real ``openai`` client, so nothing about the HTTP exchange is
+faked: capture records it at the transport as it would record a provider. The script is a
+function from the conversation so far to the next assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "scripted-1"
+Script = Callable[[list[dict[str, Any]]], dict[str, Any]]
+"""Messages -> ``{"content": str}`` or ``{"tool_calls": [{"name", "arguments"}]}``."""
+
+
+def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    calls = [
+        {
+            "id": f"call_{turn}_{i}",
+            "type": "function",
+            "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+        }
+        for i, c in enumerate(reply.get("tool_calls") or [])
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": f"chatcmpl-{turn}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+@contextmanager
+def scripted_model(script: Script) -> Iterator[Any]:
+    """Serve ``script``; yield an ``openai.OpenAI`` client pointed at it."""
+    import openai
+
+    def turn_of(messages: list[dict[str, Any]]) -> int:
+        return sum(1 for m in messages if m.get("role") == "assistant")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            messages = body.get("messages", [])
+            data = json.dumps(completion(script(messages), turn_of(messages))).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, name="scripted-model", daemon=True)
+    thread.start()
+    try:
+        yield openai.OpenAI(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+            api_key="scripted",
+            max_retries=0,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def tool_spec(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": list(properties),
+            },
+        },
+    }
+
+
+def last_tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    """Contents of the tool messages after the last assistant message."""
+    out: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        out.append(str(message.get("content")))
+    return list(reversed(out))
+
+
+def serve_http(
+    handler: Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]],
+    name: str,
+) -> tuple[str, Callable[[], None]]:
+    """A tiny JSON service on 127.0.0.1 (a stand-in for a production dependency);
+    returns its base URL and the function that stops it."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            status, payload = handler(self.path, body)
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up (a timeout)
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", stop
+
+
+def agent_loop(
+    client: Any,
+    system: str,
+    user: str,
+    tools: list[dict[str, Any]],
+    impls: dict[str, Callable[..., Any]],
+    *,
+    concurrent: bool = False,
+    max_turns: int = 8,
+) -> str:
+    """The usual loop: ask the model, run the tool calls it makes (in threads named
+    ``worker-1``, ``worker-2`` ... when ``concurrent``), hand back the results, until it
+    answers in text."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
+    for _ in range(max_turns):
+        response = client.chat.completions.create(
+            model=MODEL, messages=messages, tools=tools, temperature=0
+        )
+        message = response.choices[0].message
+        if not message.tool_calls:
+            return str(message.content or "")
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content,
+                "tool_calls": [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.function.name, "arguments": c.function.arguments},
+                    }
+                    for c in message.tool_calls
+                ],
+            }
+        )
+        calls = [
+            (c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls
+        ]
+        results = run_tools([(name, args) for _, name, args in calls], impls, concurrent)
+        for (call_id, _, _), result in zip(calls, results, strict=True):
+            messages.append(
+                {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)}
+            )
+    return ""
+
+
+def run_tools(
+    calls: list[tuple[str, dict[str, Any]]],
+    impls: dict[str, Callable[..., Any]],
+    concurrent: bool,
+) -> list[Any]:
+    """Run tool calls in order, or each in its own named thread; re-raise the first error."""
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        name, args = calls[i]
+        try:
+            results[i] = impls[name](**args)
+        except BaseException as exc:
+            errors[i] = exc
+
+    if concurrent:
+        threads = [
+            threading.Thread(target=run, args=(i,), name=f"worker-{i + 1}")
+            for i in range(len(calls))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        for i in range(len(calls)):
+            run(i)
+    for error in errors:
+        if error is not None:
+            raise error
+    return results

@@ -1,0 +1,148 @@
+"""Capture the demo agents from "production" services into a snapshot store.
+
+"Production" here is a Postgres container brought up by the sandbox (empty, then given its
+schema) and small local HTTP services for the payment gateway and the pricing service. Each
+agent runs under :func:`sandbox.capture.run` with its services captured before and after;
+the capture script decides, as an operator would, whether the run shows the failure and
+marks it with the predicate replay will judge by.
+
+::
+
+    from examples.capture_demo import capture_orders
+    run_id = capture_orders(store)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from examples import _model
+from sandbox import capture
+from sandbox.containers import ServiceSpec as ContainerService
+from sandbox.containers import bring_up
+from sandbox.snapshot.manifest import Entrypoint
+from sandbox.snapshot.store import DirectoryStore
+
+Progress = Callable[[str], None]
+SEED = 7
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def production_db(frozen_at: datetime | None = None) -> Iterator[str]:
+    """An empty Postgres (its clock frozen at ``frozen_at`` if given); yields its URL."""
+    with bring_up(
+        [ContainerService(name="db", kind="postgres", env="DATABASE_URL")], frozen_at=frozen_at
+    ) as env:
+        yield env.services["db"].url
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _capture(
+    store: DirectoryStore, name: str, target: str, url: str, run: Callable[[], Any]
+) -> tuple[str, capture.Recorder]:
+    settings = capture.run(
+        name,
+        store=store,
+        seed=SEED,
+        services=[capture.ServiceSpec("db", "postgres", url, env="DATABASE_URL")],
+        entrypoint=Entrypoint(kind="callable", target=target, cwd=os.getcwd()),
+        packages=False,
+    )
+    with settings as rec:
+        value = run()
+        if not rec.has_result:
+            rec.set_result(value)
+        check = getattr(rec, "_demo_check", None)
+        if callable(check):
+            check(rec)
+    return rec.run_id, rec
+
+
+def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return list(conn.execute(query).fetchall())  # type: ignore[arg-type]
+
+
+# --- orders ----------------------------------------------------------------------------------
+
+
+def capture_orders(store: DirectoryStore) -> str:
+    """The gateway's first charge is slow (over the client's timeout), after the order row
+    committed: the retry inserts it again."""
+    from examples import orders
+
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def gateway(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with lock:
+            calls["n"] += 1
+            first = calls["n"] == 1
+        if first:
+            time.sleep(orders.GATEWAY_TIMEOUT * 2)  # a latency spike on the first charge
+        return 200, {"status": "charged"}
+
+    base, stop = _model.serve_http(gateway, "payments-gateway")
+    try:
+        with production_db() as url, environ(DATABASE_URL=url, PAYMENTS_URL=base):
+            orders.setup(url)
+            run_id, rec = _capture_checked(
+                store, "orders", "examples.orders:main", url, orders.main, orders.DUPLICATES,
+                "the same order was inserted twice",
+            )
+    finally:
+        stop()
+    return run_id
+
+
+def _capture_checked(
+    store: DirectoryStore,
+    name: str,
+    target: str,
+    url: str,
+    run: Callable[[], Any],
+    invariant: capture.SQLInvariant,
+    reason: str,
+) -> tuple[str, bool]:
+    settings = capture.run(
+        name,
+        store=store,
+        seed=SEED,
+        services=[capture.ServiceSpec("db", "postgres", url, env="DATABASE_URL")],
+        entrypoint=Entrypoint(kind="callable", target=target, cwd=os.getcwd()),
+        packages=False,
+    )
+    with settings as rec:
+        value = run()
+        if not rec.has_result:
+            rec.set_result(value)
+        failed = bool(_rows(url, invariant.query))
+        if failed:
+            rec.mark_failed(reason, invariant)
+    return rec.run_id, failed

@@ -1,0 +1,168 @@
+"""``make demo``: build the images, capture every demo agent, replay each N times.
+
+::
+
+    python -m examples.demo --store snapshots --times 5
+
+1. builds the images that are missing (``sandbox.containers.build_images``, no registry);
+2. captures each demo agent of :mod:`examples.capture_demo` into the store, unless the store
+   already holds a finished, failed capture of it (a run whose manifest name is the demo's);
+3. replays each captured run N times with :func:`sandbox.replay.replay`, writes an HTML
+   report per run, and prints a table: run, failure, reproduced k/N, first divergent step.
+
+Exits 0 when every demo's failure reproduced (in at least one of the N replays), 1 when one
+did not, 2 when something could not run.
+
+What it needs from :mod:`examples.capture_demo`: ``DEMOS``, the demo names (a sequence of
+names, a mapping keyed by name, or objects with a ``name``), and ``capture(name, store=...)``,
+which captures one demo into the store (returning its run id, or anything else, in which case
+the run is found by its manifest name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Column, Table
+
+from sandbox.errors import SandboxError
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import DirectoryStore, open_store
+
+
+def demo_names(demos: Any) -> list[str]:
+    """The demo names, from a mapping, a sequence of names or of objects with ``name``."""
+    if isinstance(demos, Mapping):
+        return [str(k) for k in demos]
+    return [d if isinstance(d, str) else str(d.name) for d in demos]
+
+
+def captured(store: DirectoryStore, name: str) -> Manifest | None:
+    """The newest finished, failed, original capture of ``name`` in the store."""
+    found = [
+        m
+        for m in store.list()
+        if m.name == name
+        and m.status == "complete"
+        and m.replay_of is None
+        and m.failure is not None
+        and m.failure.observed
+    ]
+    return max(found, key=lambda m: m.created) if found else None
+
+
+def capture(store: DirectoryStore, name: str, console: Console) -> Manifest:
+    from examples import capture_demo
+
+    existing = captured(store, name)
+    if existing is not None:
+        console.print(f"[dim]{name}: already captured as {existing.run_id}[/dim]")
+        return existing
+    console.print(f"{name}: capturing ...")
+    result = capture_demo.capture(name, store=store)
+    if isinstance(result, str) and store.exists(result):
+        manifest = store.load_manifest(result)
+    else:
+        found = captured(store, name)
+        if found is None:
+            raise SandboxError(f"capturing demo {name!r} left no failed run in {store.root}")
+        manifest = found
+    console.print(f"{name}: captured {manifest.run_id}")
+    return manifest
+
+
+def first_step(report: Any) -> str:
+    div = next((d for d in report.divergences if d is not None), None)
+    return div.describe().splitlines()[0] if div is not None else "(none)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__)
+    parser.add_argument("--store", default="snapshots", help="snapshot store (./snapshots)")
+    parser.add_argument("--times", type=int, default=5, help="replays per run (5)")
+    parser.add_argument(
+        "--reports", default="demo-reports", help="folder for the HTML reports (demo-reports)"
+    )
+    parser.add_argument("--skip-images", action="store_true", help="do not build images")
+    parser.add_argument("demos", nargs="*", help="only these demos (default: all)")
+    args = parser.parse_args(argv)
+    console = Console(highlight=False)
+    try:
+        return run(args, console)
+    except SandboxError as exc:
+        console.print(f"[red]demo: error: {exc}[/red]")
+        return 2
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    from examples import capture_demo
+    from sandbox.containers import build_images
+    from sandbox.replay import replay
+    from sandbox.report import write_store_report
+
+    store = open_store(args.store)
+    names = demo_names(capture_demo.DEMOS)
+    if args.demos:
+        unknown = sorted(set(args.demos) - set(names))
+        if unknown:
+            raise SandboxError(f"unknown demo(s) {', '.join(unknown)}; known: {', '.join(names)}")
+        names = [n for n in names if n in args.demos]
+
+    if not args.skip_images:
+        console.rule("images")
+        for result in build_images(progress=lambda line: console.print(f"[dim]{line}[/dim]")):
+            console.print(f"{result.name}: {result.tag} {result.action}")
+
+    console.rule("capture")
+    manifests = [capture(store, name, console) for name in names]
+
+    console.rule(f"replay x{args.times}")
+    table = Table(
+        Column("run", no_wrap=True),
+        "failure",
+        Column("reproduced", justify="right", no_wrap=True),
+        "first divergent step",
+        "report",
+        title=f"sandbox-replayer demo: each captured failure replayed {args.times} times",
+    )
+    ok = True
+    reports = Path(args.reports)
+    for manifest in manifests:
+        start = time.monotonic()
+        report = replay(
+            manifest.run_id,
+            store=store,
+            times=args.times,
+            progress=lambda msg, done, total, rid=manifest.run_id: console.print(
+                f"[dim]{rid}: {msg} ({done}/{total})[/dim]"
+            ),
+        )
+        page = write_store_report(reports / f"{manifest.run_id}.html", store, report)
+        verdict = report.verdict
+        reproduced = verdict.reproduced_any
+        ok = ok and reproduced
+        colour = "red" if reproduced else "yellow"
+        table.add_row(
+            manifest.run_id,
+            manifest.failure.reason if manifest.failure else "",
+            f"[{colour}]{verdict.reproduced}/{verdict.total}[/{colour}]",
+            first_step(report),
+            str(page),
+        )
+        console.print(f"{manifest.run_id}: {verdict.summary()} in {time.monotonic() - start:.1f} s")
+    console.print(table)
+    if ok:
+        console.print("[green]every captured failure reproduced[/green]")
+        return 0
+    console.print("[red]some captured failures did not reproduce[/red]")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

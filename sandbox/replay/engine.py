@@ -1,0 +1,508 @@
+"""``replay(run_id, ...)``: bring the captured environment up, re-run the agent N times with
+every boundary served by its policy, and judge whether the recorded failure came back.
+
+::
+
+    report = replay("orders-20240131T235930Z-a1b2c3", store="snapshots", times=20)
+    report.verdict.summary()      # 'failure reproduced: 20/20 runs'
+    report.exit_code              # 1 reproduced, 0 not, 2 could not be judged (a mismatch)
+
+Each replayed run is recorded as a new run of the store (``manifest.replay_of`` names the
+original) by :class:`~sandbox.replay.boundary.ReplayBoundary`. Between runs the services
+are reset to their restored state (no container restart). Per run the report keeps the
+first divergence from the original, the services whose end state differs from the
+original's, and the verdict's detail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sandbox.capture import boundary as seam
+from sandbox.capture.recorder import FAILURE_EVENT
+from sandbox.capture.run import finish_manifest, make_run_id, start_recording
+from sandbox.errors import ReplayError, ReplayMismatchError, UnknownNameError
+from sandbox.replay.boundary import (
+    MISMATCH_EVENT,
+    Drift,
+    Injection,
+    ReplayBoundary,
+    ReplayStopped,
+    canonical_name,
+    canonical_url,
+)
+from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
+from sandbox.replay.divergence import Divergence, StateDiff, diff_state_hashes, first_divergence
+from sandbox.replay.jsondiff import short
+from sandbox.replay.matcher import MissMode
+from sandbox.replay.ordering import Turnstile
+from sandbox.replay.policy import PolicySet
+from sandbox.replay.verdict import ReplayOutcome, RunVerdict, Verdict, evaluate, predicate_for
+from sandbox.snapshot.events import Event, HTTPExchange
+from sandbox.snapshot.manifest import Entrypoint, Failure, Manifest, Predicate, ServiceState
+from sandbox.snapshot.store import DirectoryStore, open_store
+
+ReplayProgress = Callable[[str, int, int], None]
+"""``(message, done, total)``: called as the replay moves on; the library never prints."""
+ClockMode = Literal["frozen", "live"]
+_OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT})
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+@dataclass
+class ReplayReport:
+    """What N replays of a run showed."""
+
+    original: str
+    replays: list[str]
+    verdict: Verdict
+    divergences: list[Divergence | None]
+    """First divergence from the original, per replayed run."""
+    state_diffs: list[list[StateDiff]]
+    """Services whose end state differs from the original's end state, per replayed run."""
+    mismatch: dict[str, Any] | None
+    """The request the recording could not answer (miss mode ``fail``), when one stopped it."""
+    notes: list[str]
+    entrypoint: str
+    policies: str
+    clocks: ClockMode = "frozen"
+    enforce_order: bool = True
+    drift: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """1 reproduced, 0 not; 2 when a mismatch stopped the replay before any verdict."""
+        if self.mismatch is not None and not self.verdict.reproduced_any:
+            return 2
+        return self.verdict.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "original": self.original,
+            "replays": list(self.replays),
+            "entrypoint": self.entrypoint,
+            "policies": self.policies,
+            "clocks": self.clocks,
+            "enforce_order": self.enforce_order,
+            "verdict": self.verdict.to_json(),
+            "exit_code": self.exit_code,
+            "divergences": [d.to_json() if d else None for d in self.divergences],
+            "state_diffs": [[d.to_json() for d in run] for run in self.state_diffs],
+            "mismatch": self.mismatch,
+            "drift": list(self.drift),
+            "injected": list(self.injected),
+            "notes": list(self.notes),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def describe(self) -> str:
+        """A few readable paragraphs: verdict, notes, mismatch, first divergence."""
+        lines = [
+            f"replay of {self.original} ({self.entrypoint}): {self.verdict.summary()}",
+            f"  policies: {self.policies}; clocks {self.clocks}; "
+            f"order {'enforced' if self.enforce_order else 'not enforced'}",
+        ]
+        lines.extend(f"  - {note}" for note in self.notes)
+        if self.mismatch is not None:
+            lines.append("mismatch:")
+            lines.extend(f"  {line}" for line in str(self.mismatch["message"]).splitlines())
+        first = next((d for d in self.divergences if d is not None), None)
+        if first is not None:
+            lines.append("first divergence (first run that diverged):")
+            lines.extend(f"  {line}" for line in first.describe().splitlines())
+        return "\n".join(lines)
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def resolve_entrypoint(target: str) -> Callable[[], Any]:
+    """``module:function`` (a dotted attribute path after the colon) as a callable."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ReplayError(f"entrypoint {target!r} is not module:function")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ReplayError(
+            f"cannot import {module_name!r} for entrypoint {target!r}: {exc}"
+        ) from None
+    for part in attr.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise ReplayError(f"{module_name!r} has no {attr!r} (entrypoint {target!r})")
+    if not callable(found):
+        raise ReplayError(f"entrypoint {target!r} is not callable")
+    return found  # type: ignore[no-any-return]
+
+
+def _target(manifest: Manifest, override: str | None) -> str:
+    if override:
+        return override
+    entry = manifest.entrypoint
+    if entry is not None and entry.kind == "callable" and entry.target:
+        return entry.target
+    what = " ".join(entry.command) if entry and entry.command else "nothing"
+    raise ReplayError(
+        f"run {manifest.run_id} was captured from a command ({what}); replay runs a "
+        "module:function in-process: give entrypoint='module:function'"
+    )
+
+
+@contextlib.contextmanager
+def _bindings(values: Mapping[str, str]) -> Iterator[None]:
+    """Point the agent's configuration at the restored services for the block."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def comparable(events: Sequence[Event]) -> list[Event]:
+    """Events as compared across runs: the replayer's own notes left out, local HTTP
+    servers' ports dropped."""
+    out: list[Event] = []
+    for event in events:
+        if event.kind == "state" and event.name in _OWN_EVENTS:
+            continue
+        if isinstance(event, HTTPExchange):
+            event = event.model_copy(
+                update={"name": canonical_name("http", event.name), "url": canonical_url(event.url)}
+            )
+        out.append(event)
+    return out
+
+
+@dataclass
+class _Run:
+    run_id: str
+    verdict: RunVerdict
+    divergence: Divergence | None
+    state_diffs: list[StateDiff]
+    mismatch: ReplayMismatchError | None
+    drift: list[Drift]
+    injected: list[Injection]
+    stalls: int
+
+
+@dataclass
+class _Settings:
+    store: DirectoryStore
+    manifest: Manifest
+    recording: list[Event]
+    predicate: Predicate
+    target: str
+    function: Callable[[], Any]
+    policies: PolicySet
+    miss: MissMode
+    enforce_order: bool
+    clocks: ClockMode
+
+
+def _replay_once(
+    s: _Settings, index: int, endpoints: Mapping[str, str], services: Sequence[ServiceState]
+) -> _Run:
+    original = s.manifest
+    run_id = make_run_id(f"{original.name or 'run'}-replay", time.time())
+    manifest = original.model_copy(
+        update={
+            "run_id": run_id,
+            "created": datetime.now(UTC),
+            "status": "running",
+            "pid": os.getpid(),
+            "entrypoint": Entrypoint(kind="callable", target=s.target, cwd=os.getcwd()),
+            "failure": None,
+            "exit_code": None,
+            "event_count": None,
+            "events_sha256": None,
+            "replay_of": original.run_id,
+            "labels": {
+                **original.labels,
+                "replay.policies": s.policies.describe(),
+                "replay.clocks": s.clocks,
+                "replay.enforce_order": str(s.enforce_order).lower(),
+                "replay.index": str(index + 1),
+            },
+        }
+    )
+    writer = s.store.begin(manifest)
+    clock: ReplayClock = (
+        FrozenClock(original.clock.start)
+        if s.clocks == "frozen" and original.clock is not None
+        else LiveClock()
+    )
+    clock.start()
+    try:
+        rec = ReplayBoundary(
+            writer,
+            s.store,
+            s.recording,
+            policies=s.policies,
+            miss=s.miss,
+            turnstile=Turnstile(
+                s.recording, enabled=s.enforce_order, canonical_name=canonical_name
+            ),
+            replay_clock=clock,
+        )
+        uninstall = seam.install(rec)
+        undo: list[Callable[[], None]] = []
+        try:
+            seed = original.seeds.get("run")
+            if seed is not None:
+                undo = start_recording(rec, seed, ids="uuid4" in original.seeds)
+            value = s.function()
+            if value is not None and not rec.has_result:
+                rec.set_result(value)
+        except ReplayStopped:
+            pass
+        except Exception as exc:
+            rec.record_exception(exc)
+        finally:
+            try:
+                rec.flush_pending()
+            finally:
+                for step in reversed(undo):
+                    step()
+                uninstall()
+                rec.closed = True
+                writer.close()
+    finally:
+        clock.stop()
+
+    after = [
+        state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
+        for state in services
+    ]
+    events = s.store.load_events(run_id)
+    divergence = first_divergence(comparable(s.recording), comparable(events))
+    if rec.mismatch is not None:
+        verdict = RunVerdict(
+            index,
+            False,
+            f"stopped at {rec.mismatch.kind} {rec.mismatch.name!r}: the recording has no answer",
+            divergence,
+        )
+    else:
+        outcome = ReplayOutcome.from_events(events, endpoints=endpoints, divergence=divergence)
+        evaluation = evaluate(s.predicate, outcome)
+        verdict = RunVerdict(index, evaluation.holds, evaluation.detail, divergence)
+    failure = (
+        Failure(reason=f"reproduced: {verdict.detail}"[:500], predicate=s.predicate)
+        if verdict.reproduced
+        else None
+    )
+    finish_manifest(
+        s.store,
+        writer.manifest.model_copy(update={"services": after, "failure": failure}),
+        writer,
+    )
+    return _Run(
+        run_id,
+        verdict,
+        divergence,
+        diff_state_hashes(services, after) if services else [],
+        rec.mismatch,
+        list(rec.drift),
+        list(rec.injected),
+        rec.turnstile.stalls,
+    )
+
+
+def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
+    from sandbox.services.base import get_kind
+
+    endpoint = endpoints.get(state.name)
+    if endpoint is None:
+        return None
+    try:
+        return get_kind(state.kind).state_hash(endpoint)
+    except UnknownNameError:
+        return None
+
+
+def replay(
+    run_id: str,
+    *,
+    store: DirectoryStore | str | os.PathLike[str] | None = None,
+    times: int = 1,
+    policies: PolicySet | None = None,
+    miss: MissMode | str = "fail",
+    enforce_order: bool = True,
+    clocks: ClockMode = "frozen",
+    entrypoint: str | None = None,
+    progress: ReplayProgress | None = None,
+) -> ReplayReport:
+    """Replay ``run_id`` ``times`` times; see the module documentation."""
+    if times < 1:
+        raise ReplayError(f"times must be at least 1, got {times}")
+    if clocks not in ("frozen", "live"):
+        raise UnknownNameError("clock mode", str(clocks), ["frozen", "live"])
+    began = time.monotonic()
+    st = store if isinstance(store, DirectoryStore) else open_store(store)
+    manifest = st.load_manifest(run_id)
+    if manifest.status != "complete":
+        raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
+    target = _target(manifest, entrypoint)
+    policy_set = policies or PolicySet()
+    if clocks == "live":
+        policy_set = policy_set.with_rule("live", "clock")
+    settings = _Settings(
+        store=st,
+        manifest=manifest,
+        recording=st.load_events(run_id),
+        predicate=predicate_for(manifest.failure),
+        target=target,
+        function=resolve_entrypoint(target),
+        policies=policy_set,
+        miss=MissMode.parse(miss),
+        enforce_order=enforce_order,
+        clocks=clocks,
+    )
+
+    def tell(message: str, done: int) -> None:
+        if progress is not None:
+            progress(message, done, times)
+
+    runs: list[_Run] = []
+    with contextlib.ExitStack() as stack:
+        endpoints: dict[str, str] = {}
+        binding: dict[str, str] = {}
+        if manifest.services:
+            from sandbox.containers import bring_up
+
+            frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
+            env = stack.enter_context(
+                bring_up(
+                    manifest.services,
+                    st,
+                    frozen_at=frozen_at,
+                    progress=lambda line: tell(line, 0),
+                )
+            )
+            endpoints = {name: ep.url for name, ep in env.services.items()}
+            binding = env.env
+        stack.enter_context(_bindings(binding))
+        for i in range(times):
+            if i > 0 and manifest.services:
+                env.reset()
+            tell(f"replay {i + 1}/{times}", i)
+            run = _replay_once(settings, i, endpoints, manifest.services)
+            runs.append(run)
+            tell(f"replay {i + 1}/{times}: {run.verdict.detail}", i + 1)
+            if run.mismatch is not None and settings.miss is MissMode.FAIL:
+                break
+
+    verdict = Verdict(settings.predicate, tuple(r.verdict for r in runs))
+    mismatch = next((r.mismatch for r in runs if r.mismatch is not None), None)
+    report = ReplayReport(
+        original=run_id,
+        replays=[r.run_id for r in runs],
+        verdict=verdict,
+        divergences=[r.divergence for r in runs],
+        state_diffs=[r.state_diffs for r in runs],
+        mismatch=_mismatch_json(mismatch) if mismatch is not None else None,
+        notes=[],
+        entrypoint=target,
+        policies=policy_set.describe(),
+        clocks=clocks,
+        enforce_order=enforce_order,
+        drift=sorted({d.describe() for r in runs for d in r.drift}),
+        injected=sorted(
+            {
+                f"{i.name} attempt {i.attempt}: {i.error}"
+                + (" (the attempt ran, then failed as recorded)" if i.ran_live else "")
+                for r in runs
+                for i in r.injected
+            }
+        ),
+        seconds=time.monotonic() - began,
+    )
+    report.notes = _notes(report, runs, manifest, entrypoint, times)
+    return report
+
+
+def _mismatch_json(exc: ReplayMismatchError) -> dict[str, Any]:
+    return {
+        "kind": exc.kind,
+        "name": exc.name,
+        "message": str(exc),
+        "expected": exc.expected,
+        "actual": exc.actual,
+        "diff": exc.diff,
+        "candidates": exc.candidates,
+    }
+
+
+def _notes(
+    report: ReplayReport,
+    runs: Sequence[_Run],
+    manifest: Manifest,
+    override: str | None,
+    times: int,
+) -> list[str]:
+    notes: list[str] = []
+    v = report.verdict
+    if report.mismatch is not None:
+        m = report.mismatch
+        what = f"{m['kind']} call {m['name']!r}" if m["name"] else f"{m['kind']} call"
+        notes.append(
+            f"The replay stopped at a {what} that the recording cannot answer: the agent's "
+            "request changed since the capture (code or prompt), so the failure could not be "
+            "judged. The mismatch below shows what differs."
+        )
+        for diff in m["diff"][:3]:
+            notes.append(
+                f"At {diff.get('path') or 'the request'}: the recording has "
+                f"{short(diff.get('expected'), 120)}, "
+                f"the replay sent {short(diff.get('actual'), 120)}."
+            )
+        if len(runs) < times:
+            notes.append(f"Stopped after run {len(runs)} of {times}: every run would stop there.")
+    elif v.reproduced == v.total:
+        notes.append(f"The failure reproduced in every run ({v.reproduced}/{v.total}).")
+    elif v.reproduced_any:
+        notes.append(
+            f"The failure reproduced in {v.reproduced} of {v.total} runs: the replay is not "
+            "fully deterministic (see the first divergence)."
+        )
+    elif override:
+        notes.append(
+            f"The failure is gone: with {override} it reproduced in none of {v.total} runs."
+        )
+    else:
+        notes.append(f"The failure did not reproduce in any of {v.total} runs.")
+    if report.injected:
+        notes.append(f"Recorded faults injected again: {'; '.join(report.injected)}.")
+    stalls = sum(r.stalls for r in runs)
+    if stalls:
+        notes.append(
+            f"The recorded order of concurrent calls could not be kept in {stalls} run(s): "
+            "the replay took another path, so enforcement was dropped there."
+        )
+    if report.clocks == "live":
+        notes.append("Clocks were live: no frozen time in the agent or the containers.")
+    if report.drift:
+        notes.append(f"{len(report.drift)} spied call(s) drifted from the recording.")
+    changed = {d.service for run in report.state_diffs for d in run}
+    if changed and not report.mismatch:
+        notes.append(
+            "End state differs from the original's in: " + ", ".join(sorted(changed)) + "."
+        )
+    return notes

@@ -1,0 +1,110 @@
+"""The seam replay builds on: a boundary that serves the recording instead of the world.
+
+This tiny replayer is test code: it shows that the recorded events plus each adapter's
+``replay`` are enough to hand back the same tool outputs, ids, times and HTTP responses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from sandbox import capture
+from sandbox.capture import boundary
+from sandbox.capture.boundary import Adapter, Call, SpanAllocator, open_call
+from sandbox.capture.http import patch_httpx
+from sandbox.capture.ids import patch_uuid4
+from sandbox.snapshot.events import Event
+from sandbox.snapshot.store import DirectoryStore
+
+T = TypeVar("T")
+
+
+class ServeRecorded:
+    """Serves each crossing with the next recorded event of the same kind and fingerprint."""
+
+    def __init__(self, store: DirectoryStore, run_id: str) -> None:
+        self.store = store
+        self.spans = SpanAllocator()
+        self.queues: dict[tuple[str, str], deque[Event]] = defaultdict(deque)
+        for event in store.load_events(run_id):
+            if event.fingerprint is not None:
+                self.queues[(event.kind, event.fingerprint)].append(event)
+        self.live: list[str] = []
+
+    def open(self, kind: str, name: str, request: Any) -> Call:
+        return open_call(self.spans, kind, name, request, 0.0)
+
+    def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
+        queue = self.queues.get((call.kind, call.fingerprint))
+        if not queue:
+            self.live.append(call.name)
+            return perform()
+        return adapter.replay(call, queue.popleft(), self.store.get_blob)
+
+    async def acall(
+        self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
+    ) -> T:
+        queue = self.queues.get((call.kind, call.fingerprint))
+        if not queue:
+            return await perform()
+        return adapter.replay(call, queue.popleft(), self.store.get_blob)
+
+
+def test_a_replay_boundary_serves_recorded_responses(store: DirectoryStore, fake_api: Any) -> None:
+    counter = {"n": 0}
+
+    @capture.tool
+    def next_ticket(prefix: str) -> str:
+        counter["n"] += 1
+        return f"{prefix}-{counter['n']}"
+
+    @capture.tool
+    def fails() -> None:
+        raise PermissionError("denied")
+
+    def agent() -> tuple[Any, ...]:
+        with httpx.Client() as client:
+            body = client.get(f"{fake_api.url}/status").json()
+        try:
+            fails()
+        except Exception as exc:
+            error = str(exc)
+        return (
+            next_ticket("T"),
+            next_ticket("T"),
+            str(__import__("uuid").uuid4()),
+            capture.now(),
+            body,
+            error,
+        )
+
+    with capture.run("seam", store=store, seed=8) as rec:
+        recorded = agent()
+    assert isinstance(boundary.current(), type(None))
+    hits = len(fake_api.requests)
+
+    replayer = ServeRecorded(store, rec.run_id)
+    undo = [patch_uuid4(seed=999), patch_httpx()]  # a different seed: ids come from the log
+    try:
+        with boundary.use(replayer):
+            replayed = agent()
+    finally:
+        for u in undo:
+            u()
+    assert replayed[:5] == recorded[:5]
+    assert replayed[5] == "PermissionError: denied"  # the recorded error, raised again
+    assert counter["n"] == 2  # the tool was not run again
+    assert len(fake_api.requests) == hits  # nor the HTTP request made
+    assert replayer.live == []
+
+
+def test_nothing_installed_means_plain_calls() -> None:
+    assert boundary.current() is None
+    assert boundary.through("tool", "x", {}, lambda: 41 + 1, None) == 42  # type: ignore[arg-type]
+    with pytest.raises(ZeroDivisionError):
+        boundary.through("tool", "x", {}, lambda: 1 / 0, None)  # type: ignore[arg-type]

@@ -1,0 +1,202 @@
+"""``sandbox pytest``'s generator: valid, ruff-clean, injection-proof Python that fails while
+the failure reproduces and passes once it does not."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sandbox.regress import regression_source, regression_test_name, write_regression_test
+from sandbox.snapshot.manifest import (
+    Entrypoint,
+    Failure,
+    Manifest,
+    ServiceState,
+    SQLInvariant,
+)
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = '"""\nimport os; os.system("rm -rf /")  # \\ \x00 \u2028 \'\'\' {x} \r\n"""'
+
+
+def manifest(
+    run_id: str = "orders-20240301T120000Z-1a2b3c",
+    *,
+    name: str = "orders agent",
+    reason: str = "order placed twice after a committed timeout",
+    services: bool = True,
+) -> Manifest:
+    return Manifest(
+        run_id=run_id,
+        name=name,
+        created=datetime(2024, 3, 1, 12, tzinfo=UTC),
+        status="complete",
+        entrypoint=Entrypoint(kind="callable", target="examples.orders:run"),
+        services=[ServiceState(name="db", kind="postgres")] if services else [],
+        failure=Failure(
+            reason=reason,
+            predicate=SQLInvariant(
+                service="db", query="SELECT sku FROM orders GROUP BY sku HAVING count(*) > 1"
+            ),
+        ),
+    )
+
+
+def constants(source: str) -> dict[str, object]:
+    tree = ast.parse(source)
+    return {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+
+
+def test_source_is_valid_python_naming_the_run_and_failure() -> None:
+    source = regression_source(manifest(), store="../../snapshots", times=5)
+    code = compile(source, "test_x.py", "exec")
+    assert code is not None
+    tree = ast.parse(source)
+    doc = ast.get_docstring(tree)
+    assert doc is not None
+    assert "orders-20240301T120000Z-1a2b3c" in doc
+    assert "order placed twice after a committed timeout" in doc
+    assert "SELECT sku FROM orders" in doc and "db (postgres)" in doc
+    assert "fails while the bug is present" in doc
+    assert constants(source) == {
+        "RUN_ID": "orders-20240301T120000Z-1a2b3c",
+        "FAILURE": "order placed twice after a committed timeout",
+        "TIMES": 5,
+        "ENTRYPOINT": None,
+        "STORE": "../../snapshots",
+    }
+    functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert functions == ["_store_path", "test_replay_orders_20240301t120000z_1a2b3c"]
+    assert "assert verdict.exit_code == 0" in source
+    assert "@pytest.mark.docker" in source
+
+
+def test_hostile_manifest_text_cannot_inject_code() -> None:
+    source = regression_source(manifest(name=HOSTILE, reason=HOSTILE), store=HOSTILE)
+    tree = ast.parse(source)
+    kinds = [type(n).__name__ for n in tree.body]
+    assert kinds == (
+        ["Expr", "ImportFrom", "Import", "ImportFrom", "Import", "ImportFrom", "ImportFrom"]
+        + ["Assign"] * 5
+        + ["FunctionDef", "FunctionDef"]
+    )
+    values = constants(source)
+    assert values["FAILURE"] == HOSTILE and values["STORE"] == HOSTILE
+    assert "os.system" in (ast.get_docstring(tree) or "")
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.text(max_size=300), reason=st.text(max_size=300))
+def test_any_text_stays_data(name: str, reason: str) -> None:
+    source = regression_source(manifest(name=name, reason=reason or "x"), store="s")
+    tree = ast.parse(source)
+    assert constants(source)["FAILURE"] == (reason or "x")
+    assert sum(isinstance(n, ast.FunctionDef) for n in tree.body) == 2
+    assert isinstance(tree.body[0], ast.Expr)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "expected"),
+    [
+        ("orders-1", "test_replay_orders_1"),
+        ("a.b-c_d", "test_replay_a_b_c_d"),
+        ("---", "test_replay_run"),
+        ("9lives", "test_replay_9lives"),
+    ],
+)
+def test_regression_test_name(run_id: str, expected: str) -> None:
+    assert regression_test_name(run_id) == expected
+
+
+def test_written_file_is_ruff_clean_with_store_relative_to_it(tmp_path: Path) -> None:
+    store = tmp_path / "snapshots"
+    out = write_regression_test(
+        tmp_path / "tests" / "regressions" / "test_orders.py",
+        manifest(
+            name=HOSTILE + "\\" * 300 + "\u0430" * 90 + "😀",
+            reason="x" * 400 + HOSTILE + '"' * 5,
+        ),
+        store=store,
+        times=3,
+        entrypoint="examples.orders_fixed:run",
+    )
+    assert constants(out.read_text())["STORE"] == "../../snapshots"
+    ruff = Path(sys.executable).parent / "ruff"
+    config = ["--config", str(ROOT / "pyproject.toml")]
+    check = subprocess.run(
+        [str(ruff), "check", *config, str(out)], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    fmt = subprocess.run(
+        [str(ruff), "format", "--check", *config, str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    with pytest.raises(FileExistsError):
+        write_regression_test(out, manifest(), store=store)
+    with pytest.raises(ValueError, match=r"\.py"):
+        write_regression_test(tmp_path / "t.txt", manifest(), store=store)
+
+
+FAKE_REPLAY = """
+import sandbox.replay
+from sandbox.replay.verdict import ReplayOutcome, judge
+from sandbox.snapshot.events import ErrorInfo
+from sandbox.snapshot.manifest import ExceptionPredicate
+
+CALLS = []
+
+
+class Report:
+    def __init__(self, verdict):
+        self.verdict = verdict
+
+    def describe(self):
+        return "described"
+
+
+def fake_replay(run_id, *, store, times=1, entrypoint=None, **kw):
+    CALLS.append((run_id, str(store.root), times, entrypoint))
+    fixed = entrypoint == "fixed:run"
+    error = None if fixed else ErrorInfo(type="DuplicateOrder", message="twice")
+    outcome = ReplayOutcome(error=error)
+    return Report(judge(ExceptionPredicate(type="DuplicateOrder"), [outcome] * times))
+
+
+sandbox.replay.replay = fake_replay
+"""
+
+
+@pytest.mark.parametrize(("entrypoint", "passes"), [(None, False), ("fixed:run", True)])
+def test_generated_test_fails_before_the_fix_and_passes_after(
+    pytester: pytest.Pytester, entrypoint: str | None, passes: bool
+) -> None:
+    pytester.makeconftest(FAKE_REPLAY)
+    write_regression_test(
+        pytester.path / "tests" / "test_orders.py",
+        manifest(services=False),
+        store=pytester.path / "snapshots",
+        times=2,
+        entrypoint=entrypoint,
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    if passes:
+        result.assert_outcomes(passed=1)
+    else:
+        result.assert_outcomes(failed=1)
+        result.stdout.fnmatch_lines(["*: still reproduced 2/2*", "*described*"])
