@@ -34,7 +34,7 @@ test: lint types pytest
 images: setup
 	$(BIN)/sandbox images build
 
-demo: setup images
+demo: setup  # examples/demo.py builds the missing images itself, with progress
 	$(BIN)/python -m examples.demo --store $(STORE) --times $(N)
 
 replay: setup images

@@ -72,7 +72,7 @@ def scripted_model(script: Script) -> Iterator[Any]:
     try:
         yield openai.OpenAI(
             base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
-            api_key="scripted",
+            api_key="sk-local-scripted-model-key",
             max_retries=0,
         )
     finally:

@@ -20,7 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -63,27 +63,6 @@ def environ(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _capture(
-    store: DirectoryStore, name: str, target: str, url: str, run: Callable[[], Any]
-) -> tuple[str, capture.Recorder]:
-    settings = capture.run(
-        name,
-        store=store,
-        seed=SEED,
-        services=[capture.ServiceSpec("db", "postgres", url, env="DATABASE_URL")],
-        entrypoint=Entrypoint(kind="callable", target=target, cwd=os.getcwd()),
-        packages=False,
-    )
-    with settings as rec:
-        value = run()
-        if not rec.has_result:
-            rec.set_result(value)
-        check = getattr(rec, "_demo_check", None)
-        if callable(check):
-            check(rec)
-    return rec.run_id, rec
-
-
 def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as conn:
         return list(conn.execute(query).fetchall())  # type: ignore[arg-type]
@@ -112,8 +91,13 @@ def capture_orders(store: DirectoryStore) -> str:
     try:
         with production_db() as url, environ(DATABASE_URL=url, PAYMENTS_URL=base):
             orders.setup(url)
-            run_id, rec = _capture_checked(
-                store, "orders", "examples.orders:main", url, orders.main, orders.DUPLICATES,
+            run_id, _ = _capture_checked(
+                store,
+                "orders",
+                "examples.orders:main",
+                url,
+                orders.main,
+                orders.DUPLICATES,
                 "the same order was inserted twice",
             )
     finally:
@@ -146,3 +130,76 @@ def _capture_checked(
         if failed:
             rec.mark_failed(reason, invariant)
     return rec.run_id, failed
+
+
+# --- inventory -------------------------------------------------------------------------------
+
+
+def capture_inventory(store: DirectoryStore, attempts: int = 15) -> str:
+    """Capture until the race shows (a slow quote for worker-1 lets worker-2 read the stale
+    stock); runs that did not show it are deleted."""
+    from examples import inventory
+
+    chooser = random.SystemRandom()  # production latency: not the run's seeded generator
+
+    def pricing(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        time.sleep(chooser.choice([0.0, 0.3]))
+        return 200, {"price": 9.5 * int(body.get("qty", 1))}
+
+    base, stop = _model.serve_http(pricing, "pricing-service")
+    try:
+        with production_db() as url, environ(DATABASE_URL=url, PRICING_URL=base):
+            inventory.setup(url)
+            for _ in range(attempts):
+                run_id, failed = _capture_checked(
+                    store,
+                    "inventory",
+                    "examples.inventory:main",
+                    url,
+                    inventory.main,
+                    inventory.LOST_UPDATE,
+                    "a concurrent reservation's stock decrement was lost",
+                )
+                if failed:
+                    return run_id
+                store.delete(run_id)
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("DELETE FROM reservations; UPDATE stock SET qty = initial")
+    finally:
+        stop()
+    raise RuntimeError(f"the race did not show in {attempts} captures")
+
+
+# --- billing ---------------------------------------------------------------------------------
+
+
+def capture_billing(store: DirectoryStore) -> str:
+    """Capture at the end of January: Python frozen with freezegun, Postgres with libfaketime."""
+    import freezegun
+
+    from examples import billing
+
+    with production_db(frozen_at=billing.PRODUCTION_NOW) as url, environ(DATABASE_URL=url):
+        billing.setup(url)
+        with freezegun.freeze_time(billing.PRODUCTION_NOW):
+            run_id, failed = _capture_checked(
+                store,
+                "billing",
+                "examples.billing:main",
+                url,
+                billing.main,
+                billing.WRONG_PERIOD,
+                "the month-end invoice was filed under the next month",
+            )
+    if not failed:
+        raise RuntimeError("the billing capture did not show the month-end failure")
+    return run_id
+
+
+def capture_all(store: DirectoryStore) -> dict[str, str]:
+    """Capture every demo agent; return agent name -> run id."""
+    return {
+        "orders": capture_orders(store),
+        "inventory": capture_inventory(store),
+        "billing": capture_billing(store),
+    }

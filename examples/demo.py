@@ -7,25 +7,26 @@
 1. builds the images that are missing (``sandbox.containers.build_images``, no registry);
 2. captures each demo agent of :mod:`examples.capture_demo` into the store, unless the store
    already holds a finished, failed capture of it (a run whose manifest name is the demo's);
-3. replays each captured run N times with :func:`sandbox.replay.replay`, writes an HTML
+3. replays each captured run N times with :func:`sandbox.replay.engine.replay`, writes an HTML
    report per run, and prints a table: run, failure, reproduced k/N, first divergent step.
 
 Exits 0 when every demo's failure reproduced (in at least one of the N replays), 1 when one
 did not, 2 when something could not run.
 
-What it needs from :mod:`examples.capture_demo`: ``DEMOS``, the demo names (a sequence of
-names, a mapping keyed by name, or objects with a ``name``), and ``capture(name, store=...)``,
-which captures one demo into the store (returning its run id, or anything else, in which case
-the run is found by its manifest name).
+The demos are the public ``capture_<name>(store) -> run id`` functions of
+:mod:`examples.capture_demo` (``capture_orders`` is the ``orders`` demo), in the order they
+are defined.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rich.console import Console
@@ -35,12 +36,21 @@ from sandbox.errors import SandboxError
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, open_store
 
+Capturer = Callable[[DirectoryStore], object]
 
-def demo_names(demos: Any) -> list[str]:
-    """The demo names, from a mapping, a sequence of names or of objects with ``name``."""
-    if isinstance(demos, Mapping):
-        return [str(k) for k in demos]
-    return [d if isinstance(d, str) else str(d.name) for d in demos]
+
+def demo_captures(module: ModuleType) -> dict[str, Capturer]:
+    """``name -> capture function`` for every public ``capture_<name>`` function of
+    ``module`` defined there, in definition order."""
+    found: dict[str, Capturer] = {}
+    for attr, value in vars(module).items():
+        if (
+            attr.startswith("capture_")
+            and inspect.isfunction(value)
+            and value.__module__ == module.__name__
+        ):
+            found[attr.removeprefix("capture_")] = value
+    return found
 
 
 def captured(store: DirectoryStore, name: str) -> Manifest | None:
@@ -57,15 +67,13 @@ def captured(store: DirectoryStore, name: str) -> Manifest | None:
     return max(found, key=lambda m: m.created) if found else None
 
 
-def capture(store: DirectoryStore, name: str, console: Console) -> Manifest:
-    from examples import capture_demo
-
+def capture(store: DirectoryStore, name: str, capturer: Capturer, console: Console) -> Manifest:
     existing = captured(store, name)
     if existing is not None:
         console.print(f"[dim]{name}: already captured as {existing.run_id}[/dim]")
         return existing
     console.print(f"{name}: capturing ...")
-    result = capture_demo.capture(name, store=store)
+    result = capturer(store)
     if isinstance(result, str) and store.exists(result):
         manifest = store.load_manifest(result)
     else:
@@ -103,11 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(args: argparse.Namespace, console: Console) -> int:
     from examples import capture_demo
     from sandbox.containers import build_images
-    from sandbox.replay import replay
+    from sandbox.replay.engine import replay
     from sandbox.report import write_store_report
 
     store = open_store(args.store)
-    names = demo_names(capture_demo.DEMOS)
+    captures = demo_captures(capture_demo)
+    names = list(captures)
     if args.demos:
         unknown = sorted(set(args.demos) - set(names))
         if unknown:
@@ -120,7 +129,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{result.name}: {result.tag} {result.action}")
 
     console.rule("capture")
-    manifests = [capture(store, name, console) for name in names]
+    manifests = [capture(store, name, captures[name], console) for name in names]
 
     console.rule(f"replay x{args.times}")
     table = Table(
@@ -135,14 +144,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     reports = Path(args.reports)
     for manifest in manifests:
         start = time.monotonic()
-        report = replay(
-            manifest.run_id,
-            store=store,
-            times=args.times,
-            progress=lambda msg, done, total, rid=manifest.run_id: console.print(
-                f"[dim]{rid}: {msg} ({done}/{total})[/dim]"
-            ),
-        )
+
+        def progress(message: str, done: int, total: int, rid: str = manifest.run_id) -> None:
+            console.print(f"[dim]{rid}: {message} ({done}/{total})[/dim]")
+
+        report = replay(manifest.run_id, store=store, times=args.times, progress=progress)
         page = write_store_report(reports / f"{manifest.run_id}.html", store, report)
         verdict = report.verdict
         reproduced = verdict.reproduced_any

@@ -93,8 +93,11 @@ def _place(item: str, qty: int, *, idempotent: bool) -> dict[str, Any]:
     key = str(uuid.uuid4()) if idempotent else None
 
     def attempt() -> dict[str, Any]:
-        order_id = insert_order(item, qty, key) if idempotent else insert_order(item, qty)
-        return {"order_id": order_id, "payment": _charge(item, qty)}
+        if idempotent:
+            insert_order(item, qty, key)
+        else:
+            insert_order(item, qty)
+        return {"order": f"{qty} x {item}", "payment": _charge(item, qty)}
 
     retrying = capture.Retrying(
         "place_order",

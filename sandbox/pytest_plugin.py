@@ -5,7 +5,7 @@ Fixtures:
 - ``sandbox_store``: the snapshot store (``--sandbox-store``, else ``$SANDBOX_STORE``, else
   the ``sandbox_store`` ini value, else ``./snapshots``);
 - ``replay``: a callable ``replay(run_id, times=1, **options) -> ReplayReport`` replaying a run
-  from that store (the options are those of :func:`sandbox.replay.replay`);
+  from that store (the options are those of :func:`sandbox.replay.engine.replay`);
 - ``replay_report``: the report of the run named by the test's ``replay`` marker.
 
 Marker, for hand-written regression tests::
@@ -65,7 +65,7 @@ def replay(sandbox_store: DirectoryStore) -> ReplayFn:
     """``replay(run_id, times=1, **options)`` replays a run from the configured store."""
 
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
-        from sandbox.replay import replay as replay_run
+        from sandbox.replay.engine import replay as replay_run
 
         return replay_run(run_id, store=sandbox_store, times=times, **options)
 

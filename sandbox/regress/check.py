@@ -4,7 +4,7 @@ reproduce.
 A run that was captured as failed is an *expected reproduction*: its failure must come back
 when it is replayed, or the snapshot has stopped being a usable test case (the environment or
 the replayer changed under it). Runs without an observed failure, unfinished runs and runs
-that are themselves replays are skipped. The replays go through :func:`sandbox.replay.replay`
+that are themselves replays are skipped. The replays go through :func:`sandbox.replay.engine.replay`
 with its defaults (recorded model calls, tools live against the frozen containers).
 """
 
@@ -26,7 +26,7 @@ class _Report(Protocol):
 
 
 Replayer = Callable[..., _Report]
-"""``replay(run_id, *, store, times, ...)``, as :func:`sandbox.replay.replay`."""
+"""``replay(run_id, *, store, times, ...)``, as :func:`sandbox.replay.engine.replay`."""
 
 
 def expected_reproductions(store: DirectoryStore) -> list[Manifest]:
@@ -102,7 +102,7 @@ def check_store(
     one replay is recorded against that run, and the others still run.
     """
     if replayer is None:
-        from sandbox.replay import replay as replayer_fn
+        from sandbox.replay.engine import replay as replayer_fn
 
         replayer = replayer_fn
     manifests = expected_reproductions(store)

@@ -3,7 +3,7 @@
 The file is plain text built from the manifest alone (run id, name, failure reason and
 predicate, entrypoint): nothing from the snapshot is executed, and every value taken from it
 enters the code as a ``repr()`` literal or as escaped docstring text. The generated test calls
-:func:`sandbox.replay.replay` and asserts the recorded failure does **not** come back
+:func:`sandbox.replay.engine.replay` and asserts the recorded failure does **not** come back
 (``verdict.exit_code == 0``), so it fails before the fix and passes after.
 """
 
@@ -173,7 +173,7 @@ def regression_source(
         "",
         "import pytest",
         "",
-        "from sandbox.replay import replay",
+        "from sandbox.replay.engine import replay",
         "from sandbox.snapshot.store import open_store",
         "",
         *py_assign("RUN_ID", manifest.run_id),

@@ -1,6 +1,7 @@
 """Replay: serve each boundary by a policy, match requests against the recording, find the
 first divergent step, and judge whether the recorded failure came back."""
 
+from sandbox.replay.boundary import ReplayBoundary, ReplayStopped
 from sandbox.replay.divergence import (
     Divergence,
     EventSummary,
@@ -9,6 +10,7 @@ from sandbox.replay.divergence import (
     diff_states,
     first_divergence,
 )
+from sandbox.replay.engine import ReplayReport, replay
 from sandbox.replay.jsondiff import MISSING, FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
 from sandbox.replay.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
@@ -35,7 +37,10 @@ __all__ = [
     "Policy",
     "PolicyRule",
     "PolicySet",
+    "ReplayBoundary",
     "ReplayOutcome",
+    "ReplayReport",
+    "ReplayStopped",
     "RunVerdict",
     "StateDiff",
     "Verdict",
@@ -48,6 +53,7 @@ __all__ = [
     "judge",
     "policy_names",
     "predicate_for",
+    "replay",
     "request_of",
     "response_of",
     "semantic_view",

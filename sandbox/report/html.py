@@ -9,7 +9,7 @@ diffs) is untrusted and goes through :func:`html.escape`; nothing is ever insert
     page = render_report(original, replayed, report)
     write_report("out.html", original, replayed, report)
 
-``report`` is a :class:`ReplayReport` of :func:`sandbox.replay.replay`, or anything with the
+``report`` is a :class:`ReplayReport` of :func:`sandbox.replay.engine.replay`, or anything with the
 same read-only attributes (:class:`ReportLike`).
 """
 
@@ -290,6 +290,7 @@ def write_report(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(out, render_report(original, replayed, report).encode("utf-8"))
+    out.chmod(0o644)  # a page to share, not a secret (the temporary file was private)
     return out
 
 

@@ -109,7 +109,7 @@ def test_empty_store_passes(store: DirectoryStore) -> None:
 
 
 PLUGIN_CONFTEST = """
-import sandbox.replay
+import sandbox.replay.engine
 
 CALLS = []
 
@@ -124,7 +124,7 @@ def fake_replay(run_id, *, store, times=1, **options):
     return Report(run_id, times)
 
 
-sandbox.replay.replay = fake_replay
+sandbox.replay.engine.replay = fake_replay
 """
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import sandbox.replay
+import sandbox.replay.engine
 from cli.main import main
 from sandbox.replay.verdict import ReplayOutcome, Verdict, judge
 from sandbox.snapshot import DirectoryStore, Manifest, Snapshot
@@ -65,11 +65,11 @@ def test_ci_repro_exit_codes(
     store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fill(store)
-    monkeypatch.setattr(sandbox.replay, "replay", fake({"orders-1", "billing-1"}), raising=False)
+    monkeypatch.setattr(sandbox.replay.engine, "replay", fake({"orders-1", "billing-1"}))
     assert main(["ci-repro", "--store", str(store.root), "--times", "2"]) == 0
     assert "all 2 failure(s) still reproduce" in capsys.readouterr().err
 
-    monkeypatch.setattr(sandbox.replay, "replay", fake({"orders-1"}), raising=False)
+    monkeypatch.setattr(sandbox.replay.engine, "replay", fake({"orders-1"}))
     assert main(["ci-repro", "--store", str(store.root), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert {c["run"]: c["ok"] for c in data["checks"]} == {"orders-1": True, "billing-1": False}

@@ -154,7 +154,7 @@ def test_written_file_is_ruff_clean_with_store_relative_to_it(tmp_path: Path) ->
 
 
 FAKE_REPLAY = """
-import sandbox.replay
+import sandbox.replay.engine
 from sandbox.replay.verdict import ReplayOutcome, judge
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import ExceptionPredicate
@@ -178,7 +178,7 @@ def fake_replay(run_id, *, store, times=1, entrypoint=None, **kw):
     return Report(judge(ExceptionPredicate(type="DuplicateOrder"), [outcome] * times))
 
 
-sandbox.replay.replay = fake_replay
+sandbox.replay.engine.replay = fake_replay
 """
 
 

@@ -1,0 +1,107 @@
+"""``sandbox replay RUN``: replay a captured run N times and judge whether the failure is back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.app import JsonOption, StoreOption, app, store_from
+from sandbox.replay.engine import replay as run_replay
+from sandbox.replay.policy import PolicySet
+
+
+def policy_set(live: list[str], recorded: list[str], spy: list[str]) -> PolicySet:
+    """Rules from the options; a rule with a name glob wins over a whole-kind rule, so
+    ``--live tool --recorded 'tool:payments.*'`` serves every tool live but the payment ones."""
+    pairs = [("live", s) for s in live] + [("recorded", s) for s in recorded]
+    pairs += [("spy", s) for s in spy]
+    pairs.sort(key=lambda pair: ":" in pair[1])
+    return PolicySet.from_pairs(pairs)
+
+
+@app.command("replay")
+def replay_command(
+    run: Annotated[str, typer.Argument(help="Run id to replay.")],
+    times: Annotated[int, typer.Option("--times", "-n", help="How many replays.")] = 1,
+    live: Annotated[
+        list[str] | None, typer.Option("--live", help="Serve KIND[:GLOB] live (repeatable).")
+    ] = None,
+    recorded: Annotated[
+        list[str] | None,
+        typer.Option("--recorded", help="Serve KIND[:GLOB] from the recording (repeatable)."),
+    ] = None,
+    spy: Annotated[
+        list[str] | None,
+        typer.Option("--spy", help="Serve KIND[:GLOB] live and report drift (repeatable)."),
+    ] = None,
+    miss: Annotated[
+        str, typer.Option("--miss", help="On a request the recording lacks: fail|live|position.")
+    ] = "fail",
+    no_enforce_order: Annotated[
+        bool, typer.Option("--no-enforce-order", help="Let concurrent calls run in any order.")
+    ] = False,
+    live_clock: Annotated[
+        bool, typer.Option("--live-clock", help="Real clocks in the agent and the containers.")
+    ] = False,
+    entrypoint: Annotated[
+        str | None,
+        typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
+    ] = None,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+    html: Annotated[
+        Path | None, typer.Option("--report", help="Also write an HTML report to this file.")
+    ] = None,
+) -> None:
+    """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if not.
+
+    Example: [bold]sandbox replay orders-20240131T235930Z-a1b2c3 --times 20[/bold]
+    """
+    policies = policy_set(live or [], recorded or [], spy or [])
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]replay[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("starting", total=times)
+
+        def progress(message: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=message[:60])
+
+        report = run_replay(
+            run,
+            store=store_from(store),
+            times=times,
+            policies=policies,
+            miss=miss,
+            enforce_order=not no_enforce_order,
+            clocks="live" if live_clock else "frozen",
+            entrypoint=entrypoint,
+            progress=progress,
+        )
+    if html is not None:
+        from sandbox.report import write_store_report
+
+        written = write_store_report(html, store_from(store), report)
+        typer.echo(f"sandbox: wrote report {written}", err=True)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        colour = "red" if report.verdict.reproduced_any else "green"
+        if report.mismatch is not None and not report.verdict.reproduced_any:
+            colour = "yellow"
+        out = Console()
+        out.print(f"[bold {colour}]{report.verdict.summary()}[/bold {colour}]")
+        out.print(report.describe(), markup=False, highlight=False)
+    raise typer.Exit(report.exit_code)

@@ -1,0 +1,67 @@
+"""The duplicate order, captured from "production" and replayed in frozen containers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox.replay import replay
+from sandbox.snapshot.store import DirectoryStore
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DirectoryStore, str]]:
+    from examples.capture_demo import capture_orders
+
+    store = DirectoryStore(tmp_path_factory.mktemp("orders-store"))
+    yield store, capture_orders(store)
+
+
+def test_capture_saw_the_duplicate(captured: tuple[DirectoryStore, str]) -> None:
+    store, run_id = captured
+    manifest = store.load_manifest(run_id)
+    assert manifest.failure is not None and manifest.failure.predicate is not None
+    kinds = [e.kind for e in store.load_events(run_id)]
+    assert "timeout" in kinds and kinds.count("retry") == 2
+
+
+def test_replayed_20_times_reproduces_20(captured: tuple[DirectoryStore, str]) -> None:
+    store, run_id = captured
+    seen: list[int] = []
+    report = replay(run_id, store=store, times=20, progress=lambda m, d, n: seen.append(d))
+    assert report.verdict.reproduced == 20, report.describe()
+    assert report.verdict.total == 20
+    assert report.exit_code == 1
+    assert len(report.replays) == 20
+    assert max(seen) == 20
+    assert all(d is None for d in report.divergences), report.describe()
+    replayed = store.load_manifest(report.replays[0])
+    assert replayed.replay_of == run_id and replayed.status == "complete"
+
+
+def test_fixed_agent_makes_the_failure_go_away(captured: tuple[DirectoryStore, str]) -> None:
+    store, run_id = captured
+    report = replay(run_id, store=store, times=20, entrypoint="examples.orders:main_fixed")
+    assert report.mismatch is None, report.describe()
+    assert report.verdict.reproduced == 0 and report.verdict.total == 20
+    assert report.exit_code == 0
+    assert any("the failure is gone" in note.lower() for note in report.notes), report.notes
+
+
+def test_prompt_change_stops_at_the_model_call(captured: tuple[DirectoryStore, str]) -> None:
+    store, run_id = captured
+    report = replay(run_id, store=store, times=3, entrypoint="examples.orders:main_reworded")
+    assert report.mismatch is not None
+    assert report.mismatch["kind"] == "llm"
+    assert report.exit_code == 2
+    assert len(report.replays) == 1  # stopped: the other runs would stop at the same call
+    diff = report.mismatch["diff"]
+    assert diff[0]["path"] == "messages[0].content"
+    assert "Call place_order exactly once" in str(diff[0]["actual"])
+    text = report.describe()
+    assert "cannot answer" in text and "messages[0].content" in text
+    events = store.load_events(report.replays[0])
+    assert not any(e.kind == "tool" for e in events)  # it stopped before any tool ran
