@@ -251,7 +251,7 @@ def list_images(base: str | None = None, client: DockerClient | None = None) -> 
                 image.tag,
                 True,
                 state,
-                image_id=found.short_id,
+                image_id=str(found.short_id).removeprefix("sha256:"),
                 size=attrs.get("Size"),
                 created=attrs.get("Created"),
             )

@@ -1,0 +1,103 @@
+"""Environment commands: ``images build``, ``images list`` and ``gc``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Column, Table
+
+from cli.app import JsonOption, app
+from sandbox.containers import build_images, gc, list_images
+from sandbox.containers.images import BASE_ENV, BUILD_ORDER
+
+images_app = typer.Typer(
+    name="images",
+    help="Build and list the service and runner images (no registry needed).",
+    no_args_is_help=True,
+)
+app.add_typer(images_app)
+
+BaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base",
+        envvar=BASE_ENV,
+        help="Image to build FROM (default: the local debootstrap base; with a registry, "
+        "e.g. debian:bookworm-slim).",
+        show_default=False,
+    ),
+]
+
+
+def _console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@images_app.command("build")
+def images_build(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help=f"Images to build ({', '.join(BUILD_ORDER)}); default all."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even if present.")] = False,
+    base: BaseOption = None,
+) -> None:
+    """Build the images that are missing (or changed), streaming the build output.
+
+    Example: [bold]sandbox images build postgres redis[/bold]
+    """
+    console = _console()
+    with console.status("building images") as status:
+
+        def progress(line: str) -> None:
+            console.print(line, markup=False)
+            status.update(line[:80])
+
+        results = build_images(names or None, progress=progress, force=force, base=base)
+    for result in results:
+        took = f" in {result.seconds:.0f} s" if result.action != "present" else ""
+        console.print(f"[bold]{result.name}[/bold] {result.tag}: {result.action}{took}")
+
+
+@images_app.command("list")
+def images_list(base: BaseOption = None, as_json: JsonOption = False) -> None:
+    """Show each image, whether it is built, and whether it matches this checkout.
+
+    Example: [bold]sandbox images list[/bold]
+    """
+    statuses = list_images(base=base)
+    if as_json:
+        typer.echo(json.dumps([s.__dict__ for s in statuses], indent=2))
+        return
+    table = Table(
+        "name", Column("tag", no_wrap=True), "state", "id", Column("size", justify="right")
+    )
+    for s in statuses:
+        size = f"{s.size / 1e6:.0f} MB" if s.size else ""
+        table.add_row(s.name, s.tag, s.state, s.image_id or "", size)
+    Console(highlight=False).print(table)
+
+
+@app.command("gc")
+def gc_command(
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Remove every sandbox container and network, live or not."),
+    ] = False,
+) -> None:
+    """Remove the containers, networks and firewall rules that dead sessions left behind.
+
+    Example: [bold]sandbox gc[/bold]
+    """
+    console = _console()
+    report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
+    if report.empty:
+        console.print("nothing to clean up")
+    else:
+        console.print(
+            f"removed {len(report.containers)} container(s), {len(report.networks)} "
+            f"network(s), {report.rules} firewall rule(s)"
+        )

@@ -1,0 +1,71 @@
+"""The lost update (order of concurrent calls) and the month-end split (frozen clocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from sandbox.replay import replay
+from sandbox.snapshot.store import DirectoryStore
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DirectoryStore]:
+    yield DirectoryStore(tmp_path_factory.mktemp("demo-store"))
+
+
+@pytest.fixture(scope="module")
+def inventory_run(store: DirectoryStore) -> str:
+    from examples.capture_demo import capture_inventory
+
+    return capture_inventory(store)
+
+
+@pytest.fixture(scope="module")
+def billing_run(store: DirectoryStore) -> str:
+    from examples.capture_demo import capture_billing
+
+    return capture_billing(store)
+
+
+def test_race_reproduces_every_time_with_the_recorded_order(
+    store: DirectoryStore, inventory_run: str
+) -> None:
+    report = replay(inventory_run, store=store, times=20)
+    assert report.verdict.reproduced == 20, report.describe()
+    assert report.exit_code == 1
+
+
+def test_race_is_rarer_without_enforcement(store: DirectoryStore, inventory_run: str) -> None:
+    enforced = replay(inventory_run, store=store, times=20)
+    free = replay(inventory_run, store=store, times=20, enforce_order=False)
+    print(
+        f"\nrace reproduced {enforced.verdict.reproduced}/20 with the recorded order enforced, "
+        f"{free.verdict.reproduced}/20 without"
+    )
+    assert free.verdict.reproduced < enforced.verdict.reproduced
+    diverged = [d for d in free.divergences if d is not None]
+    assert diverged and diverged[0].stream[0] == "worker-2"
+
+
+def test_month_end_reproduces_with_frozen_clocks(store: DirectoryStore, billing_run: str) -> None:
+    manifest = store.load_manifest(billing_run)
+    assert manifest.clock is not None and manifest.clock.start.day == 31
+    report = replay(billing_run, store=store, times=3)
+    assert report.verdict.reproduced == 3, report.describe()
+
+
+def test_month_end_does_not_reproduce_with_live_clocks(
+    store: DirectoryStore, billing_run: str
+) -> None:
+    # Off month end the tool answers differently, so the model's next request changes: with
+    # miss=position the model still gets its recorded answer and the run can be judged.
+    report = replay(billing_run, store=store, times=3, clocks="live", miss="position")
+    assert report.verdict.reproduced == 0, report.describe()
+    assert report.exit_code == 0
+    assert any("Clocks were live" in note for note in report.notes)
+    stopped = replay(billing_run, store=store, times=1, clocks="live")
+    assert stopped.mismatch is not None and stopped.exit_code == 2
