@@ -20,8 +20,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: setup
-	$(BIN)/ruff check sandbox cli tests bench
-	$(BIN)/ruff format --check sandbox cli tests bench
+	$(BIN)/ruff check sandbox cli tests bench examples
+	$(BIN)/ruff format --check sandbox cli tests bench examples
 
 types: setup
 	$(BIN)/mypy
@@ -34,12 +34,17 @@ test: lint types pytest
 images: setup
 	$(BIN)/sandbox images build
 
-demo: setup  # examples/demo.py builds the missing images itself, with progress
-	$(BIN)/python -m examples.demo --store $(STORE) --times $(N)
+demo: setup images
+	$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images
 
+# `sandbox replay` exits 1 when the failure reproduced: the expected result here, so the
+# target succeeds on 0 and 1 (with a message saying which) and fails on 2 (could not judge).
 replay: setup images
 	@test -n "$(RUN)" || (echo "usage: make replay RUN=<run id>"; exit 2)
-	$(BIN)/sandbox replay $(RUN) --store $(STORE) --times $(N)
+	@$(BIN)/sandbox replay $(RUN) --store $(STORE) --times $(N); rc=$$?; \
+	if [ $$rc -eq 1 ]; then echo "make replay: the captured failure reproduced (as expected)"; \
+	elif [ $$rc -eq 0 ]; then echo "make replay: the captured failure did NOT reproduce"; fi; \
+	[ $$rc -le 1 ]
 
 export: setup
 	@test -n "$(RUN)" || (echo "usage: make export RUN=<run id>"; exit 2)

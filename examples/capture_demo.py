@@ -1,7 +1,8 @@
 """Capture the demo agents from "production" services into a snapshot store.
 
 "Production" here is a Postgres container brought up by the sandbox (empty, then given its
-schema) and small local HTTP services for the payment gateway and the pricing service. Each
+schema), small local HTTP services for the payment gateway and the pricing service, and a
+temporary folder of policy documents for the support agent. Each
 agent runs under :func:`sandbox.capture.run` with its services captured before and after;
 the capture script decides, as an operator would, whether the run shows the failure and
 marks it with the predicate replay will judge by.
@@ -17,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -30,10 +33,13 @@ from sandbox import capture
 from sandbox.containers import ServiceSpec as ContainerService
 from sandbox.containers import bring_up
 from sandbox.snapshot.manifest import Entrypoint
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import DirectoryStore, open_store
 
 Progress = Callable[[str], None]
 SEED = 7
+DEMO_RUN_ID = "demo-orders-duplicate"
+"""The ``orders`` capture committed in ``snapshots/`` (``python -m examples.capture_demo``)."""
+AGENT_ENV = ("DATABASE_URL", "PAYMENTS_URL", "PRICING_URL", "SUPPORT_DOCS", "LANG", "TZ")
 
 
 def _quiet(_line: str) -> None:
@@ -71,9 +77,12 @@ def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
 # --- orders ----------------------------------------------------------------------------------
 
 
-def capture_orders(store: DirectoryStore) -> str:
+def capture_orders(
+    store: DirectoryStore, run_id: str | None = None, *, portable: bool = False
+) -> str:
     """The gateway's first charge is slow (over the client's timeout), after the order row
-    committed: the retry inserts it again."""
+    committed: the retry inserts it again. ``run_id`` names the run (default: generated);
+    ``portable`` leaves this machine out of the manifest (see :func:`_capture_checked`)."""
     from examples import orders
 
     calls = {"n": 0}
@@ -99,6 +108,8 @@ def capture_orders(store: DirectoryStore) -> str:
                 orders.main,
                 orders.DUPLICATES,
                 "the same order was inserted twice",
+                run_id=run_id,
+                portable=portable,
             )
     finally:
         stop()
@@ -113,22 +124,35 @@ def _capture_checked(
     run: Callable[[], Any],
     invariant: capture.SQLInvariant,
     reason: str,
+    run_id: str | None = None,
+    portable: bool = False,
 ) -> tuple[str, bool]:
-    settings = capture.run(
-        name,
-        store=store,
-        seed=SEED,
-        services=[capture.ServiceSpec("db", "postgres", url, env="DATABASE_URL")],
-        entrypoint=Entrypoint(kind="callable", target=target, cwd=os.getcwd()),
-        packages=False,
-    )
-    with settings as rec:
-        value = run()
-        if not rec.has_result:
-            rec.set_result(value)
-        failed = bool(_rows(url, invariant.query))
-        if failed:
-            rec.mark_failed(reason, invariant)
+    """Capture ``run`` against the Postgres at ``url``; failed when ``invariant`` holds after.
+
+    ``portable`` is for a snapshot committed to the repository: the manifest keeps only the
+    agent's own variables (:data:`AGENT_ENV`) instead of this process's whole environment,
+    and no working directory, commit or uncommitted diff (the commit holding the snapshot
+    is its code version)."""
+    with contextlib.ExitStack() as stack:
+        cwd = stack.enter_context(tempfile.TemporaryDirectory()) if portable else os.getcwd()
+        settings = capture.run(
+            name,
+            store=store,
+            run_id=run_id,
+            seed=SEED,
+            services=[capture.ServiceSpec("db", "postgres", url, env="DATABASE_URL")],
+            entrypoint=Entrypoint(kind="callable", target=target, cwd="." if portable else cwd),
+            packages=False,
+            cwd=cwd,
+            environ={k: v for k, v in os.environ.items() if k in AGENT_ENV} if portable else None,
+        )
+        with settings as rec:
+            value = run()
+            if not rec.has_result:
+                rec.set_result(value)
+            failed = bool(_rows(url, invariant.query))
+            if failed:
+                rec.mark_failed(reason, invariant)
     return rec.run_id, failed
 
 
@@ -196,10 +220,66 @@ def capture_billing(store: DirectoryStore) -> str:
     return run_id
 
 
+# --- support ---------------------------------------------------------------------------------
+
+
+def capture_support(store: DirectoryStore) -> str:
+    """Capture the support agent over a folder of policy documents (a ``files`` workspace,
+    captured before and after): the stale 2023 policy wins the search, the answer says 30
+    days."""
+    from examples import support
+
+    with tempfile.TemporaryDirectory(prefix="support-") as tmp:
+        docs = str(support.write_documents(Path(tmp) / "support-docs"))
+        with environ(**{support.DOCS_ENV: docs}):
+            settings = capture.run(
+                "support",
+                store=store,
+                seed=SEED,
+                services=[capture.ServiceSpec("docs", "files", docs, env=support.DOCS_ENV)],
+                entrypoint=Entrypoint(
+                    kind="callable", target="examples.support:main", cwd=os.getcwd()
+                ),
+                packages=False,
+            )
+            with settings as rec:
+                answer = support.main()
+                failed = str(support.STALE_ANSWER.value) in answer
+                if failed:
+                    rec.mark_failed("the answer quotes the stale 2023 policy", support.STALE_ANSWER)
+    if not failed:
+        store.delete(rec.run_id)
+        raise RuntimeError(f"the support capture did not show the stale answer: {answer!r}")
+    return rec.run_id
+
+
 def capture_all(store: DirectoryStore) -> dict[str, str]:
     """Capture every demo agent; return agent name -> run id."""
     return {
         "orders": capture_orders(store),
         "inventory": capture_inventory(store),
         "billing": capture_billing(store),
+        "support": capture_support(store),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the committed demo snapshot: ``python -m examples.capture_demo [--store DIR]``
+    captures the ``orders`` demo as :data:`DEMO_RUN_ID` (portable), replacing none."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m examples.capture_demo", description=main.__doc__
+    )
+    parser.add_argument("--store", default="snapshots", help="snapshot store (./snapshots)")
+    args = parser.parse_args(argv)
+    store = open_store(args.store)
+    if store.exists(DEMO_RUN_ID):
+        print(f"{DEMO_RUN_ID} is already in {args.store}; delete it first to capture it again")
+        return 1
+    print(capture_orders(store, DEMO_RUN_ID, portable=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
