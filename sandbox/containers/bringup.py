@@ -368,6 +368,7 @@ def _create(env: Environment, spec: ServiceSpec, progress: Progress) -> None:
         },
         mem_limit=cspec.mem_limit,
         pids_limit=cspec.pids_limit,
+        tmpfs=dict(cspec.tmpfs),
         security_opt=["no-new-privileges"],
     )
     env._containers[spec.name] = container

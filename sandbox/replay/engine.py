@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,12 +129,21 @@ class ReplayReport:
 
 
 def resolve_entrypoint(target: str) -> Callable[[], Any]:
-    """``module:function`` (a dotted attribute path after the colon) as a callable."""
+    """``module:function`` (a dotted attribute path after the colon) as a callable. A module
+    not found on ``sys.path`` is looked for in the working directory too, as ``python -m``
+    does (the ``sandbox`` command run from the project that holds the agent)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ReplayError(f"entrypoint {target!r} is not module:function")
     try:
-        found: Any = importlib.import_module(module_name)
+        try:
+            found: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            top = module_name.split(".")[0]
+            if exc.name != top or os.getcwd() in sys.path or "" in sys.path:
+                raise
+            sys.path.insert(0, os.getcwd())
+            found = importlib.import_module(module_name)
     except ImportError as exc:
         raise ReplayError(
             f"cannot import {module_name!r} for entrypoint {target!r}: {exc}"
