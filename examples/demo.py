@@ -14,8 +14,8 @@ Exits 0 when every demo's failure reproduced (in at least one of the N replays),
 did not, 2 when something could not run.
 
 The demos are the public ``capture_<name>(store) -> run id`` functions of
-:mod:`examples.capture_demo` (``capture_orders`` is the ``orders`` demo), in the order they
-are defined.
+:mod:`examples.capture_demo` (``capture_orders`` is the ``orders`` demo; ``capture_all`` is
+not one), in the order they are defined: orders, inventory, billing, support.
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ Capturer = Callable[[DirectoryStore], object]
 
 def demo_captures(module: ModuleType) -> dict[str, Capturer]:
     """``name -> capture function`` for every public ``capture_<name>`` function of
-    ``module`` defined there, in definition order."""
+    ``module`` defined there, in definition order (``capture_all``, which calls the others,
+    is not a demo)."""
     found: dict[str, Capturer] = {}
     for attr, value in vars(module).items():
         if (
             attr.startswith("capture_")
+            and attr != "capture_all"
             and inspect.isfunction(value)
             and value.__module__ == module.__name__
         ):

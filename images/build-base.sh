@@ -9,7 +9,7 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   echo "installing debootstrap"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 fi
 ROOT="$(mktemp -d)"
 trap 'rm -rf "$ROOT"' EXIT

@@ -30,6 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     problem = _docker_problem()
     if problem is None:
+        _build_missing_images(config)
         return
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         raise pytest.UsageError(f"CI=true and tests need Docker, but {problem}")
@@ -37,6 +38,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("docker"):
             item.add_marker(skip)
+
+
+def _build_missing_images(config: pytest.Config) -> None:
+    """Docker tests run against locally built images: build the missing ones once, first."""
+    from sandbox.containers import build_images
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None and ("built" in line or "building" in line.lower()):
+            reporter.write_line(f"images: {line}")
+
+    for result in build_images(["postgres", "redis"], progress=progress):
+        if reporter is not None:
+            reporter.write_line(f"images: {result.name} {result.action} ({result.seconds:.0f} s)")
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ from cli.main import main
 from sandbox.snapshot.store import DirectoryStore
 
 
-def test_replay_cli_exit_code_and_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_replay_cli_exit_code_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from test_replay_engine import _capture
 
     store = DirectoryStore(tmp_path)
