@@ -5,6 +5,10 @@ Captured with the "production" clock at the end of January (freezegun in this pr
 Postgres container frozen with libfaketime); replayed with frozen clocks it files the invoice
 under February again; with live clocks it is not month end and no invoice is issued.
 
+``main`` is the agent as captured; ``main_fixed`` takes the whole decision from one clock in
+one timezone: the day Python read (UTC) decides both that the month closes and the period the
+invoice is filed under.
+
 Services: ``DATABASE_URL`` (Postgres).
 """
 
@@ -43,11 +47,14 @@ def script(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"tool_calls": [{"name": "close_day", "arguments": {"account": "acme"}}]}
 
 
+def _month_end(today: dt.date) -> bool:
+    return today.day == calendar.monthrange(today.year, today.month)[1]
+
+
 @capture.tool
 def close_day(account: str) -> dict[str, Any]:
     today = dt.datetime.now(dt.UTC).date()
-    last_day = calendar.monthrange(today.year, today.month)[1]
-    if today.day != last_day:
+    if not _month_end(today):
         return {"account": account, "invoice": None}
     closing = today.strftime("%Y-%m")
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
@@ -61,13 +68,39 @@ def close_day(account: str) -> dict[str, Any]:
     return {"account": account, "invoice": {"closing": closing, "period": row[0]}}
 
 
+@capture.tool("close_day")
+def close_day_fixed(account: str) -> dict[str, Any]:
+    """The fix: one clock (this process's, in UTC) decides month end and the period."""
+    today = dt.datetime.now(dt.UTC).date()
+    if not _month_end(today):
+        return {"account": account, "invoice": None}
+    period = today.strftime("%Y-%m")
+    with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as conn:
+        row = conn.execute(
+            "INSERT INTO invoices (account, closing, period) VALUES (%s, %s, %s) RETURNING period",
+            (account, period, period),
+        ).fetchone()
+    assert row is not None
+    return {"account": account, "invoice": {"closing": period, "period": row[0]}}
+
+
 def setup(database_url: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(SCHEMA)
 
 
-def main() -> str:
+def _run(impl: Any) -> str:
     with scripted_model(script) as client:
-        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"close_day": close_day})
+        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"close_day": impl})
     capture.result({"answer": answer})
     return answer
+
+
+def main() -> str:
+    """The agent as it ran in production (Python's clock decides, SQL's files)."""
+    return _run(close_day)
+
+
+def main_fixed() -> str:
+    """The fix: month end and the invoice period from the same clock and timezone."""
+    return _run(close_day_fixed)

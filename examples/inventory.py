@@ -8,6 +8,10 @@ production the pricing service is sometimes slow, so ``worker-2`` reads the stoc
 come from the recording at once, so the race is gone unless the recorded order of the calls
 is enforced.
 
+``main`` is the agent as captured; ``main_fixed`` takes the stock in one atomic statement
+(``UPDATE stock SET qty = qty - %s ... RETURNING qty``), so no decrement can be lost whatever
+the order of the calls.
+
 Services: ``DATABASE_URL`` (Postgres), ``PRICING_URL`` (its calls are recorded).
 """
 
@@ -85,6 +89,17 @@ def write_stock(item: str, qty: int) -> None:
 
 
 @capture.tool
+def take_stock(item: str, qty: int) -> int:
+    """The fix: read-modify-write in one statement; returns the stock left."""
+    with psycopg.connect(_db(), autocommit=True) as conn:
+        row = conn.execute(
+            "UPDATE stock SET qty = qty - %s WHERE item = %s RETURNING qty", (qty, item)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@capture.tool
 def add_reservation(customer: str, item: str, qty: int) -> None:
     with psycopg.connect(_db(), autocommit=True) as conn:
         conn.execute(
@@ -111,13 +126,33 @@ def reserve(customer: str, item: str, qty: int) -> dict[str, Any]:
     return {"customer": customer, "reserved": qty, "price": price}
 
 
+@capture.tool("reserve")
+def reserve_fixed(customer: str, item: str, qty: int) -> dict[str, Any]:
+    if customer != "alice":
+        fraud_check(customer)
+    price = _quote(item, qty)
+    take_stock(item, qty)
+    add_reservation(customer, item, qty)
+    return {"customer": customer, "reserved": qty, "price": price}
+
+
 def setup(database_url: str) -> None:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(SCHEMA)
 
 
-def main() -> str:
+def _run(impl: Any) -> str:
     with scripted_model(script) as client:
-        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"reserve": reserve}, concurrent=True)
+        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"reserve": impl}, concurrent=True)
     capture.result({"answer": answer})
     return answer
+
+
+def main() -> str:
+    """The agent as it ran in production (read the stock, then write it back)."""
+    return _run(reserve)
+
+
+def main_fixed() -> str:
+    """The fix: the stock is decremented atomically in the database."""
+    return _run(reserve_fixed)

@@ -353,15 +353,8 @@ class ReplayBoundary(Recorder):
     async def _arun_live(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T:
-        start = self.clock.monotonic()
-        try:
-            value = await perform()
-        except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
-            raise
-        return adapter.record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
-        )
+        """Perform and record, exactly as a capture does."""
+        return await super().acall(call, perform, adapter)
 
     def _serve_attempt(
         self, call: Call, where: Route, perform: Callable[[], T], adapter: Adapter[T]

@@ -69,3 +69,27 @@ def test_month_end_does_not_reproduce_with_live_clocks(
     assert any("Clocks were live" in note for note in report.notes)
     stopped = replay(billing_run, store=store, times=1, clocks="live")
     assert stopped.mismatch is not None and stopped.exit_code == 2
+
+
+def test_atomic_stock_update_makes_the_lost_update_go_away(
+    store: DirectoryStore, inventory_run: str
+) -> None:
+    # The fix calls other tools (take_stock instead of read_stock + write_stock) but hands the
+    # model the same results, so its recorded answers still fit: no mismatch.
+    report = replay(inventory_run, store=store, times=3, entrypoint="examples.inventory:main_fixed")
+    assert report.mismatch is None, report.describe()
+    assert report.verdict.reproduced == 0 and report.verdict.total == 3, report.describe()
+    assert report.exit_code == 0
+
+
+def test_one_clock_month_end_makes_the_wrong_period_go_away(
+    store: DirectoryStore, billing_run: str
+) -> None:
+    # The fix files the invoice under January, so the tool result the model is handed (and
+    # its next request) changes: miss "live" answers that call from the scripted model.
+    report = replay(
+        billing_run, store=store, times=3, entrypoint="examples.billing:main_fixed", miss="live"
+    )
+    assert report.mismatch is None, report.describe()
+    assert report.verdict.reproduced == 0 and report.verdict.total == 3, report.describe()
+    assert report.exit_code == 0

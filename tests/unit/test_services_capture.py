@@ -53,4 +53,4 @@ def test_redact_endpoint() -> None:
     )
     assert redact_endpoint("redis://:pw@cache:6379/0") == "redis://:***@cache:6379/0"
     assert redact_endpoint("postgresql://app@db/shop") == "postgresql://app@db/shop"
-    assert redact_endpoint("/work/space") == "/work/space"
+    assert redact_endpoint("/srv/space") == "/srv/space"
