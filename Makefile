@@ -51,7 +51,7 @@ export: setup
 	$(BIN)/sandbox export $(RUN) --store $(STORE) -o $(RUN).tar.gz
 
 ci-repro: setup images
-	$(BIN)/sandbox ci-repro --store $(STORE)
+	$(BIN)/sandbox ci-repro --store $(STORE) --in-container
 
 bench: setup
 	$(BIN)/python -m bench.all

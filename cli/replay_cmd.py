@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.app import JsonOption, StoreOption, app, store_from
+from sandbox.replay.attached import SERVICES_ENV, load_services
 from sandbox.replay.engine import replay as run_replay
 from sandbox.replay.policy import PolicySet
 
@@ -55,12 +56,23 @@ def replay_command(
     html: Annotated[
         Path | None, typer.Option("--report", help="Also write an HTML report to this file.")
     ] = None,
+    services_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--services-json",
+            envvar=SERVICES_ENV,
+            help="Replay against services already up: a JSON file of name -> endpoint "
+            "(no Docker; what runs inside the runner container).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if not.
 
     Example: [bold]sandbox replay orders-20240131T235930Z-a1b2c3 --times 20[/bold]
     """
     policies = policy_set(live or [], recorded or [], spy or [])
+    services = load_services(services_json) if services_json is not None else None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -89,6 +101,7 @@ def replay_command(
             clocks="live" if live_clock else "frozen",
             entrypoint=entrypoint,
             progress=progress,
+            services=services,
         )
     if html is not None:
         from sandbox.report import write_store_report

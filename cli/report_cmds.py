@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +13,9 @@ from rich.table import Column, Table
 from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.regress import check_store
 from sandbox.snapshot.manifest import Manifest
+
+if TYPE_CHECKING:
+    from sandbox.replay.incontainer import ContainerReplayReport
 
 
 @app.command("ci-repro")
@@ -22,6 +26,23 @@ def ci_repro(
         list[str] | None, typer.Option("--run", help="Only this run (repeatable).")
     ] = None,
     as_json: JsonOption = False,
+    in_container: Annotated[
+        bool,
+        typer.Option(
+            "--in-container/--in-process",
+            help="Run each agent in the runner container on the sandbox's private network "
+            "(building the runner image if it is missing or stale), or in this process.",
+        ),
+    ] = False,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            help="With --in-container: the folder mounted read-only as the runner's working "
+            "directory, where the agents' code imports from (default: this one).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Replay every captured failure in the store; exit 1 if one no longer reproduces.
 
@@ -33,9 +54,23 @@ def ci_repro(
 
     def progress(manifest: Manifest) -> None:
         if not as_json:
-            err.print(f"replaying {manifest.run_id} x{times} ...")
+            where = " in the runner container" if in_container else ""
+            err.print(f"replaying {manifest.run_id} x{times}{where} ...")
 
-    result = check_store(opened, times=times, runs=run, on_run=progress)
+    replayer = None
+    if in_container:
+        from sandbox.replay.incontainer import ensure_runner_image, replay_in_container
+
+        def step(line: str) -> None:
+            if not as_json:
+                err.print(f"  {line}", markup=False)
+
+        ensure_runner_image(step)
+
+        def replayer(run_id: str, **options: Any) -> ContainerReplayReport:
+            return replay_in_container(run_id, project=project, progress=step, **options)
+
+    result = check_store(opened, times=times, runs=run, on_run=progress, replayer=replayer)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         raise typer.Exit(result.exit_code)

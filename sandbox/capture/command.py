@@ -43,6 +43,12 @@ class CommandResult:
 def child_environment(base: Mapping[str, str], settings: str) -> dict[str, str]:
     env = dict(base)
     env[ENV_VAR] = settings
+    return hook_environment(env)
+
+
+def hook_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the hook's ``sitecustomize`` and this package first on ``PYTHONPATH``
+    (capture and the replay of a command share the hook)."""
     paths = [str(SITE_DIR), str(PACKAGE_ROOT)]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])

@@ -86,7 +86,7 @@ class HTTPAdapter:
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
         if outcome.error is not None:
-            self._emit(call, emitter, None, b"", boundary.error_info(outcome.error))
+            self.emit_exchange(call, emitter, None, b"", boundary.error_info(outcome.error))
             return None
         response: Any = outcome.value
         chunks: list[bytes] = []
@@ -97,7 +97,7 @@ class HTTPAdapter:
                 return
             done.set()
             emitter.undefer(tee)
-            self._emit(call, emitter, response, b"".join(chunks), error)
+            self.emit_exchange(call, emitter, response, b"".join(chunks), error)
 
         def flush_at_end() -> None:
             finish(ErrorInfo(type="IncompleteRead", message="body not read to the end"))
@@ -111,7 +111,7 @@ class HTTPAdapter:
         emitter.defer(tee, flush_at_end)
         return response
 
-    def _emit(
+    def emit_exchange(
         self,
         call: Call,
         emitter: HTTPEmitter,
@@ -119,6 +119,9 @@ class HTTPAdapter:
         raw: bytes,
         error: ErrorInfo | None,
     ) -> None:
+        """Write the ``http`` event of this exchange (and its ``llm`` event for a model API):
+        ``response`` with its body ``raw`` as read, or ``error``. Replay calls it with the
+        response it rebuilt, so the replayed run records the exchange as capture does."""
         req = self.request
         req_headers = emitter.redact_headers(list(req.headers.multi_items()))
         req_body, req_blob = _body(self.body or b"", req.headers.get("content-type", ""), emitter)
@@ -182,7 +185,7 @@ class HTTPAdapter:
             LLMCall,
             None,
             name=parsed.model,
-            fingerprint=request_fingerprint("llm", kind, request),
+            fingerprint=request_fingerprint("llm", parsed.model, request),
             task=call.task,
             parent_span=call.span,
             attempt=call.attempt,

@@ -52,12 +52,12 @@ def memory_write(key: str, value: T, commit: Callable[[T], object] | None = None
         if commit is not None:
             commit(value)
 
-    from sandbox.capture.recorder import _jsonable
+    from sandbox.capture.recorder import jsonable_value
 
     boundary.through(
         "memory",
         key,
-        {"op": "write", "key": key, "value": _jsonable(value)},
+        {"op": "write", "key": key, "value": jsonable_value(value)},
         perform,
         MemoryAdapter("write", key, value),
     )
@@ -87,12 +87,12 @@ async def amemory_write(
         if commit is not None:
             await commit(value)
 
-    from sandbox.capture.recorder import _jsonable
+    from sandbox.capture.recorder import jsonable_value
 
     await boundary.athrough(
         "memory",
         key,
-        {"op": "write", "key": key, "value": _jsonable(value)},
+        {"op": "write", "key": key, "value": jsonable_value(value)},
         perform,
         MemoryAdapter("write", key, value),
     )

@@ -94,9 +94,14 @@ def _defaults(event_type: type[Event]) -> dict[str, Any]:
     return found
 
 
-def _jsonable(value: object) -> JsonValue:
+def jsonable_value(value: object) -> JsonValue:
+    """``value`` as JSON (pydantic's conversion; ``repr`` for what it cannot convert, bytes
+    as UTF-8)."""
     result: JsonValue = to_jsonable_python(value, fallback=repr, bytes_mode="utf8")
     return result
+
+
+_jsonable = jsonable_value  # the former private name
 
 
 class Recorder:
@@ -226,7 +231,7 @@ class Recorder:
         return self.store.put_blob(data, media_type)
 
     def jsonable(self, value: object) -> tuple[JsonValue, BlobRef | None]:
-        data = _jsonable(value)
+        data = jsonable_value(value)
         if data is None or isinstance(data, bool | int | float):
             return data, None
         if isinstance(data, str):
@@ -268,7 +273,7 @@ class Recorder:
 
     def state(self, target: str, source: str | None = None, **data: object) -> int:
         """Record an agent state transition (``source`` -> ``target``) with its data."""
-        jdata = {k: _jsonable(v) for k, v in data.items()}
+        jdata = {k: jsonable_value(v) for k, v in data.items()}
         return self.emit(
             StateTransition, None, name=target, source=source, target=target, data=jdata
         )

@@ -14,6 +14,8 @@
 
 Only the call forms record attempts (``r(fn, *args)``, ``@r.wraps``, ``r.wraps(fn)``);
 ``for attempt in r`` is plain tenacity. ``sleep`` is tenacity's argument: inject it in tests.
+:class:`AsyncRetrying` sleeps with ``asyncio.sleep`` unless given one; while a replay runs,
+that sleep takes no time (:func:`virtual_async_sleep`), as the sync one does.
 """
 
 from __future__ import annotations
@@ -117,6 +119,31 @@ class _AttemptAdapter:
 
 _ATTEMPT = _AttemptAdapter()
 
+_virtual_sleep: Callable[[float], None] | None = None
+
+
+def virtual_async_sleep(sleep: Callable[[float], None]) -> Callable[[], None]:
+    """Make :class:`AsyncRetrying`'s default sleep call ``sleep`` (which takes no wall time:
+    a replay clock's) instead of waiting; return the undo."""
+    global _virtual_sleep
+    _virtual_sleep = sleep
+
+    def undo() -> None:
+        global _virtual_sleep
+        if _virtual_sleep is sleep:
+            _virtual_sleep = None
+
+    return undo
+
+
+async def _async_sleep(seconds: float) -> None:
+    virtual = _virtual_sleep
+    if virtual is None:
+        await asyncio.sleep(seconds)
+        return
+    virtual(seconds)
+    await asyncio.sleep(0)  # still let the other tasks run
+
 
 class _Recording:
     """Shared by the sync and async classes: wraps the strategies and emits events."""
@@ -213,6 +240,7 @@ class AsyncRetrying(_Recording, tenacity.AsyncRetrying):
 
     def __init__(self, name: str = "retry", **kwargs: Any) -> None:
         self._user_kwargs = dict(kwargs)
+        kwargs.setdefault("sleep", _async_sleep)
         super().__init__(**self._setup(name, kwargs))
 
     def copy(self, **kwargs: Any) -> AsyncRetrying:  # type: ignore[override]

@@ -28,12 +28,12 @@ def bind_arguments(
     sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, JsonValue]:
     """The call's arguments by parameter name, defaults applied, as JSON (``self`` dropped)."""
-    from sandbox.capture.recorder import _jsonable
+    from sandbox.capture.recorder import jsonable_value
 
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError:
-        return {"args": _jsonable(list(args)), "kwargs": _jsonable(kwargs)}
+        return {"args": jsonable_value(list(args)), "kwargs": jsonable_value(kwargs)}
     bound.apply_defaults()
     out: dict[str, JsonValue] = {}
     for name, value in bound.arguments.items():
@@ -41,9 +41,9 @@ def bind_arguments(
             continue
         kind = sig.parameters[name].kind
         if kind is inspect.Parameter.VAR_KEYWORD:
-            out.update({k: _jsonable(v) for k, v in value.items()})
+            out.update({k: jsonable_value(v) for k, v in value.items()})
         else:
-            out[name] = _jsonable(value)
+            out[name] = jsonable_value(value)
     return out
 
 
@@ -92,7 +92,7 @@ class _Binder:
         self.drop = {"self", "cls"} & self.names
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, JsonValue]:
-        from sandbox.capture.recorder import _jsonable
+        from sandbox.capture.recorder import jsonable_value
 
         if not self.simple or len(args) > len(self.positional):
             return bind_arguments(self.sig, args, kwargs)
@@ -108,7 +108,7 @@ class _Binder:
                 return bind_arguments(self.sig, args, kwargs)
         for key in self.drop:
             out.pop(key, None)
-        data = _jsonable(out)
+        data = jsonable_value(out)
         return data if isinstance(data, dict) else {}
 
 
@@ -196,7 +196,7 @@ class RetrievalAdapter:
     content (as a blob). Replay hands back the documents as dicts."""
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Emitter) -> Any:
-        from sandbox.capture.recorder import _jsonable
+        from sandbox.capture.recorder import jsonable_value
 
         request = call.request if isinstance(call.request, dict) else {}
         query = request.get("query", next(iter(request.values()), None))
@@ -214,7 +214,7 @@ class RetrievalAdapter:
                     sha256=sha256_bytes(data),
                     blob=blob,
                     score=score,
-                    metadata={k: _jsonable(v) for k, v in meta.items()},
+                    metadata={k: jsonable_value(v) for k, v in meta.items()},
                 )
             )
         emitter.emit(Retrieval, call, query=query, documents=docs)

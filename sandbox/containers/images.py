@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -114,9 +115,19 @@ environment markers against the interpreter running it, and redis' ``python_full
 "3.11.3"`` marker holds for Debian bookworm's 3.11.2."""
 
 
+_RUNNER_LLM_CLIENTS = ("openai", "anthropic")
+"""The model clients capture records without changes to the agent: an agent replayed in the
+runner imports them as it did when captured (their pins come from the ``dev`` extra)."""
+
+
 def _runner_requirements() -> str:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    deps = [*project.get("dependencies", []), *_RUNNER_EXTRA_REQUIREMENTS]
+    clients = [
+        dep
+        for dep in project.get("optional-dependencies", {}).get("dev", [])
+        if re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0] in _RUNNER_LLM_CLIENTS
+    ]
+    deps = [*project.get("dependencies", []), *clients, *_RUNNER_EXTRA_REQUIREMENTS]
     return "".join(f"{dep}\n" for dep in deps)
 
 

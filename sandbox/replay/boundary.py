@@ -244,32 +244,44 @@ class ReplayBoundary(Recorder):
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T:
-        # Async crossings are served by policy like sync ones, but retry faults are not
-        # injected and the turnstile (a blocking wait) does not apply.
+        """:meth:`call` for async crossings: the same policies, recorded order (the task
+        waits for its turn, the event loop runs on) and injected retry faults."""
         self._check_stopped()
         where = route(call)
-        if call.kind == "retry" or call.name.endswith(".seed"):
-            return await self._arun_live(call, perform, adapter)
-        if not self.policies.policy_for(where.kind, where.name).serves_recording:
-            return await self._arun_live(call, perform, adapter)
-        event = self._match(where)
-        if event is None:
-            return await self._arun_live(call, perform, adapter)
-        return self._serve_recorded(call, where, adapter, event)
+        position = await self.turnstile.aenter(call.task, call.kind, where.order_name)
+        try:
+            return await self._aserve(call, where, perform, adapter)
+        finally:
+            self.turnstile.leave(position)
 
     # --- serving -------------------------------------------------------------------------
+
+    def _plan(self, call: Call, where: Route) -> tuple[Policy | None, Event | None]:
+        """How to serve a crossing that is not a retry attempt: the recorded ``event`` to
+        answer with, or (event ``None``) live under ``policy`` (``None``: no drift report)."""
+        if call.kind == "random" and call.name.endswith(".seed"):
+            return None, None
+        policy = self.policies.policy_for(where.kind, where.name)
+        if not policy.serves_recording:
+            return policy, None
+        return None, self._match(where)
 
     def _serve(self, call: Call, where: Route, perform: Callable[[], T], adapter: Adapter[T]) -> T:
         if call.kind == "retry":
             return self._serve_attempt(call, where, perform, adapter)
-        if call.kind == "random" and call.name.endswith(".seed"):
-            return self._run_live(call, where, perform, adapter, None)
-        policy = self.policies.policy_for(where.kind, where.name)
-        if not policy.serves_recording:
-            return self._run_live(call, where, perform, adapter, policy)
-        event = self._match(where)
+        policy, event = self._plan(call, where)
         if event is None:
-            return self._run_live(call, where, perform, adapter, None)
+            return self._run_live(call, where, perform, adapter, policy)
+        return self._serve_recorded(call, where, adapter, event)
+
+    async def _aserve(
+        self, call: Call, where: Route, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
+    ) -> T:
+        if call.kind == "retry":
+            return await self._aserve_attempt(call, where, perform, adapter)
+        policy, event = self._plan(call, where)
+        if event is None:
+            return await self._arun_live(call, where, perform, adapter, policy)
         return self._serve_recorded(call, where, adapter, event)
 
     def _match(self, where: Route) -> Event | None:
@@ -331,9 +343,7 @@ class ReplayBoundary(Recorder):
         adapter: Adapter[T],
         policy: Policy | None,
     ) -> T:
-        counterpart = self._counterparts.match(where.kind, where.name, where.request)
-        if counterpart is not None:
-            self.replay_clock.reach(counterpart.wall - _duration(counterpart))
+        counterpart = self._live_begins(where)
         start = self.clock.monotonic()
         try:
             value = perform()
@@ -341,8 +351,49 @@ class ReplayBoundary(Recorder):
             adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
             raise
         finally:
-            if counterpart is not None:
-                self.replay_clock.reach(counterpart.wall)
+            self._live_ends(counterpart)
+        return self._live_done(call, where, adapter, policy, counterpart, value, start)
+
+    async def _arun_live(
+        self,
+        call: Call,
+        where: Route,
+        perform: Callable[[], Awaitable[T]],
+        adapter: Adapter[T],
+        policy: Policy | None,
+    ) -> T:
+        counterpart = self._live_begins(where)
+        start = self.clock.monotonic()
+        try:
+            value = await perform()
+        except BaseException as exc:
+            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            raise
+        finally:
+            self._live_ends(counterpart)
+        return self._live_done(call, where, adapter, policy, counterpart, value, start)
+
+    def _live_begins(self, where: Route) -> Event | None:
+        """The recorded counterpart of a live call; the clock moves to its start."""
+        counterpart = self._counterparts.match(where.kind, where.name, where.request)
+        if counterpart is not None:
+            self.replay_clock.reach(counterpart.wall - _duration(counterpart))
+        return counterpart
+
+    def _live_ends(self, counterpart: Event | None) -> None:
+        if counterpart is not None:
+            self.replay_clock.reach(counterpart.wall)
+
+    def _live_done(
+        self,
+        call: Call,
+        where: Route,
+        adapter: Adapter[T],
+        policy: Policy | None,
+        counterpart: Event | None,
+        value: T,
+        start: float,
+    ) -> T:
         result = adapter.record(
             call, Outcome(value=value, duration=self.clock.monotonic() - start), self
         )
@@ -350,38 +401,65 @@ class ReplayBoundary(Recorder):
             self._spy(call, where, counterpart, value)
         return result
 
-    async def _arun_live(
-        self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
-    ) -> T:
-        """Perform and record, exactly as a capture does."""
-        return await super().acall(call, perform, adapter)
+    def _recorded_fault(self, where: Route) -> tuple[RetryAttempt, bool] | None:
+        """The recorded failure of this retry attempt, and whether the attempt runs live
+        first (it committed before failing at capture); ``None``: it succeeded, run live."""
+        policy = self.policies.policy_for("retry", where.name)
+        event = self._match(where) if policy.serves_recording else None
+        if not isinstance(event, RetryAttempt) or event.error is None:
+            return None
+        timeout = self._timeouts.get(event.span) if event.span is not None else None
+        # Timed out before anything committed: running it would add a side effect.
+        return event, not (timeout is not None and timeout.committed is not True)
+
+    def _fail_attempt(
+        self, call: Call, adapter: Adapter[T], event: RetryAttempt, ran: float | None
+    ) -> BaseException:
+        """Record the attempt as failed with the recorded error; return that error. ``ran``:
+        when the attempt started running live (``None``: it did not run)."""
+        assert event.error is not None
+        injected = rebuild_error(event.error)
+        self._note_injection(call, event, ran_live=ran is not None)
+        duration = 0.0 if ran is None else self.clock.monotonic() - ran
+        adapter.record(call, Outcome(error=injected, duration=duration), self)
+        return injected
 
     def _serve_attempt(
         self, call: Call, where: Route, perform: Callable[[], T], adapter: Adapter[T]
     ) -> T:
         """A retry attempt: run live, and fail as the recorded attempt failed."""
-        policy = self.policies.policy_for("retry", where.name)
-        event = self._match(where) if policy.serves_recording else None
-        if not isinstance(event, RetryAttempt) or event.error is None:
+        fault = self._recorded_fault(where)
+        if fault is None:
             return self._run_live(call, where, perform, adapter, None)
-        injected = rebuild_error(event.error)
-        timeout = self._timeouts.get(event.span) if event.span is not None else None
-        if timeout is not None and timeout.committed is not True:
-            # It timed out before anything committed: running it would add a side effect.
-            self._note_injection(call, event, ran_live=False)
-            adapter.record(call, Outcome(error=injected), self)
-            raise injected
+        event, runs_first = fault
+        if not runs_first:
+            raise self._fail_attempt(call, adapter, event, None)
         start = self.clock.monotonic()
         try:
-            value = perform()
+            perform()
         except BaseException as exc:
             adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
             raise
         # It succeeded live but failed at capture (after committing): fail it the same way.
-        del value
-        self._note_injection(call, event, ran_live=True)
-        adapter.record(call, Outcome(error=injected, duration=self.clock.monotonic() - start), self)
-        raise injected
+        raise self._fail_attempt(call, adapter, event, start)
+
+    async def _aserve_attempt(
+        self, call: Call, where: Route, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
+    ) -> T:
+        """:meth:`_serve_attempt` for an async retry loop."""
+        fault = self._recorded_fault(where)
+        if fault is None:
+            return await self._arun_live(call, where, perform, adapter, None)
+        event, runs_first = fault
+        if not runs_first:
+            raise self._fail_attempt(call, adapter, event, None)
+        start = self.clock.monotonic()
+        try:
+            await perform()
+        except BaseException as exc:
+            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            raise
+        raise self._fail_attempt(call, adapter, event, start)
 
     # --- bookkeeping ---------------------------------------------------------------------
 

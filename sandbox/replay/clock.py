@@ -33,16 +33,23 @@ class _TenacitySleep:
     def __init__(self, sleep: Any) -> None:
         self._sleep = sleep
         self._saved: Any = None
+        self._undo_async: Any = None
 
     def start(self) -> None:
         import tenacity.nap
 
+        from sandbox.capture.retry import virtual_async_sleep
+
         self._saved = getattr(tenacity.nap, "time")  # noqa: B009
         setattr(tenacity.nap, "time", types.SimpleNamespace(sleep=self._sleep))  # noqa: B010
+        self._undo_async = virtual_async_sleep(self._sleep)
 
     def stop(self) -> None:
         import tenacity.nap
 
+        if self._undo_async is not None:
+            self._undo_async()
+            self._undo_async = None
         if self._saved is not None:
             setattr(tenacity.nap, "time", self._saved)  # noqa: B010
             self._saved = None
@@ -54,7 +61,8 @@ class FrozenClock:
     def __init__(self, start: datetime) -> None:
         import freezegun
 
-        self._freezer = freezegun.freeze_time(start)
+        # asyncio keeps real monotonic time: a frozen event loop never wakes a sleeping task
+        self._freezer = freezegun.freeze_time(start, real_asyncio=True)
         self._factory: Any = None
         self._now = start.timestamp()
         self._lock = threading.Lock()

@@ -255,6 +255,12 @@ class StateDiff:
             return "removed"
         return "changed"
 
+    @property
+    def status(self) -> str:
+        """The change seen from the replay: ``missing`` (recorded, not left by the replay),
+        ``extra`` (left by the replay only) or ``changed``."""
+        return {"added": "extra", "removed": "missing"}.get(self.change, "changed")
+
     def describe(self) -> str:
         detail = FieldDiff(self.path, self.expected, self.actual).describe()
         return f"{self.service}: {detail}"

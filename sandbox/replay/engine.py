@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,25 +27,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sandbox.capture import boundary as seam
 from sandbox.capture.recorder import FAILURE_EVENT
-from sandbox.capture.run import finish_manifest, make_run_id, start_recording
+from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, UnknownNameError
 from sandbox.replay.boundary import (
     MISMATCH_EVENT,
     Drift,
     Injection,
-    ReplayBoundary,
     ReplayStopped,
     canonical_name,
     canonical_url,
 )
-from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
-from sandbox.replay.divergence import Divergence, StateDiff, diff_state_hashes, first_divergence
+from sandbox.replay.command import recorded_command, run_command
+from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
+from sandbox.replay.endstate import end_state_diffs
 from sandbox.replay.jsondiff import short
 from sandbox.replay.matcher import MissMode
-from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import PolicySet
+from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.verdict import ReplayOutcome, RunVerdict, Verdict, evaluate, predicate_for
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import Entrypoint, Failure, Manifest, Predicate, ServiceState
@@ -69,7 +69,8 @@ class ReplayReport:
     divergences: list[Divergence | None]
     """First divergence from the original, per replayed run."""
     state_diffs: list[list[StateDiff]]
-    """Services whose end state differs from the original's end state, per replayed run."""
+    """How each replayed run's end state differs from the original's: rows, keys and files
+    missing, extra or changed (:mod:`sandbox.replay.endstate`), per replayed run."""
     mismatch: dict[str, Any] | None
     """The request the recording could not answer (miss mode ``fail``), when one stopped it."""
     notes: list[str]
@@ -122,6 +123,12 @@ class ReplayReport:
         if first is not None:
             lines.append("first divergence (first run that diverged):")
             lines.extend(f"  {line}" for line in first.describe().splitlines())
+        ends = next((run for run in self.state_diffs if run), None)
+        if ends:
+            lines.append("end state (first run whose end state differs from the original's):")
+            lines.extend(f"  {d.status}: {d.describe()}" for d in ends[:12])
+            if len(ends) > 12:
+                lines.append(f"  ... and {len(ends) - 12} more differences")
         return "\n".join(lines)
 
 
@@ -155,6 +162,10 @@ def resolve_entrypoint(target: str) -> Callable[[], Any]:
     if not callable(found):
         raise ReplayError(f"entrypoint {target!r} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def _no_function() -> None:
+    raise ReplayError("a recorded command is replayed in a child process, not called")
 
 
 def _target(manifest: Manifest, override: str | None) -> str:
@@ -224,6 +235,8 @@ class _Settings:
     miss: MissMode
     enforce_order: bool
     clocks: ClockMode
+    command: Entrypoint | None = None
+    """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
 
 
 def _replay_once(
@@ -237,7 +250,8 @@ def _replay_once(
             "created": datetime.now(UTC),
             "status": "running",
             "pid": os.getpid(),
-            "entrypoint": Entrypoint(kind="callable", target=s.target, cwd=os.getcwd()),
+            "entrypoint": s.command
+            or Entrypoint(kind="callable", target=s.target, cwd=os.getcwd()),
             "failure": None,
             "exit_code": None,
             "event_count": None,
@@ -249,52 +263,30 @@ def _replay_once(
                 "replay.clocks": s.clocks,
                 "replay.enforce_order": str(s.enforce_order).lower(),
                 "replay.index": str(index + 1),
+                "replay.host": socket.gethostname(),
             },
         }
     )
     writer = s.store.begin(manifest)
-    clock: ReplayClock = (
-        FrozenClock(original.clock.start)
-        if s.clocks == "frozen" and original.clock is not None
-        else LiveClock()
-    )
-    clock.start()
-    try:
-        rec = ReplayBoundary(
-            writer,
-            s.store,
-            s.recording,
-            policies=s.policies,
-            miss=s.miss,
-            turnstile=Turnstile(
-                s.recording, enabled=s.enforce_order, canonical_name=canonical_name
-            ),
-            replay_clock=clock,
+    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks)
+    served: Served
+    if s.command is not None:
+        served = run_command(
+            s.command, writer=writer, store=s.store, original=original.run_id, options=options
         )
-        uninstall = seam.install(rec)
-        undo: list[Callable[[], None]] = []
+    else:
+        session = ReplaySession(writer, s.store, original, s.recording, options)
         try:
-            seed = original.seeds.get("run")
-            if seed is not None:
-                undo = start_recording(rec, seed, ids="uuid4" in original.seeds)
             value = s.function()
-            if value is not None and not rec.has_result:
-                rec.set_result(value)
+            if value is not None and not session.rec.has_result:
+                session.rec.set_result(value)
         except ReplayStopped:
             pass
         except Exception as exc:
-            rec.record_exception(exc)
+            session.rec.record_exception(exc)
         finally:
-            try:
-                rec.flush_pending()
-            finally:
-                for step in reversed(undo):
-                    step()
-                uninstall()
-                rec.closed = True
-                writer.close()
-    finally:
-        clock.stop()
+            session.close()
+        served = session.served()
 
     after = [
         state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
@@ -302,11 +294,12 @@ def _replay_once(
     ]
     events = s.store.load_events(run_id)
     divergence = first_divergence(comparable(s.recording), comparable(events))
-    if rec.mismatch is not None:
+    if served.mismatch is not None:
         verdict = RunVerdict(
             index,
             False,
-            f"stopped at {rec.mismatch.kind} {rec.mismatch.name!r}: the recording has no answer",
+            f"stopped at {served.mismatch.kind} {served.mismatch.name!r}: "
+            "the recording has no answer",
             divergence,
         )
     else:
@@ -322,16 +315,17 @@ def _replay_once(
         s.store,
         writer.manifest.model_copy(update={"services": after, "failure": failure}),
         writer,
+        exit_code=served.exit_code,
     )
     return _Run(
         run_id,
         verdict,
         divergence,
-        diff_state_hashes(services, after) if services else [],
-        rec.mismatch,
-        list(rec.drift),
-        list(rec.injected),
-        rec.turnstile.stalls,
+        end_state_diffs(s.store, services, after, endpoints) if services else [],
+        served.mismatch,
+        served.drift,
+        served.injected,
+        served.stalls,
     )
 
 
@@ -358,8 +352,12 @@ def replay(
     clocks: ClockMode = "frozen",
     entrypoint: str | None = None,
     progress: ReplayProgress | None = None,
+    services: Mapping[str, str] | None = None,
 ) -> ReplayReport:
-    """Replay ``run_id`` ``times`` times; see the module documentation."""
+    """Replay ``run_id`` ``times`` times; see the module documentation.
+
+    ``services`` (name -> endpoint) replays against services that are already up instead of
+    bringing them up (no Docker): see :mod:`sandbox.replay.attached`."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -369,7 +367,8 @@ def replay(
     manifest = st.load_manifest(run_id)
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
-    target = _target(manifest, entrypoint)
+    command = recorded_command(manifest, entrypoint)
+    target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     policy_set = policies or PolicySet()
     if clocks == "live":
         policy_set = policy_set.with_rule("live", "clock")
@@ -379,11 +378,12 @@ def replay(
         recording=st.load_events(run_id),
         predicate=predicate_for(manifest.failure),
         target=target,
-        function=resolve_entrypoint(target),
+        function=resolve_entrypoint(target) if command is None else _no_function,
         policies=policy_set,
         miss=MissMode.parse(miss),
         enforce_order=enforce_order,
         clocks=clocks,
+        command=command,
     )
 
     def tell(message: str, done: int) -> None:
@@ -394,7 +394,13 @@ def replay(
     with contextlib.ExitStack() as stack:
         endpoints: dict[str, str] = {}
         binding: dict[str, str] = {}
-        if manifest.services:
+        reset: Callable[[], None] | None = None
+        if manifest.services and services is not None:
+            from sandbox.replay.attached import attach
+
+            attached = attach(manifest.services, services, progress=lambda line: tell(line, 0))
+            endpoints, binding, reset = attached.endpoints, attached.env, attached.reset
+        elif manifest.services:
             from sandbox.containers import bring_up
 
             frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
@@ -407,11 +413,11 @@ def replay(
                 )
             )
             endpoints = {name: ep.url for name, ep in env.services.items()}
-            binding = env.env
+            binding, reset = env.env, env.reset
         stack.enter_context(_bindings(binding))
         for i in range(times):
-            if i > 0 and manifest.services:
-                env.reset()
+            if i > 0 and reset is not None:
+                reset()
             tell(f"replay {i + 1}/{times}", i)
             run = _replay_once(settings, i, endpoints, manifest.services)
             runs.append(run)

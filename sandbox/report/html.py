@@ -214,16 +214,23 @@ def _state_block(value: object) -> str:
             "<section id='state'><h2>End state</h2>"
             "<p>No difference in the services' end states.</p></section>"
         )
+    seen: dict[str, list[Any]] = {}  # one row per distinct difference, with its run count
+    for d in diffs:
+        seen.setdefault(short(d.to_json(), 10**9), [d, 0])[1] += 1
+    word = {"missing": "missing from the replay (removed)", "extra": "extra in the replay (added)"}
     rows = "".join(
         f"<tr><td>{e(d.service)}</td><td><code>{e(d.path or '(whole state)')}</code></td>"
-        f"<td>{e(d.change)}</td><td><pre>{e(_cut(d.expected, DETAIL_WIDTH))}</pre></td>"
-        f"<td><pre>{e(_cut(d.actual, DETAIL_WIDTH))}</pre></td></tr>"
-        for d in diffs
+        f"<td>{e(word.get(d.status, d.status))}</td>"
+        f"<td><pre>{e(_cut(d.expected, DETAIL_WIDTH))}</pre></td>"
+        f"<td><pre>{e(_cut(d.actual, DETAIL_WIDTH))}</pre></td><td>{count}</td></tr>"
+        for d, count in seen.values()
     )
     return (
-        "<section id='state'><h2>End state</h2><table class='diff'><thead><tr>"
-        "<th>service</th><th>path</th><th>change</th><th>expected (original)</th>"
-        f"<th>actual (replay)</th></tr></thead><tbody>{rows}</tbody></table></section>"
+        "<section id='state'><h2>End state</h2><p>Rows, keys and files that differ between "
+        "the original's end state and the replay's.</p><table class='diff'><thead><tr>"
+        "<th>service</th><th>row, key or file</th><th>change</th><th>expected (original)</th>"
+        "<th>actual (replay)</th><th>runs</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>"
     )
 
 

@@ -1,4 +1,5 @@
-"""The service-kind extension point: capture, restore and hash one kind of tool-side state.
+"""The service-kind extension point: capture, restore, hash and describe one kind of
+tool-side state.
 
 A service kind works on an *endpoint*: a URL for a server (``postgresql://user@host:port/db``,
 ``redis://host:port/0``) or a filesystem path (a SQLite file, a workspace folder). It never
@@ -13,6 +14,12 @@ from typing import ClassVar, Protocol
 from pydantic import JsonValue
 
 from sandbox.errors import UnknownNameError
+
+DESCRIBE_LIMIT = 1000
+"""Items a description holds per table, per Redis database or per folder (see
+:meth:`ServiceKind.describe`); beyond it the description is cut and says so."""
+TRUNCATED = "truncated"
+"""Key of a description listing what was cut: ``{"<table or 'keys' or 'files'>": total}``."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,20 @@ class ServiceKind(Protocol):
 
     def reset(self, endpoint: str) -> None:
         """Return to the state saved by :meth:`mark_restore_point`, without a restart."""
+        ...
+
+    def describe(self, endpoint: str, *, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+        """The logical state as small, comparable JSON (rows, keys, files in a stable order),
+        at most ``limit`` items per table, database or folder; what was cut is listed under
+        :data:`TRUNCATED`. Two equal states give equal descriptions."""
+        ...
+
+    def describe_data(
+        self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
+    ) -> dict[str, JsonValue]:
+        """The :meth:`describe` of a dump made by :meth:`capture`, restored for the purpose
+        into a scratch target beside ``endpoint`` (never ``endpoint`` itself) that is removed
+        afterwards."""
         ...
 
 

@@ -31,6 +31,7 @@ import os
 import shutil
 import stat
 import tarfile
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,7 +40,7 @@ from typing import ClassVar
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
-from sandbox.services.base import CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.snapshot.hashing import fingerprint
 
 DEFAULT_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc")
@@ -330,6 +331,46 @@ class FilesKind:
         root = self._existing_root(endpoint)
         entries, _ = walk(root, self._effective(root, self._base_patterns(root, ignore)))
         return tree_hash(entries)
+
+    def describe(
+        self,
+        endpoint: str,
+        *,
+        limit: int = DESCRIBE_LIMIT,
+        ignore: Sequence[str] | None = None,
+    ) -> dict[str, JsonValue]:
+        """``{"files": {relative path: {"mode", "sha256", "size"}}}`` in path order (a
+        directory as ``{"mode", "dir": true}``), the first ``limit`` entries; with more,
+        ``"truncated": {"files": total}``."""
+        root = self._existing_root(endpoint)
+        entries, _ = walk(root, self._effective(root, self._base_patterns(root, ignore)))
+        files: dict[str, JsonValue] = {}
+        for entry in entries[:limit]:
+            mode = f"{entry.mode:04o}"
+            if entry.is_dir:
+                files[entry.rel] = {"mode": mode, "dir": True}
+            else:
+                size = entry.path.stat(follow_symlinks=False).st_size
+                files[entry.rel] = {"mode": mode, "sha256": entry.sha256, "size": size}
+        out: dict[str, JsonValue] = {"files": files}
+        if len(entries) > limit:
+            out[TRUNCATED] = {"files": len(entries)}
+        return out
+
+    def describe_data(
+        self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
+    ) -> dict[str, JsonValue]:
+        """Describe ``data`` extracted into a temporary folder (``endpoint`` is not
+        touched)."""
+        with tempfile.TemporaryDirectory(prefix="sbx-files-") as tmp:
+            root = Path(tmp) / "expected"
+            try:
+                self.restore(str(root), data)
+                return self.describe(str(root), limit=limit)
+            finally:
+                self._ignore_used.pop(str(root.absolute()), None)
+                if root.exists():
+                    _make_writable(root)
 
     def mark_restore_point(self, endpoint: str) -> None:
         self._points[str(self._root(endpoint).absolute())] = self.capture(endpoint).data

@@ -31,15 +31,18 @@ from typing import Any, ClassVar
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services.base import CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 MAGIC = b"sandbox-replayer/postgres-dump\n"
 FORMAT_VERSION = 1
 MEDIA_TYPE = "application/vnd.sandbox-replayer.postgres-dump"
 RESTORE_POINT_SUFFIX = "_sbx_rp"
+EXPECTED_SUFFIX = "_sbx_expected"
+"""Suffix of the scratch database that :meth:`PostgresKind.describe_data` restores into."""
 FALLBACK_IMAGE = "sandbox-replayer/postgres:15"
 """Image whose client tools run the dump when the host has no ``pg_dump``/``pg_restore``."""
 
@@ -91,10 +94,13 @@ class _Endpoint:
 
     @property
     def restore_point_db(self) -> str:
-        name = self.dbname + RESTORE_POINT_SUFFIX
+        return self.sibling_db(RESTORE_POINT_SUFFIX, "a restore point")
+
+    def sibling_db(self, suffix: str, what: str) -> str:
+        name = self.dbname + suffix
         if len(name.encode()) > _MAX_IDENTIFIER:
             raise ServiceError(
-                f"database name {self.dbname!r} is too long for a restore point "
+                f"database name {self.dbname!r} is too long for {what} "
                 f"({name!r} exceeds {_MAX_IDENTIFIER} bytes)"
             )
         return name
@@ -290,6 +296,53 @@ def logical_state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return {"extensions": extensions, "relations": relations}
 
 
+_PRIMARY_KEY = """
+SELECT a.attname FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = %s AND i.indisprimary
+ORDER BY array_position(i.indkey::int2[], a.attnum)
+"""
+
+
+def describe_state(conn: psycopg.Connection[Any], limit: int = DESCRIBE_LIMIT) -> dict[str, Any]:
+    """The rows and sequence values as plain data: ``{"tables": {table: [row, ...]},
+    "sequences": {sequence: {"last_value", "is_called"}}}``, a table named without its schema
+    when that is ``public``. Rows are ``to_jsonb`` objects (timestamps as ISO strings, in
+    UTC), ordered by primary key, then by their text; a table over ``limit`` rows keeps its
+    first ``limit`` and is listed under ``"truncated"`` with its row count."""
+    for stmt in _SESSION:
+        conn.execute(stmt)
+    tables: dict[str, Any] = {}
+    sequences: dict[str, Any] = {}
+    truncated: dict[str, int] = {}
+    rows = sorted(conn.execute(_RELATIONS).fetchall(), key=lambda r: (r[1], r[2]))
+    for oid, schema, name, relkind in rows:
+        ident = sql.Identifier(schema, name)
+        label = name if schema == "public" else f"{schema}.{name}"
+        if relkind == "S":
+            value = conn.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(ident))
+            last, called = value.fetchone() or (None, None)
+            sequences[label] = {"last_value": last, "is_called": called}
+        elif relkind == "r":
+            keys = [str(r[0]) for r in conn.execute(_PRIMARY_KEY, (oid,))]
+            order: list[sql.Composable] = [
+                sql.SQL("sbx_row.{}").format(sql.Identifier(k)) for k in keys
+            ]
+            order.append(sql.SQL('to_jsonb(sbx_row)::text COLLATE "C"'))
+            query = sql.SQL("SELECT to_jsonb(sbx_row) FROM ONLY {} sbx_row ORDER BY {} LIMIT {}")
+            found = conn.execute(query.format(ident, sql.SQL(", ").join(order), limit))
+            tables[label] = [r[0] for r in found]
+            if len(tables[label]) >= limit:
+                count = conn.execute(sql.SQL("SELECT count(*) FROM ONLY {}").format(ident))
+                total = int((count.fetchone() or (0,))[0])
+                if total > limit:
+                    truncated[label] = total
+    out: dict[str, Any] = {"tables": tables, "sequences": sequences}
+    if truncated:
+        out[TRUNCATED] = truncated
+    return out
+
+
 @contextmanager
 def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
     """A read-only repeatable-read transaction: one consistent view of the database."""
@@ -406,6 +459,26 @@ class PostgresKind:
         ep = _Endpoint.parse(endpoint)
         with _connect(ep) as conn, _snapshot(conn):
             return _hash(conn)
+
+    def describe(self, endpoint: str, *, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+        """See :func:`describe_state`."""
+        ep = _Endpoint.parse(endpoint)
+        with _connect(ep) as conn, _snapshot(conn):
+            return describe_state(conn, limit)
+
+    def describe_data(
+        self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
+    ) -> dict[str, JsonValue]:
+        """Restore ``data`` into ``<db>_sbx_expected`` on the same server, describe it, drop
+        it."""
+        ep = _Endpoint.parse(endpoint)
+        scratch = ep.sibling_db(EXPECTED_SUFFIX, "a scratch database")
+        try:
+            self.restore(ep.conninfo(scratch), data)
+            return self.describe(ep.conninfo(scratch), limit=limit)
+        finally:
+            with _connect(ep, ep.maintenance_db) as conn:
+                _drop_database(conn, scratch)
 
     def mark_restore_point(self, endpoint: str) -> None:
         """Copy the database to ``<db>_sbx_rp`` (a template that refuses connections).

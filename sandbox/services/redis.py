@@ -22,21 +22,26 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services.base import CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 FORMAT = "sandbox-replayer/redis-dump"
 FORMAT_VERSION = 1
 MEDIA_TYPE = "application/vnd.sandbox-replayer.redis-dump+json"
 _BATCH = 500
+SCRATCH_DB = 15
+"""Database number :meth:`RedisKind.describe_data` restores into (14 when the endpoint
+uses 15)."""
 
 
 def _b64(data: bytes | str) -> str:
@@ -129,6 +134,67 @@ def logical_state(client: redis.Redis) -> list[list[Any]]:
                 continue
             state.append([_b64(key), kind, _value(client, key, kind), answers[2 * i + 1] >= 0])
     return state
+
+
+def _text(data: bytes | str) -> JsonValue:
+    """Bytes as text when they are UTF-8, else as ``{"base64": ...}``."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": _b64(data)}
+
+
+def _readable(kind: str, value: Any) -> JsonValue:
+    """A :func:`_value` (base64 inside) made readable with :func:`_text`."""
+
+    def t(item: Any) -> JsonValue:
+        return _text(base64.b64decode(item))
+
+    if kind == "string":
+        return t(value)
+    if kind in ("list", "set"):
+        return [t(v) for v in value]
+    if kind == "zset":
+        return [[t(m), float(s) if math.isfinite(float(s)) else s] for m, s in value]
+    if kind == "hash":
+        return {str(_key_text(base64.b64decode(f))): t(v) for f, v in value}
+    if kind == "stream":
+        return [
+            [t(entry_id), {str(_key_text(base64.b64decode(f))): t(v) for f, v in body}]
+            for entry_id, body in value
+        ]
+    return {"sha256": value}
+
+
+def _key_text(data: bytes) -> str:
+    """A key or field as a dictionary key: its text, or ``base64:...`` when not UTF-8."""
+    text = _text(data)
+    return text if isinstance(text, str) else "base64:" + _b64(data)
+
+
+def describe_state(client: redis.Redis, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+    """``{"keys": {key: {"type", "value", "has_ttl"}}}`` for the first ``limit`` keys in byte
+    order; with more keys, ``"truncated": {"keys": total}``."""
+    keys = _keys(client)
+    out: dict[str, JsonValue] = {}
+    described: dict[str, JsonValue] = {}
+    for key in keys[:limit]:
+        kind_raw: Any = client.type(key)
+        kind = kind_raw.decode() if isinstance(kind_raw, bytes) else "none"
+        if kind == "none":
+            continue
+        pttl: Any = client.pttl(key)
+        described[_key_text(key)] = {
+            "type": kind,
+            "value": _readable(kind, _value(client, key, kind)),
+            "has_ttl": bool(pttl >= 0),
+        }
+    out["keys"] = described
+    if len(keys) > limit:
+        out[TRUNCATED] = {"keys": len(keys)}
+    return out
 
 
 def _hash(client: redis.Redis) -> str:
@@ -230,6 +296,27 @@ class RedisKind:
     def state_hash(self, endpoint: str) -> str:
         with _connect(endpoint) as client:
             return _hash(client)
+
+    def describe(self, endpoint: str, *, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+        """See :func:`describe_state`."""
+        with _connect(endpoint) as client:
+            return describe_state(client, limit)
+
+    def describe_data(
+        self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
+    ) -> dict[str, JsonValue]:
+        """Restore ``data`` into database :data:`SCRATCH_DB` of the same server, describe it,
+        flush it."""
+        parts = urlsplit(endpoint)
+        current = (parts.path or "/0").strip("/") or "0"
+        number = SCRATCH_DB if current != str(SCRATCH_DB) else SCRATCH_DB - 1
+        scratch = urlunsplit(parts._replace(path=f"/{number}"))
+        try:
+            self.restore(scratch, data)
+            return self.describe(scratch, limit=limit)
+        finally:
+            with _connect(scratch) as client:
+                client.flushdb()
 
     def mark_restore_point(self, endpoint: str) -> None:
         """Keep a capture of the database in memory."""

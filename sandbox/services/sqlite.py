@@ -14,7 +14,9 @@ typed values, sorted, so that page layout, free pages and row order do not matte
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import math
 import os
 import sqlite3
 import tempfile
@@ -23,8 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import JsonValue
+
 from sandbox.errors import ServiceError
-from sandbox.services.base import CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 MEDIA_TYPE = "application/vnd.sqlite3"
@@ -92,6 +96,56 @@ def logical_state(conn: sqlite3.Connection) -> dict[str, Any]:
     return {"schema": [list(r) for r in schema], "tables": tables}
 
 
+def _plain(value: Any) -> JsonValue:
+    """A column value as JSON: a blob as ``{"base64": ...}``, a non-finite real as text."""
+    if isinstance(value, bytes):
+        return {"base64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if value is None or isinstance(value, int | float | str):
+        return value
+    return str(value)
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """SQLite's own order across types: NULL, numbers, text, blobs."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    if isinstance(value, str):
+        return (2, value)
+    return (3, bytes(value))
+
+
+def describe_state(conn: sqlite3.Connection, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+    """``{"tables": {table: [row, ...]}}``: every row as ``{column: value}``, ordered by
+    primary key then by all columns; a table over ``limit`` rows keeps its first ``limit``
+    and is listed under ``"truncated"`` with its row count."""
+    names = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    ).fetchall()
+    tables: dict[str, JsonValue] = {}
+    truncated: dict[str, JsonValue] = {}
+    for name, text in names:
+        if (text or "").upper().startswith("CREATE VIRTUAL"):
+            continue
+        info = conn.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
+        columns = [str(c[1]) for c in info]
+        keys = [columns.index(str(c[1])) for c in sorted(info, key=lambda c: c[5]) if c[5]]
+        rows = conn.execute(f"SELECT * FROM {_quote(name)}").fetchall()
+        rows.sort(key=lambda r: ([_order(r[i]) for i in keys], [_order(v) for v in r]))
+        tables[name] = [
+            {col: _plain(v) for col, v in zip(columns, row, strict=False)} for row in rows[:limit]
+        ]
+        if len(rows) > limit:
+            truncated[name] = len(rows)
+    out: dict[str, JsonValue] = {"tables": tables}
+    if truncated:
+        out[TRUNCATED] = truncated
+    return out
+
+
 def backup_bytes(path: Path) -> bytes:
     """A consistent copy of the database at ``path`` as the bytes of a database file."""
     with _open_ro(path) as src, tempfile.TemporaryDirectory(prefix="sbx-sqlite-") as tmp:
@@ -148,6 +202,20 @@ class SQLiteKind:
     def state_hash(self, endpoint: str) -> str:
         with _open_ro(db_path(endpoint)) as conn:
             return fingerprint({"kind": "sqlite", "state": logical_state(conn)})
+
+    def describe(self, endpoint: str, *, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
+        """See :func:`describe_state`."""
+        with _open_ro(db_path(endpoint)) as conn:
+            return describe_state(conn, limit)
+
+    def describe_data(
+        self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
+    ) -> dict[str, JsonValue]:
+        """Describe ``data`` from a temporary file (``endpoint`` is not touched)."""
+        with tempfile.TemporaryDirectory(prefix="sbx-sqlite-") as tmp:
+            path = Path(tmp) / "expected.db"
+            self.restore(str(path), data)
+            return self.describe(str(path), limit=limit)
 
     def mark_restore_point(self, endpoint: str) -> None:
         self._points[endpoint] = backup_bytes(db_path(endpoint))

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.replay import replay
+from sandbox.replay import MISSING, replay
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
@@ -38,6 +38,7 @@ def test_replayed_20_times_reproduces_20(captured: tuple[DirectoryStore, str]) -
     assert len(report.replays) == 20
     assert max(seen) == 20
     assert all(d is None for d in report.divergences), report.describe()
+    assert report.state_diffs == [[]] * 20, report.describe()  # the same end state
     replayed = store.load_manifest(report.replays[0])
     assert replayed.replay_of == run_id and replayed.status == "complete"
 
@@ -49,6 +50,25 @@ def test_fixed_agent_makes_the_failure_go_away(captured: tuple[DirectoryStore, s
     assert report.verdict.reproduced == 0 and report.verdict.total == 20
     assert report.exit_code == 0
     assert any("the failure is gone" in note.lower() for note in report.notes), report.notes
+    # The end state has one order fewer than the recorded (buggy) one: the duplicate row.
+    assert len(report.state_diffs) == 20
+    for run in report.state_diffs:
+        missing = [d for d in run if d.service == "db" and d.status == "missing"]
+        assert [d.path for d in missing] == ["tables.orders[1]"], run
+        assert missing[0].expected["id"] == 2 and missing[0].actual is MISSING
+        assert missing[0].expected["item"] == "blue widget" and missing[0].expected["qty"] == 2
+    # the first order differs only by its idempotency key; the sequence advanced alike
+    assert [(d.path, d.status) for d in report.state_diffs[0]] == [
+        ("tables.orders[0].idem_key", "changed"),
+        ("tables.orders[1]", "missing"),
+    ], report.state_diffs[0]
+    text = report.describe()
+    assert "end state" in text and "missing: db: tables.orders[1]: removed" in text
+    diff_json = report.to_json()["state_diffs"][0]
+    assert {"service": "db", "path": "tables.orders[1]", "change": "removed"}.items() <= (
+        diff_json[1].items()
+    )
+    assert "End state differs from the original's in: db." in report.notes
 
 
 def test_prompt_change_stops_at_the_model_call(captured: tuple[DirectoryStore, str]) -> None:

@@ -1,7 +1,9 @@
 """The contract every service kind keeps: one test runs each kind through the same steps.
 
 set up -> capture -> mutate -> restore -> same hash; mark -> mutate -> reset -> same hash;
-two captures of one state -> one hash; a restore elsewhere -> the same hash.
+two captures of one state -> one hash; a restore elsewhere -> the same hash; the description
+(describe) changes with every mutation, comes back with a restore, and describe_data of a
+capture equals the describe of the state it was captured from.
 """
 
 from __future__ import annotations
@@ -184,12 +186,17 @@ def test_service_kind_contract(harness: Harness, request: pytest.FixtureRequest)
     assert captured.state_hash == original
     assert kind.capture(endpoint).state_hash == original, "two captures, one state, one hash"
     assert kind.state_hash(endpoint) == original, "hashing twice gives the same hash"
+    described = kind.describe(endpoint)
+    assert kind.describe(endpoint) == described, "describing twice gives the same description"
 
     for step in (0, 1):
         harness.mutate(endpoint, step)
         assert kind.state_hash(endpoint) != original, f"mutation {step} changes the hash"
+        assert kind.describe(endpoint) != described, f"mutation {step} changes the description"
+        assert kind.describe_data(endpoint, captured.data) == described, "describe a capture"
         kind.restore(endpoint, captured.data)
         assert kind.state_hash(endpoint) == original, f"restore after mutation {step}"
+        assert kind.describe(endpoint) == described, f"restore after mutation {step}"
 
     kind.mark_restore_point(endpoint)
     for step in (0, 1, 0):

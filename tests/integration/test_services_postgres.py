@@ -172,3 +172,42 @@ def test_bad_data_and_endpoints_are_clear_errors(shop: str, server: str) -> None
         kind.capture(server)
     with pytest.raises(ServiceError, match="cannot connect"):
         kind.capture(f"{server}/no_such_db")
+
+
+def test_describe_rows_sequences_and_a_recorded_dump(shop: str, server: str) -> None:
+    kind = get_kind("postgres")
+    described = kind.describe(shop)
+    tables = described["tables"]
+    assert isinstance(tables, dict)
+    orders = tables["orders"]
+    assert isinstance(orders, list) and [r["id"] for r in orders] == [1, 2, 3]  # type: ignore[call-overload,index]
+    assert orders[0] == {
+        "id": 1,
+        "item": "apple",
+        "qty": 3,
+        "meta": {"a": [1, 2], "b": 1},
+        "created_at": "2024-03-01T12:00:00+00:00",
+    }
+    assert tables["notes"] == [
+        {"id": 1, "order_id": 1, "body": "first", "tags": ["x", "y"]},
+        {"id": 2, "order_id": 2, "body": None, "tags": None},
+    ]
+    sequences = described["sequences"]
+    assert isinstance(sequences, dict)
+    assert sequences["invoice_no"] == {"last_value": 104, "is_called": True}
+    assert sequences["orders_id_seq"] == {"last_value": 3, "is_called": True}
+    assert "big_orders" not in tables and "truncated" not in described
+    cut = kind.describe(shop, limit=2)
+    assert cut["truncated"] == {"orders": 3}
+    assert cut["tables"]["notes"] == tables["notes"]  # type: ignore[call-overload,index]
+
+    data = kind.capture(shop).data
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("DELETE FROM notes WHERE id = 2")
+        conn.execute("UPDATE orders SET qty = 9 WHERE id = 2")
+    assert kind.describe_data(shop, data) == described
+    after = kind.describe(shop)
+    assert after != described
+    with psycopg.connect(server + "/postgres") as conn:
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database")]
+    assert "shop" in names and "shop_sbx_expected" not in names

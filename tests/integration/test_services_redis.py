@@ -141,3 +141,38 @@ def test_payload_from_a_newer_redis_names_both_versions(endpoint: str) -> None:
 def test_reset_without_mark_is_an_error(server: str) -> None:
     with pytest.raises(ServiceError, match="mark_restore_point"):
         get_kind("redis").reset(f"{server}/9")
+
+
+def test_describe_values_and_a_recorded_dump(endpoint: str, server: str) -> None:
+    kind = get_kind("redis")
+    described = kind.describe(endpoint)
+    keys = described["keys"]
+    assert isinstance(keys, dict)
+    assert set(keys) == {k if isinstance(k, str) else "base64:Ymlu/wBrZXk=" for k in PLAIN_KEYS} | (
+        TTL_KEYS
+    )
+    assert keys["s:ttl"] == {"type": "string", "value": "v", "has_ttl": True}
+    assert keys["h:plain"] == {"type": "hash", "value": {"a": "1", "b": "2"}, "has_ttl": False}
+    assert keys["l:plain"] == {"type": "list", "value": ["1", "2", "3"], "has_ttl": False}
+    assert keys["z:plain"] == {
+        "type": "zset",
+        "value": [["b", -3.0], ["a", 1.25], ["c", 1e300]],
+        "has_ttl": False,
+    }
+    assert keys["base64:Ymlu/wBrZXk="] == {
+        "type": "string",
+        "value": {"base64": "AAH+"},
+        "has_ttl": False,
+    }
+    assert kind.describe(endpoint, limit=2)["truncated"] == {"keys": len(keys)}
+
+    data = kind.capture(endpoint).data
+    client = redis.Redis.from_url(endpoint)
+    client.delete("s:plain")
+    client.rpush("l:plain", "4")
+    client.close()
+    assert kind.describe_data(endpoint, data) == described
+    assert kind.describe(endpoint) != described
+    scratch = redis.Redis.from_url(f"{server}/15")
+    assert scratch.dbsize() == 0
+    scratch.close()

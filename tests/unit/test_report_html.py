@@ -142,3 +142,21 @@ def test_write_store_report_loads_the_divergent_replay(
     report.divergences = [None, report.divergences[0]]
     out = write_store_report(tmp_path / "r.html", store, report)
     assert out.read_text(encoding="utf-8") == render_report(original, replayed, report)
+
+
+def test_end_state_table_shows_each_row_difference_once_with_its_runs() -> None:
+    from sandbox.replay.divergence import diff_states
+
+    original, replayed, report = report_factory.build()
+    row = {"id": 2, "item": "blue widget", "qty": 2}
+    per_run = diff_states(
+        {"db": {"tables": {"orders": [{"id": 1}, row]}}},
+        {"db": {"tables": {"orders": [{"id": 1}]}}},
+    )
+    report.state_diffs = [per_run, per_run, []]
+    page = render_report(original, replayed, report)
+    text = "".join(parse(page).text)
+    assert page.count("<code>tables.orders[1]</code>") == 1
+    assert "missing from the replay (removed)" in text
+    assert '"item": "blue widget"' in text
+    assert "<td>2</td></tr>" in page  # two runs of three left this difference

@@ -1,5 +1,6 @@
-"""Put on ``PYTHONPATH`` by ``sandbox capture -- CMD``: starts capture in the child process,
-then runs the ``sitecustomize`` this one shadows, if there is one."""
+"""Put on ``PYTHONPATH`` by ``sandbox capture -- CMD`` (and by the replay of such a run):
+starts capture (or replay) in the child process, then runs the ``sitecustomize`` this one
+shadows, if there is one."""
 
 import importlib.machinery
 import importlib.util
@@ -15,6 +16,16 @@ if os.environ.get("SANDBOX_CAPTURE"):
         start_from_env()
     except Exception as _exc:  # never break the program being captured
         sys.stderr.write(f"sandbox: capture could not start in this process: {_exc}\n")
+
+if os.environ.get("SANDBOX_REPLAY_OF"):
+    try:
+        from sandbox.replay.command import start_from_env as _start_replay
+
+        _start_replay()
+    except Exception as _exc:  # a replay must not run the program unreplayed (live)
+        sys.stderr.write(f"sandbox: replay could not start in this process: {_exc}\n")
+        sys.stderr.flush()
+        os._exit(70)
 
 
 def _chain() -> None:

@@ -1,0 +1,158 @@
+"""Replay of a run captured from a command (``sandbox capture --name N -- python agent.py``).
+
+The engine creates the replayed run and starts the recorded command again (in the recorded
+working directory when it still exists, else the current one), with the environment of the
+replay (the current one, bindings of the restored services included) and three variables
+that switch the capture hook's ``sitecustomize`` to replay:
+
+* ``SANDBOX_REPLAY_OF``: the run being replayed;
+* ``SANDBOX_REPLAY_RUN_ID``: the run the replay is recorded as (created by the parent);
+* ``SANDBOX_REPLAY_OPTIONS``: JSON with the store, the policies, the miss mode, order
+  enforcement, the clock mode, and the file the child writes its :class:`Served` to.
+
+In the child, :func:`start_from_env` opens a :class:`~sandbox.replay.session.ReplaySession`
+(the same one the in-process replay uses), records the exception that ends the program as a
+capture does, and at exit writes what the boundary saw for the parent, which then judges the
+run exactly as an in-process one. The variables are removed from the child's environment so
+that its own children are not replayed into the same run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from types import TracebackType
+
+from sandbox.capture.command import hook_environment
+from sandbox.capture.hook import ENV_VAR as CAPTURE_VAR
+from sandbox.errors import ReplayError
+from sandbox.replay.boundary import ReplayStopped
+from sandbox.replay.session import ReplayOptions, ReplaySession, Served
+from sandbox.snapshot.manifest import Entrypoint, Manifest
+from sandbox.snapshot.store import DirectoryStore, RunWriter
+
+OF_VAR = "SANDBOX_REPLAY_OF"
+RUN_VAR = "SANDBOX_REPLAY_RUN_ID"
+OPTIONS_VAR = "SANDBOX_REPLAY_OPTIONS"
+
+
+def recorded_command(manifest: Manifest, override: str | None) -> Entrypoint | None:
+    """The recorded command to run again, with a working directory that exists; ``None``
+    when the run is replayed in-process (an ``entrypoint`` override, or a callable)."""
+    entry = manifest.entrypoint
+    if override or entry is None or entry.kind != "command" or not entry.command:
+        return None
+    cwd = entry.cwd if entry.cwd and os.path.isdir(entry.cwd) else os.getcwd()
+    return entry.model_copy(update={"cwd": cwd})
+
+
+def child_environment(
+    base: Mapping[str, str],
+    *,
+    store: DirectoryStore,
+    original: str,
+    run_id: str,
+    options: ReplayOptions,
+    result: Path,
+) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k != CAPTURE_VAR}
+    settings = {**options.to_json(), "store": str(store.root), "result": str(result)}
+    env.update({OF_VAR: original, RUN_VAR: run_id, OPTIONS_VAR: json.dumps(settings)})
+    return hook_environment(env)
+
+
+def run_command(
+    entry: Entrypoint,
+    *,
+    writer: RunWriter,
+    store: DirectoryStore,
+    original: str,
+    options: ReplayOptions,
+) -> Served:
+    """Run the recorded command as a replay of ``original`` recorded through ``writer`` (which
+    is closed: the child appends); return what the child's boundary saw and its exit code."""
+    writer.close()
+    run_id = writer.manifest.run_id
+    with tempfile.TemporaryDirectory(prefix="sandbox-replay-") as tmp:
+        result = Path(tmp) / "served.json"
+        env = child_environment(
+            os.environ,
+            store=store,
+            original=original,
+            run_id=run_id,
+            options=options,
+            result=result,
+        )
+        try:
+            done = subprocess.run(list(entry.command), env=env, cwd=entry.cwd, check=False)
+        except OSError as exc:
+            raise ReplayError(
+                f"cannot run the recorded command {entry.command[0]!r}: {exc}"
+            ) from None
+        code = done.returncode
+        exit_code = code if code >= 0 else 128 - code  # killed by a signal, as a shell says
+        if not result.exists():
+            raise ReplayError(
+                f"the replay did not start in the recorded command ({' '.join(entry.command)}; "
+                f"exit code {exit_code}): is it a Python program of this environment? "
+                "See its output above."
+            )
+        served = Served.from_json(json.loads(result.read_text(encoding="utf-8")))
+    served.exit_code = exit_code
+    writer.manifest = store.load_manifest(run_id)  # the child added its seeds
+    return served
+
+
+def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySession | None:
+    """In a replayed command: replay into the run named by the variables; ``None`` when
+    they are unset."""
+    env = os.environ if environ is None else environ
+    original = env.pop(OF_VAR, None)
+    run_id = env.pop(RUN_VAR, None)
+    raw = env.pop(OPTIONS_VAR, None)
+    if not original or not run_id or not raw:
+        return None
+    settings = json.loads(raw)
+    store = DirectoryStore(settings["store"])
+    result = Path(settings["result"])
+    writer = RunWriter(store.run_dir(run_id), store.load_manifest(run_id))
+    session = ReplaySession(
+        writer,
+        store,
+        store.load_manifest(original),
+        store.load_events(original),
+        ReplayOptions.from_json(settings),
+    )
+    rec = session.rec
+    original_hook = sys.excepthook
+
+    def excepthook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, ReplayStopped):
+            sys.stderr.write(f"sandbox: replay stopped: {exc}\n")
+            return
+        try:
+            rec.flush_pending()
+            rec.record_exception(exc)
+        except Exception:  # the program's own error matters more than ours
+            pass
+        original_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+    def at_exit() -> None:
+        try:
+            session.close()
+        finally:
+            data = json.dumps(session.served().to_json(), default=repr)
+            result.write_text(data, encoding="utf-8")
+
+    atexit.register(at_exit)
+    return session

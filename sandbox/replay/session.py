@@ -1,0 +1,213 @@
+"""One replayed run inside the current process: the clock frozen, the replay boundary
+installed, the generators seeded and ``uuid4``/httpx patched as at capture.
+
+The engine opens a :class:`ReplaySession` around an in-process entrypoint; the replay hook of
+a replayed command (:mod:`sandbox.replay.command`) opens the same session inside the child
+process. Either way, what the boundary saw besides the events (a mismatch, drift, injected
+faults, turnstile stalls) comes out as a :class:`Served`, which a child hands to its parent as
+JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sandbox.capture import boundary as seam
+from sandbox.capture.run import start_recording
+from sandbox.errors import ReplayMismatchError
+from sandbox.replay.boundary import Drift, Injection, ReplayBoundary, canonical_name
+from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
+from sandbox.replay.jsondiff import MISSING, FieldDiff
+from sandbox.replay.matcher import MissMode
+from sandbox.replay.ordering import Turnstile
+from sandbox.replay.policy import PolicySet, parse_rule
+from sandbox.snapshot.events import Event
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import DirectoryStore, RunWriter
+
+ClockMode = Literal["frozen", "live"]
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How the boundaries of a replayed run are served."""
+
+    policies: PolicySet = field(default_factory=PolicySet)
+    miss: MissMode = MissMode.FAIL
+    enforce_order: bool = True
+    clocks: ClockMode = "frozen"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rules": [str(rule) for rule in self.policies.rules],
+            "defaults": dict(self.policies.defaults),
+            "miss": self.miss.value,
+            "enforce_order": self.enforce_order,
+            "clocks": self.clocks,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReplayOptions:
+        policies = PolicySet(
+            tuple(parse_rule(str(text)) for text in data.get("rules", ())),
+            dict(data["defaults"]) if data.get("defaults") else PolicySet().defaults,
+        )
+        clocks: ClockMode = "live" if data.get("clocks") == "live" else "frozen"
+        return cls(
+            policies=policies,
+            miss=MissMode.parse(str(data.get("miss", "fail"))),
+            enforce_order=bool(data.get("enforce_order", True)),
+            clocks=clocks,
+        )
+
+
+@dataclass
+class Served:
+    """What a replayed run's boundary saw besides its events."""
+
+    mismatch: ReplayMismatchError | None = None
+    drift: list[Drift] = field(default_factory=list)
+    injected: list[Injection] = field(default_factory=list)
+    stalls: int = 0
+    exit_code: int | None = None
+    """The exit code of a replayed command (``None`` in-process)."""
+
+    @classmethod
+    def of(cls, rec: ReplayBoundary) -> Served:
+        return cls(rec.mismatch, list(rec.drift), list(rec.injected), rec.turnstile.stalls)
+
+    def to_json(self) -> dict[str, Any]:
+        m = self.mismatch
+        return {
+            "mismatch": None
+            if m is None
+            else {
+                "message": str(m),
+                "kind": m.kind,
+                "name": m.name,
+                "actual": m.actual,
+                "expected": m.expected,
+                "diff": m.diff,
+                "candidates": m.candidates,
+            },
+            "drift": [
+                {
+                    "kind": d.kind,
+                    "name": d.name,
+                    "task": d.task,
+                    "recorded_seq": d.recorded_seq,
+                    "diffs": [f.to_json() for f in d.diffs],
+                }
+                for d in self.drift
+            ],
+            "injected": [
+                {"name": i.name, "attempt": i.attempt, "error": i.error, "ran_live": i.ran_live}
+                for i in self.injected
+            ],
+            "stalls": self.stalls,
+            "exit_code": self.exit_code,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Served:
+        raw = data.get("mismatch")
+        mismatch = None
+        if raw is not None:
+            mismatch = ReplayMismatchError(
+                str(raw["message"]),
+                kind=raw.get("kind"),
+                name=raw.get("name"),
+                actual=raw.get("actual"),
+                expected=raw.get("expected"),
+                diff=raw.get("diff"),
+                candidates=raw.get("candidates"),
+            )
+        drift = [
+            Drift(
+                d["kind"],
+                d["name"],
+                d["task"],
+                int(d["recorded_seq"]),
+                tuple(
+                    FieldDiff(f["path"], f.get("expected", MISSING), f.get("actual", MISSING))
+                    for f in d["diffs"]
+                ),
+            )
+            for d in data.get("drift", ())
+        ]
+        injected = [
+            Injection(i["name"], i.get("attempt"), i["error"], bool(i["ran_live"]))
+            for i in data.get("injected", ())
+        ]
+        code = data.get("exit_code")
+        return cls(
+            mismatch, drift, injected, int(data.get("stalls", 0)), None if code is None else code
+        )
+
+
+class ReplaySession:
+    """Replay one run in this process, recording it through ``writer``; :meth:`close` undoes
+    everything (the patches, the boundary, the clock) and closes the writer."""
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        store: DirectoryStore,
+        original: Manifest,
+        recording: Sequence[Event],
+        options: ReplayOptions,
+    ) -> None:
+        self.writer = writer
+        self.clock: ReplayClock = (
+            FrozenClock(original.clock.start)
+            if options.clocks == "frozen" and original.clock is not None
+            else LiveClock()
+        )
+        self._undo: list[Callable[[], None]] = []
+        self._closed = False
+        self.clock.start()
+        try:
+            self.rec = ReplayBoundary(
+                writer,
+                store,
+                recording,
+                policies=options.policies,
+                miss=options.miss,
+                turnstile=Turnstile(
+                    recording, enabled=options.enforce_order, canonical_name=canonical_name
+                ),
+                replay_clock=self.clock,
+            )
+            self._undo.append(seam.install(self.rec))
+            seed = original.seeds.get("run")
+            if seed is not None:
+                self._undo.extend(start_recording(self.rec, seed, ids="uuid4" in original.seeds))
+        except BaseException:
+            self._undo_all()
+            self.clock.stop()
+            writer.close()
+            raise
+
+    def _undo_all(self) -> None:
+        for step in reversed(self._undo):
+            step()
+        self._undo.clear()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            try:
+                self.rec.flush_pending()
+            finally:
+                self._undo_all()
+                self.rec.closed = True
+                self.writer.close()
+        finally:
+            self.clock.stop()
+
+    def served(self) -> Served:
+        return Served.of(self.rec)
