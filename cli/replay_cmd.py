@@ -9,22 +9,14 @@ from typing import Annotated
 import typer
 
 from cli.app import JsonOption, StoreOption, app, store_from
+from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 from sandbox.replay.attached import SERVICES_ENV, load_services
 from sandbox.replay.engine import replay as run_replay
-from sandbox.replay.policy import PolicySet
 
 
-def policy_set(live: list[str], recorded: list[str], spy: list[str]) -> PolicySet:
-    """Rules from the options; a rule with a name glob wins over a whole-kind rule, so
-    ``--live tool --recorded 'tool:payments.*'`` serves every tool live but the payment ones."""
-    pairs = [("live", s) for s in live] + [("recorded", s) for s in recorded]
-    pairs += [("spy", s) for s in spy]
-    pairs.sort(key=lambda pair: ":" in pair[1])
-    return PolicySet.from_pairs(pairs)
-
-
-@app.command("replay")
+@app.command("replay", cls=PolicyOrderCommand)
 def replay_command(
+    ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="Run id to replay.")],
     times: Annotated[int, typer.Option("--times", "-n", help="How many replays.")] = 1,
     live: Annotated[
@@ -37,6 +29,14 @@ def replay_command(
     spy: Annotated[
         list[str] | None,
         typer.Option("--spy", help="Serve KIND[:GLOB] live and report drift (repeatable)."),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help="POLICY=KIND[:GLOB] (repeatable). All policy options apply in the order "
+            "typed; the later rule wins.",
+        ),
     ] = None,
     miss: Annotated[
         str, typer.Option("--miss", help="On a request the recording lacks: fail|live|position.")
@@ -71,7 +71,10 @@ def replay_command(
 
     Example: [bold]sandbox replay orders-20240131T235930Z-a1b2c3 --times 20[/bold]
     """
-    policies = policy_set(live or [], recorded or [], spy or [])
+    policies = ordered_policies(
+        ctx.meta.get(ORDER_KEY, ()),
+        {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
+    )
     services = load_services(services_json) if services_json is not None else None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

@@ -39,7 +39,8 @@ from pydantic import JsonValue
 from sandbox.capture import llm
 from sandbox.capture.boundary import Adapter, Call, Outcome, RecordedError
 from sandbox.capture.clock import Clock
-from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, _jsonable
+from sandbox.capture.http import HTTPAdapter
+from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import rebuild_error
@@ -51,6 +52,7 @@ from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import (
     Event,
     HTTPExchange,
+    LLMCall,
     RetryAttempt,
     StateTransition,
     Timeout,
@@ -135,19 +137,26 @@ def canonical_name(kind: str, name: str) -> str:
     return canonical_http_name(name) if kind == "http" else name
 
 
+def legacy_llm_fingerprint(event: Event) -> bool:
+    """A model call fingerprinted under its API name (``openai.chat``) instead of the model
+    name it is matched under: what captures made before they agreed with replay."""
+    api = event.provider_meta.get("api") if isinstance(event, LLMCall) else None
+    return (
+        isinstance(api, str)
+        and api != event.name
+        and event.fingerprint == request_fingerprint("llm", api, request_of(event))
+    )
+
+
 def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) -> list[Event]:
-    """The recorded events as the replay matches them: model calls fingerprinted by their
-    meaning under the model's name, HTTP calls with loopback ports dropped."""
+    """The recorded events as the replay matches them: HTTP calls with loopback ports
+    dropped; model calls keep the fingerprint the capture took under the model's name (an
+    older snapshot's, taken under the API name, is dropped: the matcher then fingerprints the
+    recorded request)."""
     out: list[Event] = []
     for event in events:
-        if event.kind == "llm":
-            out.append(
-                event.model_copy(
-                    update={
-                        "fingerprint": request_fingerprint("llm", event.name, request_of(event))
-                    }
-                )
-            )
+        if event.kind == "llm" and legacy_llm_fingerprint(event):
+            out.append(event.model_copy(update={"fingerprint": None}))
         elif isinstance(event, HTTPExchange):
             body: Any = event.request_body
             if event.request_blob is not None:
@@ -324,15 +333,14 @@ class ReplayBoundary(Recorder):
             raise ReplayError(
                 f"the recorded model call seq {event.seq} has no HTTP exchange to answer with"
             )
-        emit_http: Any = getattr(adapter, "_emit", None)
         try:
             response: Any = adapter.replay(call, exchange, self.blobs)
         except RecordedError as recorded:
             error = rebuild_error(recorded.info)
             adapter.record(call, Outcome(error=error), self)
             raise error from None
-        if emit_http is not None:  # HTTPAdapter: record the exchange (and model call) as read
-            emit_http(call, self, response, response.content, None)
+        if isinstance(adapter, HTTPAdapter):  # record the exchange (and model call) as read
+            adapter.emit_exchange(call, self, response, response.content, None)
         return response  # type: ignore[no-any-return]
 
     def _run_live(
@@ -479,11 +487,11 @@ class ReplayBoundary(Recorder):
             expected = recorded.output
             if recorded.output_blob is not None:
                 expected = json.loads(self.blobs(recorded.output_blob.sha256))
-            actual = _jsonable(value)
+            actual = jsonable_value(value)
         elif isinstance(recorded, HTTPExchange):
             expected, actual = recorded.status, getattr(value, "status_code", None)
         else:
-            expected, actual = getattr(recorded, "value", None), _jsonable(value)
+            expected, actual = getattr(recorded, "value", None), jsonable_value(value)
         diffs = tuple(json_diff(expected, actual))
         if diffs:
             with self._state_lock:
@@ -503,9 +511,9 @@ class ReplayBoundary(Recorder):
                 "kind": exc.kind,
                 "name": exc.name,
                 "message": str(exc),
-                "expected": _jsonable(exc.expected),
-                "actual": _jsonable(exc.actual),
-                "diff": _jsonable(exc.diff),
+                "expected": jsonable_value(exc.expected),
+                "actual": jsonable_value(exc.actual),
+                "diff": jsonable_value(exc.diff),
             },
         )
 

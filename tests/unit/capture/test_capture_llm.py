@@ -11,7 +11,10 @@ import httpx
 import openai
 
 from sandbox import capture
+from sandbox.replay.boundary import legacy_llm_fingerprint
+from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import HTTPExchange, LLMCall
+from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
 
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwx0123"
@@ -63,6 +66,12 @@ def test_openai_chat_and_stream(store: DirectoryStore, fake_api: Any) -> None:
 
     chat, streamed = _llm(store, rec.run_id)
     assert chat.provider == "openai" and chat.model == "gpt-test"
+    # Capture and replay agree: the model call is fingerprinted under the name it is matched
+    # by (the model), from the request replay rebuilds out of the live HTTP exchange.
+    for event in (chat, streamed):
+        assert event.name == "gpt-test"
+        assert event.fingerprint == request_fingerprint("llm", event.name, request_of(event))
+        assert not legacy_llm_fingerprint(event)
     assert chat.params["temperature"] == 0.3 and chat.params["top_p"] == 0.9
     assert chat.params["seed"] == 123 and chat.params["max_tokens"] == 50
     assert chat.params["tool_choice"] == "auto"

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from replay_events import clock, http, llm, tool
 
 from sandbox.errors import ReplayMismatchError, UnknownNameError
+from sandbox.replay.boundary import legacy_llm_fingerprint, prepare_recording
 from sandbox.replay.matcher import Matcher, fingerprint_of
 from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.normalize import request_fingerprint
+from sandbox.snapshot.store import DirectoryStore
 
 
 def recording() -> list[Event]:
@@ -111,3 +115,15 @@ def test_position_mode_serves_the_same_position() -> None:
 def test_unknown_miss_mode() -> None:
     with pytest.raises(UnknownNameError, match="miss mode 'skip'; valid: fail, live, position"):
         Matcher([], on_miss="skip")
+
+
+def test_older_snapshots_model_calls_still_match() -> None:
+    """The committed demo snapshot fingerprinted its model calls under the API name."""
+    store = DirectoryStore(Path(__file__).parents[3] / "snapshots")
+    events = store.load_events("demo-orders-duplicate")
+    calls = [e for e in events if e.kind == "llm"]
+    assert calls and all(legacy_llm_fingerprint(e) for e in calls)
+    prepared = [e for e in prepare_recording(events, store.get_blob) if e.kind == "llm"]
+    matcher = Matcher(prepared)
+    for event in prepared:
+        assert matcher.match("llm", event.name, request_of(event)) is not None
