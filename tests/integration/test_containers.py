@@ -87,6 +87,32 @@ def test_postgres_clock_is_frozen_and_bindings_point_at_it(client: Any) -> None:
     assert labelled(client, session) == ([], [])
 
 
+def test_redis_clock_is_frozen_and_restored_ttls_hold(client: Any) -> None:
+    """Redis starts under libfaketime (no jemalloc in the image): TIME is the capture time,
+    and a restored key keeps its remaining TTL on the frozen clock."""
+    rd = get_kind("redis")
+    with bring_up([ServiceSpec("cache", "redis")], client=client) as source:
+        r = redis.Redis.from_url(source.env["REDIS_URL"])
+        r.set("session:1", "alive", px=600_000)
+        r.set("stock:book", "3")
+        state = rd.capture(source.env["REDIS_URL"])
+
+    with bring_up(
+        [ServiceSpec("cache", "redis", data=state.data)], frozen_at=FROZEN, client=client
+    ) as env:
+        assert env.services["cache"].restored
+        r = redis.Redis.from_url(env.env["REDIS_URL"])
+        seconds, micros = r.time()
+        now = datetime.fromtimestamp(seconds + micros / 1e6, UTC)
+        # "@..." starts the clock at the capture time when the server starts, then it runs.
+        assert FROZEN <= now < FROZEN + timedelta(seconds=30), now
+        assert 590_000 < r.pttl("session:1") <= 600_000
+        assert r.get("session:1") == b"alive"
+        assert r.ttl("stock:book") == -1 and r.get("stock:book") == b"3"
+        code, out = env.exec("cache", ["date", "-u", "+%Y"])
+        assert code == 0 and out.strip() == "2024", out  # the container's own clock too
+
+
 def _gateway(network: Any) -> str:
     config = network.attrs["IPAM"]["Config"][0]
     return str(config.get("Gateway") or next(ipaddress.ip_network(config["Subnet"]).hosts()))
