@@ -13,7 +13,7 @@ import atexit
 import json
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from types import TracebackType
 from typing import Any
 
@@ -23,6 +23,28 @@ from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 ENV_VAR = "SANDBOX_CAPTURE"
+
+
+def record_uncaught(
+    recorder: Recorder, stop: Callable[[BaseException], bool] | None = None
+) -> None:
+    """Record the exception that ends the program (through ``sys.excepthook``), then let the
+    previous hook print it. ``stop(exc)`` returning true handles the exception instead."""
+    original_hook = sys.excepthook
+
+    def excepthook(
+        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+    ) -> None:
+        if stop is not None and stop(exc):
+            return
+        try:
+            recorder.flush_pending()
+            recorder.record_exception(exc)
+        except Exception:  # the program's own error matters more than ours
+            pass
+        original_hook(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
 
 
 def child_settings(
@@ -58,19 +80,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     )
     boundary.install(recorder)
     start_recording(recorder, int(settings["seed"]))
-    original_hook = sys.excepthook
-
-    def excepthook(
-        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-    ) -> None:
-        try:
-            recorder.flush_pending()
-            recorder.record_exception(exc)
-        except Exception:  # the program's own error matters more than ours
-            pass
-        original_hook(exc_type, exc, tb)
-
-    sys.excepthook = excepthook
+    record_uncaught(recorder)
 
     def at_exit() -> None:
         try:

@@ -27,10 +27,10 @@ import sys
 import tempfile
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
-from types import TracebackType
 
 from sandbox.capture.command import hook_environment
 from sandbox.capture.hook import ENV_VAR as CAPTURE_VAR
+from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
 from sandbox.replay.boundary import ReplayStopped
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
@@ -130,22 +130,14 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         ReplayOptions.from_json(settings),
     )
     rec = session.rec
-    original_hook = sys.excepthook
 
-    def excepthook(
-        exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-    ) -> None:
+    def stopped(exc: BaseException) -> bool:
         if isinstance(exc, ReplayStopped):
             sys.stderr.write(f"sandbox: replay stopped: {exc}\n")
-            return
-        try:
-            rec.flush_pending()
-            rec.record_exception(exc)
-        except Exception:  # the program's own error matters more than ours
-            pass
-        original_hook(exc_type, exc, tb)
+            return True
+        return False
 
-    sys.excepthook = excepthook
+    record_uncaught(rec, stopped)
 
     def at_exit() -> None:
         try:
