@@ -9,7 +9,8 @@ a folder for file services, the captured state restored, the clocks frozen.
             run_agent()
             env.reset()                   # back to the restored state, no restart
 
-Containers are started with the docker SDK (one client, no per-container setup) on an
+Containers are started with testcontainers' ``DockerContainer`` builder (its Ryuk reaper is
+off: it cannot be pulled without a registry, and cleanup here is by label) on an
 ``internal`` bridge network; the host reaches them at their address on that network (it holds
 the bridge's gateway address), so no port is published. Each container and the network carry
 the session's labels (:mod:`sandbox.containers.labels`); the environment is closed on exit,
@@ -348,29 +349,43 @@ def _container_name(session: str, service: str) -> str:
 
 
 def _create(env: Environment, spec: ServiceSpec, progress: Progress) -> None:
+    import docker.errors
     from docker.types import EndpointConfig
+    from testcontainers.core.config import testcontainers_config
+    from testcontainers.core.container import DockerContainer
+
+    # Ryuk's image cannot be pulled without a registry; the sandbox cleans up by label.
+    testcontainers_config.ryuk_disabled = True
 
     cspec = container_spec(spec.kind)
     alias = _NAME.sub("-", spec.name)
     environment = dict(cspec.env)
     if env.frozen_at is not None and cspec.faketime:
         environment.update(faketime_env(env.frozen_at))
-    container = env.client.containers.run(
-        cspec.image_tag,
-        name=_container_name(env.session, spec.name),
-        detach=True,
-        user=cspec.user,
-        environment=environment,
-        labels=env.owner.labels(**{SERVICE: spec.name, KIND: spec.kind}),
-        network=env.network_name,
-        networking_config={
-            env.network_name: EndpointConfig(env.client.api._version, aliases=[alias])
-        },
-        mem_limit=cspec.mem_limit,
-        pids_limit=cspec.pids_limit,
-        tmpfs=dict(cspec.tmpfs),
-        security_opt=["no-new-privileges"],
+    builder = (
+        DockerContainer(cspec.image_tag)
+        .with_name(_container_name(env.session, spec.name))
+        .with_envs(**environment)
+        .with_kwargs(
+            user=cspec.user,
+            labels=env.owner.labels(**{SERVICE: spec.name, KIND: spec.kind}),
+            network=env.network_name,
+            networking_config={
+                env.network_name: EndpointConfig(env.client.api._version, aliases=[alias])
+            },
+            mem_limit=cspec.mem_limit,
+            pids_limit=cspec.pids_limit,
+            security_opt=["no-new-privileges"],
+        )
     )
+    for path, options in cspec.tmpfs.items():
+        builder.with_tmpfs_mount(path, options)  # the value is docker's tmpfs option string
+    try:
+        container = builder.start().get_wrapped_container()
+    except docker.errors.APIError as exc:
+        raise ServiceNotReadyError(
+            f"service {spec.name!r} ({cspec.image_tag}) could not start: {exc.explanation}"
+        ) from None
     env._containers[spec.name] = container
     container.reload()
     ip = container.attrs["NetworkSettings"]["Networks"][env.network_name]["IPAddress"]
