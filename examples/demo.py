@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-images", action="store_true", help="do not build images")
     parser.add_argument("demos", nargs="*", help="only these demos (default: all)")
     args = parser.parse_args(argv)
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     try:
         return run(args, console)
     except SandboxError as exc:
