@@ -248,12 +248,12 @@ class StateDiff:
     actual: Any
 
     @property
+    def field(self) -> FieldDiff:
+        return FieldDiff(self.path, self.expected, self.actual)
+
+    @property
     def change(self) -> str:
-        if self.expected is MISSING:
-            return "added"
-        if self.actual is MISSING:
-            return "removed"
-        return "changed"
+        return self.field.change
 
     @property
     def status(self) -> str:
@@ -262,13 +262,12 @@ class StateDiff:
         return {"added": "extra", "removed": "missing"}.get(self.change, "changed")
 
     def describe(self) -> str:
-        detail = FieldDiff(self.path, self.expected, self.actual).describe()
-        return f"{self.service}: {detail}"
+        return f"{self.service}: {self.field.describe()}"
 
     def to_json(self) -> dict[str, object]:
         return {
             "service": self.service,
-            **FieldDiff(self.path, self.expected, self.actual).to_json(),
+            **self.field.to_json(),
         }
 
 
