@@ -17,20 +17,10 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
-from sandbox.snapshot.events import ErrorInfo, Event
+from sandbox.snapshot.events import EVENT_KINDS, ErrorInfo, Event
 from sandbox.snapshot.normalize import normalize, normalize_url
 
-BOUNDARY_KINDS: tuple[str, ...] = (
-    "llm",
-    "tool",
-    "retrieval",
-    "memory",
-    "http",
-    "clock",
-    "random",
-    "retry",
-    "timeout",
-)
+BOUNDARY_KINDS: tuple[str, ...] = tuple(k for k in EVENT_KINDS if k not in {"state", "result"})
 """Kinds of event that are served by a policy on replay (state and result are outcomes)."""
 
 _SEMANTIC_FIELDS: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import tarfile
-import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +54,7 @@ from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
     DirectoryStore,
+    atomic_file,
     parse_manifest,
     seal_manifest,
 )
@@ -141,22 +141,13 @@ def export_bundle(store: DirectoryStore, run_id: str, out_path: str | os.PathLik
 
     out = Path(out_path).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".tmp-", suffix=".tar.gz")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            with (
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
-                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-            ):
-                for name, data in members:
-                    tar.addfile(_tarinfo(name, len(data)), io.BytesIO(data))
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with (
+        atomic_file(out) as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name, data in members:
+            tar.addfile(_tarinfo(name, len(data)), io.BytesIO(data))
     return out
 
 

@@ -138,12 +138,14 @@ def seal_manifest(manifest: Manifest, events: bytes) -> Manifest:
     return manifest.model_copy(update=updates) if updates else manifest
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file that becomes ``path`` (by a rename, after fsync) only when the block
+    ends without an exception; otherwise the temporary file is removed."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -151,6 +153,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    with atomic_file(path) as f:
+        f.write(data)
 
 
 @runtime_checkable
