@@ -56,6 +56,14 @@ def replay_command(
     html: Annotated[
         Path | None, typer.Option("--report", help="Also write an HTML report to this file.")
     ] = None,
+    trust: Annotated[
+        bool,
+        typer.Option(
+            "--trust",
+            help="Run an imported run's command or outside code on this host (it is refused "
+            "otherwise).",
+        ),
+    ] = False,
     services_json: Annotated[
         Path | None,
         typer.Option(
@@ -105,6 +113,7 @@ def replay_command(
             entrypoint=entrypoint,
             progress=progress,
             services=services,
+            trust=trust,
         )
     if html is not None:
         from sandbox.report import write_store_report

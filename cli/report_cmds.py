@@ -34,6 +34,14 @@ def ci_repro(
             "(building the runner image if it is missing or stale), or in this process.",
         ),
     ] = False,
+    trust: Annotated[
+        bool,
+        typer.Option(
+            "--trust",
+            help="In process: run imported runs' commands or outside code on this host (they "
+            "are refused otherwise; in the runner container they always run).",
+        ),
+    ] = False,
     project: Annotated[
         Path | None,
         typer.Option(
@@ -58,7 +66,9 @@ def ci_repro(
             err.print(f"replaying {manifest.run_id} x{times}{where} ...")
 
     replayer = None
+    options: dict[str, Any] = {"trust": trust}
     if in_container:
+        options = {}
         from sandbox.replay.incontainer import ensure_runner_image, replay_in_container
 
         def step(line: str) -> None:
@@ -70,7 +80,9 @@ def ci_repro(
         def replayer(run_id: str, **options: Any) -> ContainerReplayReport:
             return replay_in_container(run_id, project=project, progress=step, **options)
 
-    result = check_store(opened, times=times, runs=run, on_run=progress, replayer=replayer)
+    result = check_store(
+        opened, times=times, runs=run, on_run=progress, replayer=replayer, **options
+    )
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         raise typer.Exit(result.exit_code)

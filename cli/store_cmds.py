@@ -92,9 +92,15 @@ def show(run: RunArgument, store: StoreOption = None, as_json: JsonOption = Fals
         return
     console = _console()
     console.print(f"[bold]{manifest.run_id}[/bold] {manifest.name}".rstrip())
+    console.print(f"  entrypoint  {entrypoint_text(manifest) or '-'}", markup=False)
+    if manifest.provenance is not None:
+        console.print(
+            f"  imported    from {manifest.provenance.imported_from} (untrusted: its code "
+            "runs on this host only with --trust)",
+            markup=False,
+        )
     console.print(f"  created     {manifest.created.isoformat()}")
     console.print(f"  status      {run_state(manifest)}")
-    console.print(f"  entrypoint  {entrypoint_text(manifest) or '-'}")
     if manifest.code.commit:
         dirty = " (dirty)" if manifest.code.dirty else ""
         console.print(f"  code        {manifest.code.commit}{dirty}")

@@ -138,6 +138,11 @@ class ReplayMismatchError(ReplayError):
         self.candidates = candidates or []
 
 
+class UntrustedRunError(ReplayError):
+    """An imported run would run a command, or code from outside the project, on this host,
+    and the user did not trust it (``--trust``)."""
+
+
 class PolicyError(ReplayError, ValueError):
     """A replay policy rule (``--live 'tool:db.*'``) cannot be parsed."""
 

@@ -45,6 +45,7 @@ from sandbox.replay.jsondiff import short
 from sandbox.replay.matcher import MissMode
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
+from sandbox.replay.trust import check_trusted
 from sandbox.replay.verdict import ReplayOutcome, RunVerdict, Verdict, evaluate, predicate_for
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import Entrypoint, Failure, Manifest, Predicate, ServiceState
@@ -353,11 +354,14 @@ def replay(
     entrypoint: str | None = None,
     progress: ReplayProgress | None = None,
     services: Mapping[str, str] | None = None,
+    trust: bool = False,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
     ``services`` (name -> endpoint) replays against services that are already up instead of
-    bringing them up (no Docker): see :mod:`sandbox.replay.attached`."""
+    bringing them up (no Docker): see :mod:`sandbox.replay.attached`. An imported run whose
+    entrypoint is a command or code outside the project runs only with ``trust``
+    (:mod:`sandbox.replay.trust`)."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -367,6 +371,7 @@ def replay(
     manifest = st.load_manifest(run_id)
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
+    check_trusted(manifest, trust=trust, override=entrypoint)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     policy_set = policies or PolicySet()

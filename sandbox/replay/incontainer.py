@@ -67,7 +67,8 @@ def replay_in_container(
     """Replay ``run_id`` ``times`` times with the agent in the runner container.
 
     ``project`` (default: the working directory) is mounted read-only as the container's
-    working directory, so the run's entrypoint imports there. The runner image must be built
+    working directory, so the run's entrypoint imports there; an imported run's code runs
+    there too (``--trust`` inside: the container is the sandbox). The runner image must be built
     (:func:`ensure_runner_image`). ``extra_args`` go to ``sandbox replay`` as they are.
     """
     from sandbox.containers import bring_up
@@ -91,7 +92,7 @@ def replay_in_container(
             }
             outcome = run_sandbox_command(
                 env,
-                ["replay", run_id, "--times", str(times), "--json", *(extra_args or [])],
+                ["replay", run_id, "--times", str(times), "--json", "--trust", *(extra_args or [])],
                 store_folder=staging.root,
                 project=Path(project) if project is not None else Path.cwd(),
                 services=services,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -49,7 +50,7 @@ from sandbox.snapshot.integrity import (
     check_store_run,
     run_path,
 )
-from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION
+from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Provenance
 from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
@@ -353,6 +354,11 @@ def _summary(problems: list[Problem], limit: int = 3) -> str:
 # --- import --------------------------------------------------------------------------------
 
 
+def _file_sha256(path: str | os.PathLike[str]) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def import_bundle(
     store: DirectoryStore,
     path: str | os.PathLike[str],
@@ -364,7 +370,10 @@ def import_bundle(
 
     Nothing is written until the whole bundle has checked; then the blobs are added and the
     run folder appears at once. A run already in the store is left alone when identical to
-    the bundle's, and is refused otherwise unless ``force`` replaces it."""
+    the bundle's, and is refused otherwise unless ``force`` replaces it.
+
+    The imported manifest's ``provenance`` names the bundle (whatever the bundle said): the
+    run is someone else's data, and replay will not run its code on this host unasked."""
     contents = read_bundle(path, limits)
     run_id, check, problems = check_bundle(contents)
     if run_id is None or check is None:
@@ -378,12 +387,14 @@ def import_bundle(
         raise IntegrityError(f"{contents.source} is refused: {_summary(problems)}")
     assert check.manifest is not None
     events = contents.files[run_path(run_id, EVENTS)]
-    manifest = seal_manifest(check.manifest, events)
+    provenance = Provenance(imported_from=Path(path).name, bundle_sha256=_file_sha256(path))
+    manifest = seal_manifest(check.manifest, events).model_copy(update={"provenance": provenance})
 
     if store.exists(run_id):
         try:
             same = (
-                store.load_manifest(run_id) == manifest
+                store.load_manifest(run_id).model_copy(update={"provenance": provenance})
+                == manifest
                 and store.read_events_bytes(run_id) == events
                 and all(store.has_blob(key) for key in check.blob_keys)
             )

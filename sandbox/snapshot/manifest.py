@@ -108,6 +108,15 @@ class Failure(Strict):
     error: ErrorInfo | None = None
 
 
+class Provenance(Strict):
+    """Where a run came from when it was not captured in this store: ``sandbox import`` sets
+    it (whatever the bundle said), and a run that has it is someone else's data."""
+
+    imported_from: str
+    """File name of the bundle it was imported from."""
+    bundle_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)]
+
+
 class Manifest(Strict):
     schema_version: int = SCHEMA_VERSION
     run_id: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
@@ -133,6 +142,8 @@ class Manifest(Strict):
     events_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
     """SHA-256 of ``events.jsonl`` as finished: a flipped byte in the log is detected."""
     replay_of: str | None = None
+    provenance: Provenance | None = None
+    """Set on runs brought in by ``sandbox import`` (untrusted); ``None`` for local captures."""
     labels: dict[str, str] = {}
 
 

@@ -40,7 +40,11 @@ def test_round_trip_keeps_events_and_blobs_byte_identical(
     snapshot = store.load("run-1")
     assert import_bundle(target, bundle) == "run-1"
     assert target.read_events_bytes("run-1") == store.read_events_bytes("run-1")
-    assert target.load_manifest("run-1") == store.load_manifest("run-1")
+    imported = target.load_manifest("run-1")
+    assert imported.provenance is not None
+    assert imported.provenance.imported_from == bundle.name
+    assert imported.provenance.bundle_sha256 == sha256_bytes(bundle.read_bytes())
+    assert imported.model_copy(update={"provenance": None}) == store.load_manifest("run-1")
     assert target.load("run-1").events == snapshot.events
     keys = snapshot.blob_refs()
     assert len(keys) == 3

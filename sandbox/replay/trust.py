@@ -1,0 +1,90 @@
+"""What an imported run may run on this host.
+
+A run brought in by ``sandbox import`` carries its :class:`~sandbox.snapshot.manifest.Provenance`:
+it is someone else's data. Replaying it runs its entrypoint, so an imported run whose
+entrypoint is a command, or a ``module:function`` that resolves outside the current project
+(or into installed packages), is refused on the host unless the user trusts it (``--trust``)
+or the replay runs in the runner container. The check imports nothing: the module is looked
+up by the path finder, the way the replay would import it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+from sandbox.errors import UntrustedRunError
+from sandbox.snapshot.manifest import Manifest
+
+_INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def module_origin(target: str, project: Path) -> Path | None:
+    """Where the top-level module of ``module:function`` would be imported from (the
+    replay's order: already imported, ``sys.path``, then the project folder); ``None`` when
+    it is built in or not found."""
+    top = target.partition(":")[0].split(".")[0]
+    if not top:
+        return None
+    loaded = sys.modules.get(top)
+    where = getattr(loaded, "__file__", None) if loaded is not None else None
+    if where is None:
+        spec = PathFinder.find_spec(top) or PathFinder.find_spec(top, [str(project)])
+        if spec is None:
+            return None
+        locations = list(spec.submodule_search_locations or [])
+        where = spec.origin if spec.has_location and spec.origin else None
+        if where is None and locations:
+            where = locations[0]
+    return Path(where).resolve() if where else None
+
+
+def _inside_project(origin: Path | None, project: Path) -> bool:
+    if origin is None:
+        return False
+    root = project.resolve()
+    if not origin.is_relative_to(root):
+        return False
+    return not _INSTALLED.intersection(origin.relative_to(root).parts)
+
+
+def what_would_run(manifest: Manifest, project: Path) -> str | None:
+    """For an imported run whose entrypoint is not plainly the project's own code, what the
+    replay would run (for the refusal); ``None`` when it may run here."""
+    if manifest.provenance is None or manifest.entrypoint is None:
+        return None
+    entry = manifest.entrypoint
+    if entry.kind == "command":
+        return f"the command {shlex.join(entry.command)}" if entry.command else None
+    target = entry.target or ""
+    origin = module_origin(target, project)
+    if _inside_project(origin, project):
+        return None
+    found = f"from {origin}" if origin is not None else "not found in this project"
+    return f"{target} ({found}, outside {project.resolve()})"
+
+
+def check_trusted(
+    manifest: Manifest,
+    *,
+    trust: bool,
+    override: str | None = None,
+    project: Path | None = None,
+) -> None:
+    """Raise :class:`UntrustedRunError` when replaying ``manifest`` on the host would run an
+    imported run's code that the user did not trust. An ``override`` entrypoint is the
+    user's own choice and always runs."""
+    if trust or override:
+        return
+    what = what_would_run(manifest, project or Path.cwd())
+    if what is None:
+        return
+    assert manifest.provenance is not None
+    raise UntrustedRunError(
+        f"run {manifest.run_id} was imported from {manifest.provenance.imported_from} "
+        f"(untrusted): replaying it would run {what} on this host; nothing ran. "
+        "Replay it with --trust if you trust the bundle, or in the runner container "
+        f"(sandbox ci-repro --in-container --run {manifest.run_id})"
+    )

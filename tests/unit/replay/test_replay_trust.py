@@ -1,0 +1,173 @@
+"""Imported runs are someone else's data: their commands and outside code never run on the
+host unless trusted. Runs in-process through ``cli.main.main`` with exit codes checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from sandbox.errors import UntrustedRunError
+from sandbox.replay.engine import replay
+from sandbox.replay.trust import what_would_run
+from sandbox.snapshot import DirectoryStore, Manifest
+from sandbox.snapshot.bundle import export_bundle, import_bundle
+from sandbox.snapshot.events import FinalResult
+from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Provenance
+from sandbox.snapshot.snapshot import Snapshot
+
+CREATED = "2024-03-01T12:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("SANDBOX_STORE", raising=False)
+
+
+def _bundle(tmp_path: Path, entry: Entrypoint, run_id: str = "ticket-1") -> Path:
+    """A captured failure with ``entry`` as its entrypoint, exported as a bundle."""
+    source = DirectoryStore(tmp_path / "theirs")
+    manifest = Manifest.model_validate(
+        {
+            "run_id": run_id,
+            "created": CREATED,
+            "status": "complete",
+            "entrypoint": entry.model_dump(),
+            "failure": Failure(
+                reason="order placed twice", predicate=ExceptionPredicate(type="RuntimeError")
+            ).model_dump(),
+        }
+    )
+    source.save(Snapshot(manifest, [FinalResult(seq=0, wall=1.0, mono=0.0, value="done")]))
+    return export_bundle(source, run_id, tmp_path / f"{run_id}.tar.gz")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def shell_bundle(tmp_path: Path) -> tuple[Path, Path]:
+    marker = tmp_path / "marker"
+    entry = Entrypoint(kind="command", command=["sh", "-c", f"touch {marker}"], cwd=str(tmp_path))
+    return _bundle(tmp_path, entry), marker
+
+
+def test_import_marks_the_run_with_its_bundle_whatever_the_bundle_says(
+    tmp_path: Path, shell_bundle: tuple[Path, Path]
+) -> None:
+    bundle, _ = shell_bundle
+    store = DirectoryStore(tmp_path / "mine")
+    import_bundle(store, bundle)
+    provenance = store.load_manifest("ticket-1").provenance
+    assert provenance is not None
+    assert provenance.imported_from == "ticket-1.tar.gz"
+    # a bundle exported from an imported run, doctored to say "captured here", is still marked
+    doctored = DirectoryStore(tmp_path / "doctored")
+    snap = store.load("ticket-1")
+    doctored.save(Snapshot(snap.manifest.model_copy(update={"provenance": None}), snap.events))
+    again = export_bundle(doctored, "ticket-1", tmp_path / "clean-looking.tar.gz")
+    fresh = DirectoryStore(tmp_path / "fresh")
+    import_bundle(fresh, again)
+    marked = fresh.load_manifest("ticket-1").provenance
+    assert marked is not None and marked.imported_from == "clean-looking.tar.gz"
+
+
+def test_replay_refuses_an_imported_shell_command_without_trust(
+    tmp_path: Path, shell_bundle: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, marker = shell_bundle
+    store = tmp_path / "mine"
+    assert _run(capsys, "import", str(bundle), "--store", str(store))[0] == 0
+    code, _, err = _run(capsys, "replay", "ticket-1", "--store", str(store))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1
+    assert f"sh -c 'touch {marker}'" in lines[0]
+    assert "--trust" in lines[0]
+    assert not marker.exists()
+    assert [m.run_id for m in DirectoryStore(store).list()] == ["ticket-1"]  # no replay run
+
+
+def test_ci_repro_refuses_an_imported_shell_command_without_trust(
+    tmp_path: Path, shell_bundle: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, marker = shell_bundle
+    store = tmp_path / "mine"
+    assert _run(capsys, "import", str(bundle), "--store", str(store))[0] == 0
+    code, out, _ = _run(capsys, "ci-repro", "--store", str(store), "--json")
+    assert code != 0
+    (check,) = json.loads(out)["checks"]
+    assert check["ok"] is False
+    assert "sh -c" in check["error"] and "--trust" in check["error"]
+    assert not marker.exists()
+
+
+def test_with_trust_the_imported_command_does_run(
+    tmp_path: Path, shell_bundle: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The control for the two refusals above: the marker is what the command makes."""
+    bundle, marker = shell_bundle
+    store = tmp_path / "mine"
+    assert _run(capsys, "import", str(bundle), "--store", str(store))[0] == 0
+    _run(capsys, "replay", "ticket-1", "--store", str(store), "--trust")
+    assert marker.exists()
+
+
+def test_show_prints_the_entrypoint_first_and_the_provenance(
+    tmp_path: Path, shell_bundle: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, marker = shell_bundle
+    store = tmp_path / "mine"
+    _run(capsys, "import", str(bundle), "--store", str(store))
+    code, out, _ = _run(capsys, "show", "ticket-1", "--store", str(store))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].split() == ["entrypoint", "sh", "-c", "touch", str(marker)]
+    assert "imported" in lines[2] and "ticket-1.tar.gz" in lines[2] and "untrusted" in lines[2]
+
+
+def _imported(target: str, tmp_path: Path) -> Manifest:
+    return Manifest.model_validate(
+        {
+            "run_id": "r",
+            "created": CREATED,
+            "entrypoint": {"kind": "callable", "target": target},
+            "provenance": Provenance(imported_from="b.tar.gz", bundle_sha256="0" * 64),
+        }
+    )
+
+
+def test_module_entrypoints_outside_the_project_are_untrusted(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "agents").mkdir(parents=True)
+    (project / "agents" / "__init__.py").write_text("")
+    (project / "agents" / "shop.py").write_text("def run():\n    return 1\n")
+    assert what_would_run(_imported("agents.shop:run", tmp_path), project) is None
+    for outside in ("os:getcwd", "json:loads", "pytest:main", "nowhere_at_all:run"):
+        what = what_would_run(_imported(outside, tmp_path), project)
+        assert what is not None and outside in what, outside
+    local = _imported("agents.shop:run", tmp_path).model_copy(update={"provenance": None})
+    assert what_would_run(local, tmp_path) is None  # captured here: trusted
+
+
+def test_engine_refuses_before_importing_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path / "s")
+    failure = Failure(predicate=ExceptionPredicate(type="RuntimeError"))
+    manifest = _imported("os:getcwd", tmp_path).model_copy(
+        update={"status": "complete", "failure": failure}
+    )
+    store.save(Snapshot(manifest, []))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UntrustedRunError, match=r"os:getcwd .*--trust"):
+        replay("r", store=store)
+    # an entrypoint the user names is the user's own choice
+    report = replay("r", store=store, entrypoint="os:getcwd")
+    assert report.replays
