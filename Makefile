@@ -9,7 +9,7 @@ STORE  ?= snapshots
 
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup test lint types pytest images demo replay export ci-repro bench clean gc
+.PHONY: setup engine test lint types pytest images demo replay export ci-repro bench clean gc
 
 setup: $(STAMP)
 
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# A Docker engine that answers: provisioned (Debian's docker.io, dockerd started) when none
+# does and we are root on a Debian-like system; otherwise one line saying how to start one.
+engine:
+	@images/provision-docker.sh
 
 lint: setup
 	$(BIN)/ruff check sandbox cli tests bench examples
@@ -29,17 +34,17 @@ types: setup
 pytest: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: lint types pytest
+test: engine lint types pytest
 
-images: setup
+images: setup engine
 	$(BIN)/sandbox images build
 
-demo: setup images
+demo: setup engine images
 	$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images
 
 # `sandbox replay` exits 1 when the failure reproduced: the expected result here, so the
 # target succeeds on 0 and 1 (with a message saying which) and fails on 2 (could not judge).
-replay: setup images
+replay: setup engine images
 	@test -n "$(RUN)" || (echo "usage: make replay RUN=<run id>"; exit 2)
 	@$(BIN)/sandbox replay $(RUN) --store $(STORE) --times $(N); rc=$$?; \
 	if [ $$rc -eq 1 ]; then echo "make replay: the captured failure reproduced (as expected)"; \
@@ -50,7 +55,7 @@ export: setup
 	@test -n "$(RUN)" || (echo "usage: make export RUN=<run id>"; exit 2)
 	$(BIN)/sandbox export $(RUN) --store $(STORE) -o $(RUN).tar.gz
 
-ci-repro: setup images
+ci-repro: setup engine images
 	$(BIN)/sandbox ci-repro --store $(STORE) --in-container
 
 bench: setup

@@ -36,7 +36,7 @@ def connect(timeout: int = 30) -> DockerClient:
         raise DockerUnavailableError(
             f"no Docker engine answers at {where} ({type(exc).__name__}: {exc}); start one "
             "(`sudo dockerd &`, or `sudo systemctl start docker`), or set DOCKER_HOST; "
-            "CI's .ci/run starts one"
+            "as root on Debian, images/provision-docker.sh installs and starts one"
         ) from None
     return client
 
