@@ -40,6 +40,7 @@ images: setup engine
 	$(BIN)/sandbox images build
 
 demo: setup engine images
+	@$(BIN)/sandbox doctor --store $(STORE) --quiet
 	$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images
 
 # `sandbox replay` exits 1 when the failure reproduced: the expected result here, so the

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import tomllib
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -233,16 +233,24 @@ def _inspect(client: DockerClient, tag: str) -> Any | None:
         return None
 
 
-def list_images(base: str | None = None, client: DockerClient | None = None) -> list[ImageStatus]:
-    """Each image the sandbox knows, whether it is built, and whether it is current."""
+def list_images(
+    base: str | None = None,
+    client: DockerClient | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> list[ImageStatus]:
+    """Each image the sandbox knows, whether it is built, and whether it is current.
+
+    ``tags`` looks for some images under other tags (name -> tag), e.g. a copy being checked.
+    """
     base = base or os.environ.get(BASE_ENV) or DEFAULT_BASE
     client = client or connect()
     out = []
     for name in BUILD_ORDER:
         image = IMAGES[name]
-        found = _inspect(client, image.tag)
+        tag = (tags or {}).get(name, image.tag)
+        found = _inspect(client, tag)
         if found is None:
-            out.append(ImageStatus(name, image.tag, False, "missing"))
+            out.append(ImageStatus(name, tag, False, "missing"))
             continue
         label = (found.labels or {}).get(CONTEXT_HASH)
         if name == "base" or label is None:
@@ -259,7 +267,7 @@ def list_images(base: str | None = None, client: DockerClient | None = None) -> 
         out.append(
             ImageStatus(
                 name,
-                image.tag,
+                tag,
                 True,
                 state,
                 image_id=str(found.short_id).removeprefix("sha256:"),

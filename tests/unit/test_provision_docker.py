@@ -171,3 +171,14 @@ def test_make_targets_provision_first(target: str) -> None:
         if "sandbox " in line or "-m examples" in line or "pytest" in line
     )
     assert lines.index("images/provision-docker.sh") < first_engine_user
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_demo_runs_doctor_before_the_demo() -> None:
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(REPO), "demo"], capture_output=True, text=True, timeout=60
+    )
+    lines = [line.strip().lstrip("@") for line in dry.stdout.splitlines()]
+    doctor = next(i for i, line in enumerate(lines) if "/sandbox doctor " in line)
+    demo = next(i for i, line in enumerate(lines) if "-m examples.demo" in line)
+    assert doctor < demo
