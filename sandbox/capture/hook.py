@@ -64,6 +64,7 @@ def child_settings(
 def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder | None:
     """Start capturing into the run named by ``$SANDBOX_CAPTURE``; ``None`` when unset."""
     from sandbox.capture.run import start_recording
+    from sandbox.capture.scrub import seal
 
     env = os.environ if environ is None else environ
     raw = env.pop(ENV_VAR, None)
@@ -74,7 +75,8 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     run_id = str(settings["run_id"])
     manifest = store.load_manifest(run_id)
     writer = RunWriter(store.run_dir(run_id), manifest)
-    redactor = Redactor(RedactionConfig.from_json(settings.get("redaction", {})), dict(env))
+    config = RedactionConfig.from_json(settings.get("redaction", {}))
+    redactor = Redactor(config, dict(env), store.placeholder_key())
     recorder = Recorder(
         writer, store, redactor=redactor, blob_threshold=int(settings.get("blob_threshold", 65536))
     )
@@ -88,6 +90,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         finally:
             recorder.closed = True
             writer.close()
+        seal(recorder)
 
     atexit.register(at_exit)
     return recorder

@@ -41,7 +41,7 @@ from sandbox.snapshot.events import (
     StateTransition,
     Timeout,
 )
-from sandbox.snapshot.hashing import canonical_json
+from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     Failure,
@@ -55,7 +55,23 @@ T = TypeVar("T")
 
 BLOB_THRESHOLD = 64 * 1024
 """Outputs and bodies larger than this (bytes, serialized) are stored as blobs."""
-TEXT_MEDIA = ("text/", "application/json", "application/x-ndjson", "application/jsonl")
+BINARY_MEDIA = (
+    "image/",
+    "audio/",
+    "video/",
+    "font/",
+    "application/zip",
+    "application/gzip",
+    "application/x-gzip",
+    "application/x-tar",
+    "application/x-7z-compressed",
+    "application/pdf",
+    "application/wasm",
+    "application/x-protobuf",
+    "application/vnd.sqlite3",
+)
+"""Media types known to be binary: their blobs are stored as they are. Every other payload
+(JSON of any vendor type, forms, XML, text, and unknown types) is redacted first."""
 FAILURE_EVENT = "sandbox.failure"
 """Name of the ``state`` event written by :meth:`Recorder.mark_failed` (a captured child
 process hands its failure to the parent this way)."""
@@ -133,6 +149,10 @@ class Recorder:
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
         self._validated: set[tuple[type[Event], frozenset[str]]] = set()
+        self.env_reads: set[str] = set()
+        """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
+        self.written_blobs: dict[str, bool] = {}
+        """Redacted blobs this run stored: key -> whether this run created it."""
         self.closed = False
 
     @property
@@ -226,9 +246,18 @@ class Recorder:
         return self.redactor.headers(headers)
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
-        if media_type.startswith(TEXT_MEDIA):
-            data = self.redactor.bytes(data)
-        return self.store.put_blob(data, media_type)
+        if media_type.lower().startswith(BINARY_MEDIA):
+            return self.store.put_blob(data, media_type)
+        return self.put_redacted(self.redactor.bytes(data), media_type)
+
+    def put_redacted(self, data: bytes, media_type: str) -> BlobRef:
+        """Store an already-redacted blob, noting it for :mod:`sandbox.capture.scrub`."""
+        key = sha256_bytes(data)
+        created = not self.store.has_blob(key)
+        ref = self.store.put_blob(data, media_type)
+        with self._lock:
+            self.written_blobs[key] = self.written_blobs.get(key, False) or created
+        return ref
 
     def jsonable(self, value: object) -> tuple[JsonValue, BlobRef | None]:
         data = jsonable_value(value)

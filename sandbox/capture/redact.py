@@ -1,47 +1,48 @@
-"""Secrets out, before anything is written.
+"""Secrets and personal data out, before anything is written.
 
-A :class:`Redactor` replaces every secret with a stable placeholder ``<redacted:HASH>`` (the
-first 12 hex digits of the secret's SHA-256): the same secret gives the same placeholder
-everywhere (events, manifest, blobs), so a trace still shows *that* two calls used the same
-key without showing the key.
+A :class:`Redactor` replaces every secret with a stable placeholder ``<redacted:HMAC>`` and
+every piece of personal data with ``<email:HMAC>``, ``<phone:HMAC>`` or ``<card:HMAC>``. The
+HMAC (12 hex digits of HMAC-SHA256) is keyed with the store's placeholder key
+(:meth:`sandbox.snapshot.store.DirectoryStore.placeholder_key`), which never leaves the store:
+the same value gives the same placeholder everywhere in a store (events, manifest, blobs), so
+a trace still shows *that* two calls used the same key, but a guessed secret cannot be
+confirmed from a bundle.
 
 What counts as a secret:
 
 * text matching the built-in patterns (OpenAI/Anthropic-style ``sk-...`` keys, ``Bearer``
   tokens, AWS access key ids, GitHub and Slack tokens) or the user's own regular expressions;
+* the password of any URL (``scheme://user:PASSWORD@host``): the password is replaced, the
+  user and host are kept, and the password becomes a literal secret everywhere;
 * the values of sensitive headers (``authorization``, ``x-api-key``, ``cookie`` ...);
 * the values of environment variables whose name contains ``KEY``, ``TOKEN``, ``SECRET``,
-  ``PASSWORD`` (or is in the user's list): they are redacted in the manifest's ``env`` and,
-  wherever they appear later, in every event and text blob;
-* literal values the user declares secret.
+  ``PASSWORD`` (or is in the user's list), and values that look like a credential whatever
+  the variable's name (a long high-entropy token): wherever they appear, in every event and
+  text blob;
+* literal values the user declares secret, and those learned during the run (a header
+  value): :meth:`Redactor.add_secret`; :attr:`Redactor.learned` lists them so that what was
+  written before can be redacted again (see :mod:`sandbox.capture.scrub`).
+
+Personal data (on by default, each kind configurable): e-mail addresses, phone numbers
+written with separators or a leading ``+``, and card numbers that pass the Luhn check.
 
 Redaction works on serialized bytes (one regular-expression pass per event line) so its cost
-stays flat. Binary blobs (service dumps) are not rewritten: replacing bytes would corrupt them.
+stays flat.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import math
 import re
+import secrets as _secrets
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_TRIGGERS: tuple[str, ...] = (
-    "sk-",
-    "Bearer ",
-    "bearer ",
-    "AKIA",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "xox",
-)
-"""Substrings one of which every default pattern's match contains: text with none of them
-(and none of the literal secrets) skips the regular expression."""
 DEFAULT_PATTERNS: tuple[str, ...] = (
     r"sk-ant-[A-Za-z0-9_\-]{8,}",
     r"sk-(?:proj-|svcacct-|live-|test-)?[A-Za-z0-9_\-]{16,}",
@@ -51,6 +52,17 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     r"gh[pousr]_[A-Za-z0-9]{20,}",
     r"xox[abposr]-[A-Za-z0-9\-]{10,}",
 )
+URL_PASSWORD = r"(?<=://)(?P<urluser>[^\s:/@\"'<>\\]*):(?P<urlpw>[^\s/@\"'<>\\]+)(?=@)"
+"""``user:password`` between ``://`` and ``@``; only the password is replaced."""
+PII_PATTERNS: dict[str, str] = {
+    "email": r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*"
+    r"\.[A-Za-z]{2,24}(?![\w-])",
+    "phone": r"(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}"
+    r"(?![\w.-])|(?<![\w+])\+\d{10,14}(?![\w.])",
+    "card": r"(?<![\w.-])\d{4}(?:[ -]\d{4}){2}[ -]\d{1,7}(?![\w.-])"
+    r"|(?<=[\"'=\s>])\d{13,19}(?=[\"'&<\s])",
+}
+"""Personal data found by default; :attr:`RedactionConfig.pii` chooses which kinds."""
 SENSITIVE_HEADERS = frozenset(
     {
         "authorization",
@@ -62,19 +74,48 @@ SENSITIVE_HEADERS = frozenset(
         "x-auth-token",
     }
 )
-SENSITIVE_ENV_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD")
+SENSITIVE_ENV_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED")
 MIN_LITERAL = 6
-"""Shorter env values are not treated as literal secrets everywhere (``PASSWORD=1`` would
-turn every ``1`` into a placeholder); they are still redacted in the manifest's env."""
+"""Shorter values are not treated as literal secrets everywhere (``PASSWORD=1`` would turn
+every ``1`` into a placeholder); they are still redacted in the manifest's env."""
+_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9+_\-][A-Za-z0-9+/=_\-]{15,}")
+_ENTROPY_LIMIT = 3.5
+"""Bits per character above which a long single token counts as a credential (random
+base64/hex keys are well above it; words, paths and versions are below it)."""
 
 
-def placeholder(secret: str) -> str:
-    return f"<redacted:{hashlib.sha256(secret.encode()).hexdigest()[:12]}>"
+def random_key() -> bytes:
+    """A key for a redactor that has no store (its placeholders are stable within it)."""
+    return _secrets.token_bytes(32)
+
+
+def keyed_digest(key: bytes, value: str) -> str:
+    """12 hex digits of HMAC-SHA256 of ``value`` keyed with ``key``."""
+    return hmac.new(key, value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:12]
+
+
+def credential_like(value: str) -> bool:
+    """A single long token of letters and digits with high Shannon entropy (an API key, a
+    random password); not a path, a word, a version or a locale."""
+    if not _TOKEN.fullmatch(value):
+        return False
+    counts = Counter(value)
+    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    return entropy >= _ENTROPY_LIMIT
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
 
 
 @dataclass(frozen=True)
 class RedactionConfig:
-    """What to redact, as data (it crosses into a captured child process as JSON)."""
+    """What to redact and which environment variables to record, as data (it crosses into
+    a captured child process as JSON)."""
 
     patterns: tuple[str, ...] = ()
     """Extra regular expressions; each match is a secret."""
@@ -83,6 +124,12 @@ class RedactionConfig:
     secrets: tuple[str, ...] = ()
     """Literal secret values."""
     default_patterns: bool = True
+    pii: tuple[str, ...] = tuple(PII_PATTERNS)
+    """Kinds of personal data replaced (``email``, ``phone``, ``card``); ``()`` for none."""
+    pii_patterns: tuple[tuple[str, str], ...] = ()
+    """Extra personal data: ``(kind, regular expression)``; a match becomes ``<kind:HMAC>``."""
+    env_record: tuple[str, ...] = ()
+    """Environment variables recorded in the manifest besides those the run read."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +137,9 @@ class RedactionConfig:
             "env_names": list(self.env_names),
             "secrets": list(self.secrets),
             "default_patterns": self.default_patterns,
+            "pii": list(self.pii),
+            "pii_patterns": [list(p) for p in self.pii_patterns],
+            "env_record": list(self.env_record),
         }
 
     @classmethod
@@ -99,6 +149,9 @@ class RedactionConfig:
             env_names=tuple(data.get("env_names", ())),
             secrets=tuple(data.get("secrets", ())),
             default_patterns=bool(data.get("default_patterns", True)),
+            pii=tuple(data.get("pii", tuple(PII_PATTERNS))),
+            pii_patterns=tuple((str(k), str(p)) for k, p in data.get("pii_patterns", ())),
+            env_record=tuple(data.get("env_record", ())),
         )
 
 
@@ -106,13 +159,22 @@ class RedactionConfig:
 class Redactor:
     config: RedactionConfig = field(default_factory=RedactionConfig)
     env: Mapping[str, str] = field(default_factory=dict)
-    """The environment the run starts with: sensitive variables' values become secrets."""
+    """The environment the run starts with: secret-looking values become literal secrets."""
+    key: bytes = field(default_factory=random_key, repr=False)
+    """The placeholder key (the store's); never written into a run."""
 
     def __post_init__(self) -> None:
         self._literals: set[str] = set(s for s in self.config.secrets if s)
+        self.learned: set[str] = set()
+        """Secrets added after the redactor was made (the log may hold them already)."""
         for name, value in self.env.items():
-            if self.is_sensitive_env(name) and len(value) >= MIN_LITERAL:
+            if self.env_is_secret(name, value) and len(value) >= MIN_LITERAL:
                 self._literals.add(value)
+            self._literals.update(self._url_passwords(value))
+        self._pii: dict[str, str] = {
+            kind: PII_PATTERNS[kind] for kind in self.config.pii if kind in PII_PATTERNS
+        }
+        self._pii.update(dict(self.config.pii_patterns))
         self._patterns = list(self.config.patterns)
         if self.config.default_patterns:
             self._patterns[:0] = DEFAULT_PATTERNS
@@ -120,20 +182,33 @@ class Redactor:
 
     # --- configuration -------------------------------------------------------------------
 
+    def placeholder(self, secret: str, kind: str = "redacted") -> str:
+        return f"<{kind}:{keyed_digest(self.key, secret)}>"
+
     def is_sensitive_env(self, name: str) -> bool:
         upper = name.upper()
         return upper in {n.upper() for n in self.config.env_names} or any(
             part in upper for part in SENSITIVE_ENV_PARTS
         )
 
+    def env_is_secret(self, name: str, value: str) -> bool:
+        return self.is_sensitive_env(name) or credential_like(value)
+
     def add_secret(self, value: str) -> None:
         """Treat ``value`` as secret from now on (for example a header value)."""
         if value and value not in self._literals and len(value) >= MIN_LITERAL:
             self._literals.add(value)
+            self.learned.add(value)
             self._compile()
 
+    @staticmethod
+    def _url_passwords(text: str) -> set[str]:
+        if "://" not in text:
+            return set()
+        return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
+
     def _compile(self) -> None:
-        alternatives: list[str] = []
+        alternatives: list[str] = [URL_PASSWORD]
         # Literal secrets, raw and as they appear inside a JSON string, longest first.
         forms: set[str] = set()
         for lit in self._literals:
@@ -141,50 +216,56 @@ class Redactor:
             forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
         alternatives.extend(re.escape(f) for f in sorted(forms, key=len, reverse=True))
         alternatives.extend(f"(?:{p})" for p in self._patterns)
+        for i, pattern in enumerate(self._pii.values()):
+            alternatives.append(f"(?P<pii{i}>{pattern})")
+        self._pii_kinds = {f"pii{i}": kind for i, kind in enumerate(self._pii)}
         self._escaped: dict[str, str] = {
             json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
         }
-        # A cheap pre-check: substrings (found with ``in``) one of which every match contains.
-        # User patterns cannot be pre-checked: with any, the regular expression always runs.
-        triggers = set(forms) | (set(DEFAULT_TRIGGERS) if self.config.default_patterns else set())
-        self._triggers: tuple[bytes, ...] | None = (
-            None if self.config.patterns else tuple(t.encode() for t in sorted(triggers))
-        )
-        if alternatives:
-            text = "|".join(alternatives)
-            self._re: re.Pattern[str] | None = re.compile(text)
-            self._bre: re.Pattern[bytes] | None = re.compile(text.encode())
-        else:
-            self._re = self._bre = None
+        text = "|".join(alternatives)
+        self._re: re.Pattern[str] = re.compile(text)
+        self._bre: re.Pattern[bytes] = re.compile(text.encode())
 
     # --- applying it ---------------------------------------------------------------------
 
+    def _replace(self, groups: Mapping[str, str | None], found: str) -> str:
+        password = groups.get("urlpw")
+        if password is not None:
+            return f"{groups.get('urluser') or ''}:{self.placeholder(password)}"
+        for group, kind in self._pii_kinds.items():
+            if groups.get(group) is not None:
+                if kind == "card":
+                    digits = re.sub(r"\D", "", found)
+                    return self.placeholder(digits, kind) if _luhn(digits) else found
+                return self.placeholder(found, kind)
+        return self.placeholder(self._escaped.get(found, found))
+
     def _sub(self, match: re.Match[str]) -> str:
-        found = match.group(0)
-        return placeholder(self._escaped.get(found, found))
+        return self._replace(match.groupdict(), match.group(0))
 
     def _bsub(self, match: re.Match[bytes]) -> bytes:
-        return self._sub_text(match.group(0).decode("utf-8", "surrogateescape")).encode(
-            "utf-8", "surrogateescape"
-        )
+        def text(b: bytes | None) -> str | None:
+            return None if b is None else b.decode("utf-8", "surrogateescape")
 
-    def _sub_text(self, found: str) -> str:
-        return placeholder(self._escaped.get(found, found))
+        groups = {k: text(v) for k, v in match.groupdict().items()}
+        found = match.group(0).decode("utf-8", "surrogateescape")
+        return self._replace(groups, found).encode("utf-8", "surrogateescape")
 
     def text(self, value: str) -> str:
-        if self._re is None:
-            return value
+        self._learn_urls(value)
         return self._re.sub(self._sub, value)
 
     def bytes(self, data: bytes) -> bytes:
         """Redact serialized text (an event line, a JSON or text blob)."""
-        if self._bre is None:
-            return data
-        if self._triggers is not None and not any(t in data for t in self._triggers):
-            return data
+        if b"://" in data:
+            self._learn_urls(data.decode("utf-8", "surrogateescape"))
         if self._bre.search(data) is None:
             return data
         return self._bre.sub(self._bsub, data)
+
+    def _learn_urls(self, text: str) -> None:
+        for password in self._url_passwords(text):
+            self.add_secret(password)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
         """Headers as a dict with lower-case names; sensitive values become placeholders."""
@@ -194,18 +275,22 @@ class Redactor:
             if key in SENSITIVE_HEADERS:
                 scheme, sep, rest = value.partition(" ")
                 if key.endswith("authorization") and sep and rest:
-                    out[key] = f"{scheme} {placeholder(rest)}"
+                    out[key] = f"{scheme} {self.placeholder(rest)}"
                 else:
-                    out[key] = placeholder(value)
+                    out[key] = self.placeholder(value)
             else:
                 out[key] = self.text(value)
         return out
 
-    def environ(self, env: Mapping[str, str]) -> dict[str, str]:
-        """The environment for the manifest: sensitive variables' values become placeholders."""
+    def environ(self, env: Mapping[str, str], names: Iterable[str] | None = None) -> dict[str, str]:
+        """The environment for the manifest: only ``names`` (all when ``None``) that are set;
+        secret values become placeholders, the rest is redacted as text."""
+        chosen = env.keys() if names is None else set(names) & env.keys()
         return {
-            name: placeholder(value) if self.is_sensitive_env(name) else self.text(value)
-            for name, value in sorted(env.items())
+            name: self.placeholder(env[name])
+            if self.env_is_secret(name, env[name])
+            else self.text(env[name])
+            for name in sorted(chosen)
         }
 
     def value(self, value: Any) -> Any:

@@ -30,10 +30,12 @@ from typing import Any, TypeVar, cast
 from sandbox.capture import boundary
 from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
 from sandbox.capture.environment import code_version, host, runtime
+from sandbox.capture.envreads import track_env_reads
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.capture.scrub import redact_manifest, seal
 from sandbox.errors import CaptureError
 from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ServiceState
@@ -62,15 +64,6 @@ def make_run_id(name: str, when: float) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:60] or "run"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
     return f"{slug}-{stamp}-{secrets.token_hex(3)}"
-
-
-def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
-    """The manifest with every string redacted (command lines, bindings, labels ...)."""
-    data = manifest.model_dump(mode="json")
-    env = data.pop("env")
-    out = redactor.value(data)
-    out["env"] = env  # already redacted by Redactor.environ
-    return Manifest.model_validate(out)
 
 
 @dataclass
@@ -106,7 +99,7 @@ class Capture:
         clock = self.clock or SystemClock()
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         env = dict(os.environ if self.environ is None else self.environ)
-        redactor = Redactor(self.redaction, env)
+        redactor = Redactor(self.redaction, env, store.placeholder_key())
         started = clock.time()
         cwd = self.cwd or os.getcwd()
         run_id = self.run_id or make_run_id(self.name, started)
@@ -121,7 +114,7 @@ class Capture:
             or Entrypoint(kind="command", command=list(sys.argv), cwd=cwd),
             code=code_version(cwd, lambda data, media: store.put_blob(redactor.bytes(data), media)),
             runtime=runtime(self.packages),
-            env=redactor.environ(env),
+            env=redactor.environ(env, self.redaction.env_record),
             clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone()),
             seeds={"run": seed, "uuid4": derive_seed(seed, "uuid4")},
             services=services,
@@ -191,6 +184,7 @@ class Capture:
             self._recorder = None
             recorder.closed = True
             recorder.writer.close()
+        seal(recorder)
         self.finish(recorder)
 
     def finish(self, recorder: Recorder, exit_code: int | None = None) -> Manifest:
@@ -208,11 +202,9 @@ class Capture:
             )
         return finish_manifest(
             store,
-            manifest.model_copy(
-                update={
-                    "services": services,
-                    "failure": recorder.failure,
-                }
+            redact_manifest(
+                manifest.model_copy(update={"services": services, "failure": recorder.failure}),
+                recorder.redactor,
             ),
             recorder.writer,
             exit_code=exit_code,
@@ -263,7 +255,9 @@ def start_recording(
 ) -> list[Callable[[], None]]:
     """Seed the generators, patch ``uuid4`` and httpx; record the seeds in the manifest.
     Return the undo functions (the recorder must be installed already)."""
-    undo: list[Callable[[], None]] = []
+    reads, stop_tracking = track_env_reads()
+    recorder.env_reads = reads
+    undo: list[Callable[[], None]] = [stop_tracking]
     seeds = seed_generators(seed)
     if ids:
         undo.append(patch_uuid4(derive_seed(seed, "uuid4")))

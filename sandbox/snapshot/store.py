@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import uuid
@@ -41,6 +42,8 @@ from sandbox.snapshot.snapshot import Snapshot
 
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
+PLACEHOLDER_KEY = ".placeholder-key"
+"""The store's secret for keyed placeholders (never exported: a bundle holds runs and blobs)."""
 DEFAULT_STORE = "snapshots"
 STORE_ENV = "SANDBOX_STORE"
 
@@ -247,6 +250,27 @@ class DirectoryStore:
     def blob_path(self, key: str) -> Path:
         check_blob_key(key)
         return self.blobs_dir / key[:2] / key
+
+    def placeholder_key(self) -> bytes:
+        """The store's placeholder key (32 random bytes), made on first use, readable only by
+        its owner. Redaction keys its placeholders with it; it never goes into a bundle."""
+        path = self.root / PLACEHOLDER_KEY
+        try:
+            return bytes.fromhex(path.read_text().strip())
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            raise StoreError(f"{path}: damaged placeholder key (expected 64 hex digits)") from None
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-key-")
+        try:
+            with os.fdopen(fd, "w") as f:  # mkstemp makes it 0600
+                f.write(secrets.token_hex(32) + "\n")
+            with contextlib.suppress(FileExistsError):  # another process made it first
+                os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+        return bytes.fromhex(path.read_text().strip())
 
     # --- blobs ---------------------------------------------------------------------------
 

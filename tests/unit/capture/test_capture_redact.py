@@ -1,78 +1,208 @@
-"""Planted secrets never reach the disk: events, manifest, blobs."""
+"""Planted secrets and personal data never reach the disk: events, manifest, blobs."""
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from sandbox import capture
-from sandbox.capture.redact import RedactionConfig, Redactor, placeholder
+from sandbox.capture.redact import RedactionConfig, Redactor, credential_like
 from sandbox.snapshot.events import HTTPExchange, ToolCall
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import PLACEHOLDER_KEY, DirectoryStore
 
 HEADER_KEY = "sk-live-HEADERSECRET0123456789abc"
 ENV_SECRET = "env-only-value-9f8e7d6c"
 CUSTOM = "ACME-7777-SECRET-CODE"
 USER_ENV = "corp-internal-passphrase"
+ODD_NAME = "Zq8t3LmW9xR2vKp7Yc4Nd"  # a credential in a variable whose name says nothing
+UNREAD = "never-read-value-4711"
+DB_PASSWORD = "hunter2"
+LATE_TOKEN = "tok-LATE-5b1e9c0d7a"  # seen in a tool output before it is sent as a bearer
+EMAIL = "jane.doe@example.org"
+FORM_SECRET = "ghp_FormBodyToken0123456789abcdefABCD"
+XML_SECRET = "AKIAXMLBODY0123456789"[:20]
+VENDOR_SECRET = "xoxb-vendor-json-0123456789"
 
 
-def test_planted_secrets_are_nowhere_on_disk(store: DirectoryStore, fake_api: Any) -> None:
-    env = {
-        "PATH": "/usr/bin",
-        "STRIPE_SECRET": ENV_SECRET,
-        "CORP_PASS": USER_ENV,
-    }
+def _store_bytes(root: Path) -> list[tuple[Path, bytes]]:
+    return [(p, p.read_bytes()) for p in root.rglob("*") if p.is_file()]
+
+
+def _assert_absent(root: Path, planted: list[str]) -> None:
+    for path, data in _store_bytes(root):
+        if path.name == PLACEHOLDER_KEY:
+            continue
+        for secret in planted:
+            assert secret.encode() not in data, f"{secret} found in {path}"
+
+
+def test_planted_secrets_are_nowhere_on_disk(
+    store: DirectoryStore, fake_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STRIPE_SECRET", ENV_SECRET)
+    monkeypatch.setenv("CORP_PASS", USER_ENV)
+    monkeypatch.setenv("ACME_SETTING", ODD_NAME)
+    monkeypatch.setenv("UNREAD_SETTING", UNREAD)
+    monkeypatch.setenv("DATABASE_URL", f"postgresql://app:{DB_PASSWORD}@db:5432/shop")
+    monkeypatch.setenv("PLAIN_SETTING", "blue")
 
     @capture.tool
     def send_email(to: str, body: str) -> str:
         return f"sent to {to}: {body}"
 
+    @capture.tool
+    def fetch_token() -> str:
+        return f"your token is {LATE_TOKEN}"
+
     config = RedactionConfig(patterns=(r"ACME-\d{4}-SECRET-CODE",), env_names=("CORP_PASS",))
-    with capture.run(
-        "secrets", store=store, seed=1, environ=env, redaction=config, blob_threshold=512
-    ) as rec:
+    settings: dict[str, Any] = {"redaction": config, "blob_threshold": 512, "cwd": str(store.root)}
+    with capture.run("secrets", store=store, seed=1, **settings) as rec:
+        fetch_token()  # the token is written before anything says it is secret
+        db = os.environ["DATABASE_URL"]
+        odd = os.getenv("ACME_SETTING", "")
+        plain = os.environ.get("PLAIN_SETTING")
         with httpx.Client(headers={"Authorization": f"Bearer {HEADER_KEY}"}) as client:
-            client.post(f"{fake_api.url}/echo", json={"note": f"code {CUSTOM}"})
+            client.post(f"{fake_api.url}/echo", json={"note": f"code {CUSTOM}", "to": EMAIL})
+            big = "x" * 600
+            client.post(
+                f"{fake_api.url}/form",
+                content=f"secret={FORM_SECRET}&email={EMAIL}&pad={big}",
+                headers={"content-type": "application/x-www-form-urlencoded"},
+            )
+            client.post(
+                f"{fake_api.url}/xml",
+                content=f"<a><k>{XML_SECRET}</k><m>{EMAIL}</m>{big}</a>",
+                headers={"content-type": "application/xml"},
+            )
+            client.post(
+                f"{fake_api.url}/vendor",
+                content=f'{{"data":{{"k":"{VENDOR_SECRET}","m":"{EMAIL}","p":"{big}"}}}}',
+                headers={"content-type": "application/vnd.api+json"},
+            )
+        with httpx.Client(headers={"Authorization": f"Bearer {LATE_TOKEN}"}) as client:
+            client.get(f"{fake_api.url}/late")
         # The agent leaks secrets into tool arguments, and into a large output (a blob).
-        send_email("a@b.c", f"key={HEADER_KEY} env={ENV_SECRET} pass={USER_ENV}")
-        send_email("a@b.c", ("padding " * 100) + ENV_SECRET)
-        capture.result({"leak": ENV_SECRET})
+        send_email(EMAIL, f"key={HEADER_KEY} env={ENV_SECRET} pass={USER_ENV} db={db}")
+        send_email("a@b.c", ("padding " * 100) + ENV_SECRET + odd + LATE_TOKEN)
+        capture.result({"leak": ENV_SECRET, "plain": plain})
 
+    planted = [HEADER_KEY, ENV_SECRET, CUSTOM, USER_ENV, ODD_NAME, UNREAD, LATE_TOKEN, EMAIL]
+    planted += [FORM_SECRET, XML_SECRET, VENDOR_SECRET, f":{DB_PASSWORD}@"]
     files = [p for p in store.root.rglob("*") if p.is_file()]
-    assert any("blobs" in p.parts for p in files)  # the big output went to a blob
-    for path in files:
-        data = path.read_bytes()
-        for secret in (HEADER_KEY, ENV_SECRET, CUSTOM, USER_ENV):
-            assert secret.encode() not in data, f"{secret} found in {path}"
+    assert sum("blobs" in p.parts for p in files) >= 4  # the big bodies and output are blobs
+    _assert_absent(store.root, planted)
+    assert DB_PASSWORD.encode() not in (store.run_dir(rec.run_id) / "manifest.json").read_bytes()
 
+    redactor = Redactor(key=store.placeholder_key())
     events = store.load_events(rec.run_id)
     http = next(e for e in events if isinstance(e, HTTPExchange))
     # Stable placeholders: the same secret reads the same everywhere.
-    assert http.request_headers["authorization"] == f"Bearer {placeholder(HEADER_KEY)}"
-    tool = next(e for e in events if isinstance(e, ToolCall))
-    body = str(tool.args["body"])
-    assert placeholder(HEADER_KEY) in body and placeholder(ENV_SECRET) in body
-    assert placeholder(USER_ENV) in body
-    assert placeholder(CUSTOM) in str(http.request_body)
+    assert http.request_headers["authorization"] == f"Bearer {redactor.placeholder(HEADER_KEY)}"
+    tools = [e for e in events if isinstance(e, ToolCall)]
+    assert redactor.placeholder(LATE_TOKEN) in str(tools[0].output)
+    body = str(tools[1].args["body"])
+    assert redactor.placeholder(HEADER_KEY) in body and redactor.placeholder(ENV_SECRET) in body
+    assert redactor.placeholder(USER_ENV) in body
+    assert f"postgresql://app:{redactor.placeholder(DB_PASSWORD)}@db:5432/shop" in body
+    assert tools[1].args["to"] == redactor.placeholder(EMAIL, "email")
+    assert redactor.placeholder(CUSTOM) in str(http.request_body)
+
+    env = store.load_manifest(rec.run_id).env
+    # Only what the run read is recorded (httpx reads its TLS settings); secrets as placeholders.
+    assert set(env) - {"SSL_CERT_FILE", "SSL_CERT_DIR"} == {
+        "DATABASE_URL",
+        "ACME_SETTING",
+        "PLAIN_SETTING",
+    }
+    assert env["ACME_SETTING"] == redactor.placeholder(ODD_NAME)
+    assert env["PLAIN_SETTING"] == "blue"
+    assert (
+        env["DATABASE_URL"] == f"postgresql://app:{redactor.placeholder(DB_PASSWORD)}@db:5432/shop"
+    )
+
+
+def test_configured_variables_are_recorded_without_being_read(store: DirectoryStore) -> None:
+    env = {"HOME": "/home/x", "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu", "OTHER": "y"}
+    config = RedactionConfig(env_record=("HOME", "OPENAI_API_KEY", "MISSING"))
+    with capture.run("allow", store=store, seed=1, environ=env, redaction=config) as rec:
+        pass
     manifest = store.load_manifest(rec.run_id)
-    assert manifest.env["STRIPE_SECRET"] == placeholder(ENV_SECRET)
-    assert manifest.env["CORP_PASS"] == placeholder(USER_ENV)
-    assert manifest.env["PATH"] == "/usr/bin"
+    assert set(manifest.env) == {"HOME", "OPENAI_API_KEY"}
+    assert manifest.env["HOME"] == "/home/x"
+    assert manifest.env["OPENAI_API_KEY"].startswith("<redacted:")
+
+
+def test_placeholders_are_keyed_per_store(tmp_path: Path) -> None:
+    one, two = DirectoryStore(tmp_path / "one"), DirectoryStore(tmp_path / "two")
+    key = one.placeholder_key()
+    assert key == one.placeholder_key() and len(key) == 32
+    assert stat.S_IMODE((one.root / PLACEHOLDER_KEY).stat().st_mode) == 0o600
+    assert key != two.placeholder_key()
+    a, b = Redactor(key=key), Redactor(key=two.placeholder_key())
+    assert a.placeholder("hunter2") == a.placeholder("hunter2") != b.placeholder("hunter2")
+    # Not the unsalted hash: a guessed secret cannot be confirmed without the key.
+    import hashlib
+
+    assert hashlib.sha256(b"hunter2").hexdigest()[:12] not in a.placeholder("hunter2")
 
 
 def test_redactor_units() -> None:
     r = Redactor(RedactionConfig(secrets=('quo"te-secret',)), {"MY_TOKEN": "tok-123456", "X": "1"})
-    assert r.text("use tok-123456 now") == f"use {placeholder('tok-123456')} now"
-    assert r.text("sk-ant-abcdefgh12345") == placeholder("sk-ant-abcdefgh12345")
+    p = r.placeholder
+    assert r.text("use tok-123456 now") == f"use {p('tok-123456')} now"
+    assert r.text("sk-ant-abcdefgh12345") == p("sk-ant-abcdefgh12345")
     # A secret with a quote is found inside JSON text too, with the same placeholder.
-    assert (
-        r.bytes(b'{"a":"quo\\"te-secret"}')
-        == b'{"a":"' + placeholder('quo"te-secret').encode() + b'"}'
-    )
+    assert r.bytes(b'{"a":"quo\\"te-secret"}') == b'{"a":"' + p('quo"te-secret').encode() + b'"}'
     assert r.headers([("Cookie", "a=b"), ("Accept", "json")]) == {
-        "cookie": placeholder("a=b"),
+        "cookie": p("a=b"),
         "accept": "json",
     }
     assert r.bytes(b"nothing here") == b"nothing here"
-    assert r.environ({"X": "1", "MY_TOKEN": "t"}) == {"MY_TOKEN": placeholder("t"), "X": "1"}
+    assert r.environ({"X": "1", "MY_TOKEN": "t"}) == {"MY_TOKEN": p("t"), "X": "1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "found"),
+    [
+        ("write to bob@example.com today", "email", "bob@example.com"),
+        ("call +1 415-555-0132", "phone", "+1 415-555-0132"),
+        ("call (415) 555-0132", "phone", "(415) 555-0132"),
+        ("card 4111 1111 1111 1111 ok", "card", "4111111111111111"),
+        ('{"card":"4111111111111111"}', "card", "4111111111111111"),
+    ],
+)
+def test_personal_data_becomes_stable_placeholders(text: str, kind: str, found: str) -> None:
+    r = Redactor()
+    out = r.text(text)
+    assert r.placeholder(found, kind) in out
+    assert r.bytes(text.encode()) == out.encode()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"mono":0.0123456789012345,"seed":4111111111111111,"wall":1709294400.123456}',
+        b'{"id":"123e4567-e89b-12d3-a456-426614174000","url":"http://127.0.0.1:8080/x"}',
+        b'{"card":"4111111111111112","date":"2024-03-01T12:00:00Z","v":"1.2.3"}',
+    ],
+)
+def test_numbers_that_are_not_personal_data_stay(line: bytes) -> None:
+    assert Redactor().bytes(line) == line
+
+
+def test_personal_data_kinds_are_configurable() -> None:
+    off = Redactor(RedactionConfig(pii=(), pii_patterns=(("employee", r"EMP-\d{6}"),)))
+    assert off.text("bob@example.com EMP-123456") == (
+        f"bob@example.com {off.placeholder('EMP-123456', 'employee')}"
+    )
+
+
+def test_credential_like_values() -> None:
+    assert credential_like(ODD_NAME) and credential_like("ZmFrZS1jcmVkZW50aWFsLXZhbHVlMQ==")
+    for plain in ("/usr/bin:/bin", "en_US.UTF-8", "blue", "/root/.pyenv/versions"):
+        assert not credential_like(plain)

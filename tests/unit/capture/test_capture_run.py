@@ -111,7 +111,10 @@ def test_manifest_describes_the_run(store: DirectoryStore) -> None:
         "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstu",
         "DB_PASSWORD": "hunter22",
     }
-    with capture.run("manifest", store=store, seed=99, environ=env, labels={"team": "a"}) as rec:
+    config = capture.RedactionConfig(env_record=tuple(env))
+    with capture.run(
+        "manifest", store=store, seed=99, environ=env, labels={"team": "a"}, redaction=config
+    ) as rec:
         pass
     m = store.load_manifest(rec.run_id)
     assert m.run_id.startswith("manifest-") and m.name == "manifest"

@@ -1,0 +1,83 @@
+"""Sealing a capture: what was written before a secret was learned is redacted again, and
+the environment variables the run read are recorded.
+
+A secret can be learned late: a value shows up in a tool's output, and only a later request
+sends it as a bearer token. Before the run is finished, :func:`seal` runs the redactor (which
+knows every secret by then) over the event log and over every text blob the run stored; a
+blob that changes is stored again under its new SHA-256, the events are pointed at it, and
+the old blob is removed when this run created it. The manifest is redacted again too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from sandbox.capture.recorder import Recorder
+from sandbox.capture.redact import Redactor
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import EVENTS, atomic_file
+
+_MAX_PASSES = 3
+"""Redacting can teach the redactor a URL password; the log is then redacted again."""
+
+
+def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
+    """The manifest with every string redacted (command lines, bindings, labels ...)."""
+    data = manifest.model_dump(mode="json")
+    env = data.pop("env")
+    out = redactor.value(data)
+    out["env"] = env  # made by Redactor.environ
+    return Manifest.model_validate(out)
+
+
+def recorded_env(recorder: Recorder) -> dict[str, str]:
+    """The variables the run read, and those configured, with secret values as placeholders."""
+    redactor = recorder.redactor
+    names = recorder.env_reads | set(redactor.config.env_record)
+    return redactor.environ(redactor.env, names)
+
+
+def seal(recorder: Recorder) -> Manifest:
+    """Redact again what was written before the last secret was learned; record the
+    environment read. Call once the event log is closed; returns the updated manifest."""
+    redactor = recorder.redactor
+    for _ in range(_MAX_PASSES):
+        known = len(redactor.learned)
+        if not known:
+            break
+        _rewrite(recorder)
+        if len(redactor.learned) == known:
+            break
+    manifest = recorder.writer.manifest
+    env = {**manifest.env, **recorded_env(recorder)}
+    sealed = redact_manifest(manifest.model_copy(update={"env": env}), redactor)
+    recorder.writer.update_manifest(sealed)
+    return sealed
+
+
+def _rewrite(recorder: Recorder) -> None:
+    store, redactor = recorder.store, recorder.redactor
+    moved: dict[str, tuple[str, int, int]] = {}
+    for key, created in list(recorder.written_blobs.items()):
+        data = store.get_blob(key)
+        clean = redactor.bytes(data)
+        if clean == data:
+            continue
+        ref = recorder.put_redacted(clean, "application/octet-stream")
+        moved[key] = (ref.sha256, len(data), len(clean))
+        recorder.written_blobs.pop(key, None)
+        if created:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(store.blob_path(key))
+    path = recorder.writer.folder / EVENTS
+    with open(path, "rb") as src, atomic_file(path) as dst:
+        for line in src:
+            out = redactor.bytes(line)
+            for old, (new, old_size, new_size) in moved.items():
+                if old.encode() in out:
+                    out = out.replace(
+                        f'"sha256":"{old}","size":{old_size}'.encode(),
+                        f'"sha256":"{new}","size":{new_size}'.encode(),
+                    ).replace(old.encode(), new.encode())
+            dst.write(out)
