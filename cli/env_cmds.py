@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from cli.app import JsonOption, app
 from sandbox.containers import build_images, gc, list_images
@@ -45,21 +46,21 @@ def images_build(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if present.")] = False,
     base: BaseOption = None,
 ) -> None:
-    """Build the images that are missing (or changed), streaming the build output.
+    """Build the images that are missing (or changed): one line per image, present, built in
+    N s, or rebuilt because its build context changed (the build output only passes by).
 
     Example: [bold]sandbox images build postgres redis[/bold]
     """
     console = _console()
-    with console.status("building images") as status:
-
-        def progress(line: str) -> None:
-            console.print(line, markup=False)
-            status.update(line[:80])
-
-        results = build_images(names or None, progress=progress, force=force, base=base)
-    for result in results:
-        took = f" in {result.seconds:.0f} s" if result.action != "present" else ""
-        console.print(f"[bold]{result.name}[/bold] {result.tag}: {result.action}{took}")
+    with console.status("images") as status:
+        # Build output only moves the transient status line; each image is printed once.
+        build_images(
+            names or None,
+            progress=lambda line: status.update(Text(line[: max(console.width - 4, 20)])),
+            on_result=lambda result: console.print(result.describe(), markup=False),
+            force=force,
+            base=base,
+        )
 
 
 @images_app.command("list")

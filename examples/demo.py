@@ -31,6 +31,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from sandbox.errors import SandboxError
 from sandbox.snapshot.manifest import Manifest
@@ -127,8 +128,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     if not args.skip_images:
         console.rule("images")
-        for result in build_images(progress=lambda line: console.print(f"[dim]{line}[/dim]")):
-            console.print(f"{result.name}: {result.tag} {result.action}")
+        with console.status("images") as status:
+            build_images(
+                progress=lambda line: status.update(Text(line[:76])),
+                on_result=lambda result: console.print(result.describe(), markup=False),
+            )
 
     console.rule("capture")
     manifests = [capture(store, name, captures[name], console) for name in names]

@@ -47,12 +47,12 @@ def _build_missing_images(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def progress(line: str) -> None:
-        if reporter is not None and ("built" in line or "building" in line.lower()):
+        if reporter is not None and "building" in line.lower():
             reporter.write_line(f"images: {line}")
 
     for result in build_images(["postgres", "redis"], progress=progress):
         if reporter is not None:
-            reporter.write_line(f"images: {result.name} {result.action} ({result.seconds:.0f} s)")
+            reporter.write_line(f"images: {result.describe()}")
 
 
 @pytest.fixture

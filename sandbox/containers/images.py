@@ -18,7 +18,7 @@ import sys
 import tempfile
 import tomllib
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -83,6 +83,19 @@ class BuildResult:
     tag: str
     action: Literal["built", "rebuilt", "present"]
     seconds: float = 0.0
+    why: Literal["", "missing", "forced", "context changed"] = ""
+    """Why it was built: missing, ``--force``, or its build context changed."""
+
+    def describe(self) -> str:
+        """One line: ``postgres: sandbox-replayer/postgres:15 rebuilt in 41 s because its
+        build context changed``."""
+        if self.action == "present":
+            return f"{self.name}: {self.tag} present"
+        because = {"forced": " (forced)", "context changed": " because its build context changed"}
+        return (
+            f"{self.name}: {self.tag} {self.action} in {self.seconds:.0f} s"
+            f"{because.get(self.why, '')}"
+        )
 
 
 # --- build contexts --------------------------------------------------------------------------
@@ -288,8 +301,10 @@ def build_images(
     force: bool = False,
     base: str | None = None,
     client: DockerClient | None = None,
+    on_result: Callable[[BuildResult], None] | None = None,
 ) -> list[BuildResult]:
-    """Build the images that are missing (all by default), streaming output to ``progress``.
+    """Build the images that are missing (all by default), streaming output to ``progress``;
+    ``on_result`` hears of each image once, as soon as it is present or built.
 
     An image already present is kept unless ``force``, or unless it carries a context hash
     that differs from this checkout's (its Dockerfile or, for the runner, the project
@@ -305,15 +320,26 @@ def build_images(
         _image_def(name)
     client = client or connect(timeout=900)
     results: list[BuildResult] = []
+
+    def done(result: BuildResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
     needs_base = any(n != "base" for n in wanted) and base == DEFAULT_BASE
     if "base" in wanted or needs_base:
         start = time.monotonic()
-        if _inspect(client, DEFAULT_BASE) is None or ("base" in wanted and force):
+        missing = _inspect(client, DEFAULT_BASE) is None
+        if missing or ("base" in wanted and force):
             _build_base(client, progress, force="base" in wanted and force)
-            results.append(BuildResult("base", DEFAULT_BASE, "built", time.monotonic() - start))
+            seconds = time.monotonic() - start
+            done(
+                BuildResult(
+                    "base", DEFAULT_BASE, "built", seconds, "missing" if missing else "forced"
+                )
+            )
         elif "base" in wanted:
-            progress(f"base: {DEFAULT_BASE} present")
-            results.append(BuildResult("base", DEFAULT_BASE, "present"))
+            done(BuildResult("base", DEFAULT_BASE, "present"))
     for name in [n for n in BUILD_ORDER if n in wanted and n != "base"]:
         image = IMAGES[name]
         ctx = _Context(image, base)
@@ -322,17 +348,17 @@ def build_images(
             label = None if found is None else (found.labels or {}).get(CONTEXT_HASH)
             stale = label is not None and label != ctx.hash
             if found is not None and not force and not stale:
-                progress(f"{name}: {image.tag} present")
-                results.append(BuildResult(name, image.tag, "present"))
+                done(BuildResult(name, image.tag, "present"))
                 continue
-            why = "missing" if found is None else ("forced" if force else "context changed")
+            why: Literal["missing", "forced", "context changed"] = (
+                "missing" if found is None else ("forced" if force else "context changed")
+            )
             progress(f"{name}: building {image.tag} ({why})")
             start = time.monotonic()
             ctx.prepare(progress)
             _docker_build(client, image, ctx, base, progress)
             action: Literal["built", "rebuilt"] = "built" if found is None else "rebuilt"
-            results.append(BuildResult(name, image.tag, action, time.monotonic() - start))
-            progress(f"{name}: {image.tag} {action} in {time.monotonic() - start:.0f} s")
+            done(BuildResult(name, image.tag, action, time.monotonic() - start, why))
         finally:
             ctx.close()
     return results

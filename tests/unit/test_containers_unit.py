@@ -70,3 +70,20 @@ def test_bridge_names_fit_linux_limit() -> None:
 def test_naive_frozen_time_is_taken_as_utc() -> None:
     assert faketime_env(datetime(2024, 3, 1, 12, 0))["FAKETIME"] == "@2024-03-01 12:00:00"
     assert faketime_env(datetime(2024, 3, 1, 12, 0, tzinfo=UTC))["FAKETIME"].endswith("12:00:00")
+
+
+def test_build_result_is_one_line_with_its_state() -> None:
+    from sandbox.containers.images import BuildResult
+
+    tag = "sandbox-replayer/postgres:15"
+    assert [
+        BuildResult("postgres", tag, "present").describe(),
+        BuildResult("postgres", tag, "built", 41.4, "missing").describe(),
+        BuildResult("postgres", tag, "rebuilt", 39.6, "context changed").describe(),
+        BuildResult("postgres", tag, "rebuilt", 12.0, "forced").describe(),
+    ] == [
+        f"postgres: {tag} present",
+        f"postgres: {tag} built in 41 s",
+        f"postgres: {tag} rebuilt in 40 s because its build context changed",
+        f"postgres: {tag} rebuilt in 12 s (forced)",
+    ]
