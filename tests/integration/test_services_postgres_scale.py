@@ -1,0 +1,140 @@
+"""The postgres kind at scale, on small data: byte-stable dumps, hashes computed in the
+server, and judging that rescans only the tables a run changed."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from test_services_containers import create_database, postgres_server
+
+from sandbox.services import get_kind
+from sandbox.services.pgstate import logical_state, rows_digest, state_fingerprint
+from sandbox.services.postgres import pg_tool, unpack_dump
+
+pytestmark = pytest.mark.docker
+
+SCHEMA = """
+CREATE TABLE big (id int PRIMARY KEY, body text);
+INSERT INTO big SELECT g, repeat('x', g % 50) FROM generate_series(1, 5000) g;
+CREATE TABLE small (id int PRIMARY KEY, qty int);
+INSERT INTO small VALUES (1, 1), (2, 2);
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def shop(server: str) -> str:
+    endpoint = create_database(server, "scale")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = 'scale_sbx_rp'").fetchone():
+            conn.execute("ALTER DATABASE scale_sbx_rp IS_TEMPLATE false")
+            conn.execute("DROP DATABASE scale_sbx_rp")
+    with psycopg.connect(endpoint, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    return endpoint
+
+
+def _scans(endpoint: str, table: str) -> int:
+    """Sequential scans of ``table`` so far (the statistics of ended sessions included)."""
+    with psycopg.connect(endpoint, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT seq_scan FROM pg_stat_user_tables WHERE relname = %s", (table,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_second_capture_of_an_unchanged_database_is_the_same_bytes(shop: str) -> None:
+    kind = get_kind("postgres")
+    first = kind.capture(shop)
+    second = kind.capture(shop)
+    assert first.data == second.data
+    assert first.state_hash == second.state_hash
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("UPDATE small SET qty = 3 WHERE id = 1")
+    third = kind.capture(shop)
+    assert third.data != first.data and third.state_hash != first.state_hash
+
+
+def test_dump_is_compressed_at_level_one_by_default_and_configurable(
+    shop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kind = get_kind("postgres")
+
+    def level() -> str:
+        _, dump = unpack_dump(kind.capture(shop).data)
+        listing = subprocess.run(
+            [*pg_tool("pg_restore"), "--list"], input=dump, capture_output=True, check=True
+        ).stdout.decode()
+        return next(line for line in listing.splitlines() if "Compression:" in line)
+
+    assert level().split()[-1] == "1"
+    monkeypatch.setenv("SANDBOX_PG_COMPRESSION", "6")
+    assert level().split()[-1] == "6"
+
+
+def test_server_side_version_1_digest_equals_the_python_one(shop: str) -> None:
+    """Old snapshots recorded version-1 hashes computed in Python: the server computes the
+    same value."""
+    with psycopg.connect(shop) as conn:
+        conn.execute("SET extra_float_digits = 1")
+        texts = conn.execute("SELECT ROW(r.*)::text FROM ONLY big r").fetchall()
+        digests = sorted(hashlib.sha256(t[0].encode()).digest() for t in texts)
+        expected = {"count": len(digests), "sha256": hashlib.sha256(b"".join(digests)).hexdigest()}
+        assert rows_digest(conn, psycopg.sql.Identifier("public", "big"), 1) == expected
+
+
+def test_judging_rescans_only_changed_tables_and_equals_a_full_hash(shop: str) -> None:
+    kind = get_kind("postgres")
+    captured = kind.capture(shop)
+    kind.restore(shop, captured.data)
+    kind.mark_restore_point(shop)
+    assert kind.state_hash(shop) == captured.state_hash
+
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("UPDATE small SET qty = 7 WHERE id = 2")
+    big, small = _scans(shop, "big"), _scans(shop, "small")
+    judged = kind.state_hash(shop)
+    assert _scans(shop, "big") == big, "the unchanged table was not scanned"
+    assert _scans(shop, "small") == small + 1, "the changed table was"
+    with psycopg.connect(shop) as conn:
+        assert judged == state_fingerprint(logical_state(conn))
+    assert judged != captured.state_hash
+
+    kind.reset(shop)
+    assert kind.state_hash(shop) == captured.state_hash
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "DELETE FROM big WHERE id = 5",
+        "TRUNCATE small",
+        "ALTER TABLE big ADD COLUMN extra int DEFAULT 1",
+        "INSERT INTO small VALUES (3, 3)",
+    ],
+)
+def test_every_kind_of_change_is_seen_by_a_session_still_open(shop: str, change: str) -> None:
+    """The agent's session is still connected (its statistics not flushed) when judging
+    starts: the session is ended and its change counted."""
+    kind = get_kind("postgres")
+    kind.mark_restore_point(shop)
+    before = kind.state_hash(shop)
+    held: psycopg.Connection[Any] = psycopg.connect(shop, autocommit=True)
+    try:
+        held.execute(change)
+        judged = kind.state_hash(shop)
+    finally:
+        held.close()
+    with psycopg.connect(shop) as conn:
+        assert judged == state_fingerprint(logical_state(conn)) != before
