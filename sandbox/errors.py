@@ -89,6 +89,10 @@ class ServiceNotReadyError(SandboxError):
     """A service container never became ready; the message carries its last log lines."""
 
 
+class ResourceError(SandboxError):
+    """The machine lacks the memory or disk a sandbox needs; the message names how much."""
+
+
 class PortInUseError(SandboxError):
     """A port asked for on the host is already taken."""
 

@@ -43,6 +43,7 @@ from sandbox.containers.engine import (
     require_image,
 )
 from sandbox.containers.labels import KIND, SERVICE, Owner
+from sandbox.containers.sizing import Size, check_fits, host_memory, size_for, state_bytes
 from sandbox.containers.specs import (
     LIBFAKETIME,
     ContainerSpec,
@@ -86,6 +87,9 @@ class ServiceSpec:
     version: str | None = None
     """Server version at capture: a newer major than the image's is refused up front."""
     database: str | None = None
+    state_bytes: int | None = None
+    """Size of the live state (the database's size, as measured at capture): the container's
+    storage and memory are sized to it; default: estimated from the dump's size."""
 
     @classmethod
     def from_state(cls, state: ServiceState) -> ServiceSpec:
@@ -103,6 +107,9 @@ class ServiceSpec:
             blob=state.before.sha256 if state.before else None,
             version=state.version,
             database=database,
+            state_bytes=state_bytes(
+                state.meta.get("state_bytes"), state.before.size if state.before else None
+            ),
         )
 
 
@@ -251,6 +258,7 @@ def bring_up(
     for spec in specs:
         if not is_path_kind(spec.kind):
             require_image(client, container_spec(spec.kind).image_tag)
+    check_fits(_sizes(specs, states), host_memory(client.info()))
 
     owner = Owner.current(session)
     env = Environment(owner.session, owner, frozen_at, client)
@@ -283,6 +291,17 @@ def _load_states(specs: list[ServiceSpec], store: Store | None) -> dict[str, byt
                 raise StoreError(f"service {spec.name!r} names blob {spec.blob}, but no store")
             states[spec.name] = store.get_blob(spec.blob)
     return states
+
+
+def _sizes(specs: list[ServiceSpec], states: Mapping[str, bytes]) -> dict[str, tuple[Size, int]]:
+    """Each container's size (see :mod:`sandbox.containers.sizing`) and its state's."""
+    out: dict[str, tuple[Size, int]] = {}
+    for spec in specs:
+        if not is_path_kind(spec.kind):
+            found = states.get(spec.name)
+            held = state_bytes(spec.state_bytes, len(found) if found is not None else None)
+            out[spec.name] = (size_for(container_spec(spec.kind).storage, held), held)
+    return out
 
 
 def _check_version(spec: ServiceSpec, cspec: ContainerSpec) -> None:
@@ -348,7 +367,7 @@ def _container_name(session: str, service: str) -> str:
     return f"sbx-{session}-{_NAME.sub('-', service)}"[:63]
 
 
-def _create(env: Environment, spec: ServiceSpec, progress: Progress) -> None:
+def _create(env: Environment, spec: ServiceSpec, size: Size, progress: Progress) -> None:
     import docker.errors
     from docker.types import EndpointConfig
     from testcontainers.core.config import testcontainers_config
@@ -373,12 +392,14 @@ def _create(env: Environment, spec: ServiceSpec, progress: Progress) -> None:
             networking_config={
                 env.network_name: EndpointConfig(env.client.api._version, aliases=[alias])
             },
-            mem_limit=cspec.mem_limit,
+            mem_limit=size.mem_limit,
             pids_limit=cspec.pids_limit,
             security_opt=["no-new-privileges"],
         )
     )
-    for path, options in cspec.tmpfs.items():
+    if cspec.command:
+        builder.with_command(list(cspec.command))
+    for path, options in {**cspec.tmpfs, **size.tmpfs(cspec.storage)}.items():
         builder.with_tmpfs_mount(path, options)  # the value is docker's tmpfs option string
     try:
         container = builder.start().get_wrapped_container()
@@ -418,7 +439,7 @@ def _ready_and_restore(
 
     cspec = container_spec(spec.kind)
     start = clock()
-    _create(env, spec, progress)
+    _create(env, spec, _sizes([spec], states)[spec.name][0], progress)
     endpoint = env.services[spec.name]
     container = env._containers[spec.name]
     deadline = start + timeout

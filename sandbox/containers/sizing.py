@@ -1,0 +1,104 @@
+"""Sandbox containers sized to the state they hold: a service's in-memory storage (tmpfs)
+and memory limit grow with its captured state, and a state the Docker host cannot hold is
+refused up front with the size it needs.
+
+The state's size is what the capture measured (``state_bytes`` in the service's metadata:
+the database size for Postgres) or, for older captures, an estimate from the dump's size.
+Postgres keeps up to three copies of a database on its tmpfs (the database, its restore point
+and the scratch copy an end-state diff restores), plus the cluster and a small WAL; a tmpfs
+is charged to the container's memory, so the memory limit covers it too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.errors import ResourceError
+
+MIB = 1 << 20
+DUMP_EXPANSION = 8
+"""Bytes of live state per byte of dump, for captures that did not measure their state."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """How a kind's storage and memory grow with its state."""
+
+    path: str | None
+    """Where the tmpfs is mounted (``None``: no tmpfs)."""
+    owner: tuple[int, int] = (0, 0)
+    copies: float = 3.0
+    """How many copies of the state the storage holds at most."""
+    base_mib: int = 256
+    """Storage for an empty state (the cluster, the WAL, headroom)."""
+    memory_mib: int = 512
+    """Memory for the server itself, on top of its storage."""
+
+
+@dataclass(frozen=True)
+class Size:
+    storage_bytes: int
+    memory_bytes: int
+
+    @property
+    def mem_limit(self) -> str:
+        return f"{math.ceil(self.memory_bytes / MIB)}m"
+
+    def tmpfs(self, storage: Storage) -> dict[str, str]:
+        if storage.path is None:
+            return {}
+        uid, gid = storage.owner
+        size = f"{math.ceil(self.storage_bytes / MIB)}m"
+        return {storage.path: f"rw,uid={uid},gid={gid},size={size}"}
+
+
+def size_for(storage: Storage, state_bytes: int) -> Size:
+    """The storage and memory a container needs to hold ``state_bytes`` of state."""
+    grown = math.ceil(storage.copies * state_bytes * 1.25)
+    stored = storage.base_mib * MIB + (grown if storage.path is not None else 0)
+    memory = storage.memory_mib * MIB + (stored if storage.path is not None else grown)
+    return Size(stored, memory)
+
+
+def state_bytes(measured: object, dump_bytes: int | None) -> int:
+    """The state's size: as measured at capture, else estimated from its dump."""
+    if isinstance(measured, int) and measured >= 0:
+        return measured
+    return DUMP_EXPANSION * (dump_bytes or 0)
+
+
+def host_memory(info: dict[str, object]) -> int | None:
+    """Memory the Docker host can give: its total (``docker info``), or less when this
+    machine is the host and has less available."""
+    total = info.get("MemTotal")
+    found = int(total) if isinstance(total, int) else None
+    meminfo = Path("/proc/meminfo")
+    if meminfo.is_file():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+                found = available if found is None else min(found, available)
+    return found
+
+
+def check_fits(needs: dict[str, tuple[Size, int]], available: int | None) -> None:
+    """Refuse, naming the memory needed, when the services' sizes do not fit ``available``
+    (``needs``: service -> (size, state bytes))."""
+    total = sum(size.memory_bytes for size, _ in needs.values())
+    if available is None or total <= available:
+        return
+    parts = ", ".join(
+        f"{name} {_gib(size.memory_bytes)} for {_gib(state)} of state"
+        for name, (size, state) in sorted(needs.items())
+    )
+    raise ResourceError(
+        f"the sandbox needs {_gib(total)} of memory ({parts}) but the Docker host has "
+        f"{_gib(available)} available: free memory, or replay on a machine with at least "
+        f"{_gib(total)}"
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{math.ceil(n / MIB)} MiB"
