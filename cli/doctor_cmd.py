@@ -19,7 +19,7 @@ def doctor(
         bool, typer.Option("--quiet", "-q", help="Print only what is not ok (nothing if all is).")
     ] = False,
 ) -> None:
-    """Check the engine, the images, libfaketime, free space, Chromium and the optional
+    """Check the engine, the images, libfaketime, memory, free space, Chromium and the optional
     integrations, one line each with a fix.
 
     Exit code 0 when everything `make demo` and `make replay` need is there, 1 otherwise.

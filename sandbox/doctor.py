@@ -16,12 +16,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from sandbox.containers.bringup import ServiceSpec
 from sandbox.containers.engine import DockerClient, connect
 from sandbox.containers.images import ImageStatus, list_images
 from sandbox.containers.labels import Owner
+from sandbox.containers.sizing import Size, check_fits, host_memory, size_for
 from sandbox.containers.specs import CONTAINER_KINDS, LIBFAKETIME
-from sandbox.errors import DockerUnavailableError
-from sandbox.sizes import human_size, tmpfs_size
+from sandbox.errors import DockerUnavailableError, ResourceError
+from sandbox.sizes import human_size
 from sandbox.snapshot.store import DirectoryStore
 
 Status = Literal["ok", "warn", "fail", "off"]
@@ -118,10 +120,12 @@ def diagnose(
         statuses = list_images(client=client, tags=image_tags)
         checks.extend(_image_check(s) for s in statuses)
         checks.extend(_faketime_checks(client, statuses))
+        checks.append(_memory_check(store, client))
     else:
         skipped = "not checked: no engine"
         checks.append(Check("images", "off", skipped))
         checks.append(Check("libfaketime", "off", skipped))
+        checks.append(Check("memory", "off", skipped))
     checks.extend(_space_checks(store, disk_usage))
     checks.append(_chromium_check())
     checks.extend(_integration_check(name) for name in INTEGRATIONS)
@@ -247,30 +251,43 @@ def _space_checks(store: DirectoryStore, disk_usage: DiskUsageFn) -> Iterator[Ch
             f"{human_size(free)} free at {store.root}, {human_size(need)} needed: {room}",
             "free space there, or point --store (SANDBOX_STORE) at a larger volume",
         )
-    for kind, spec in CONTAINER_KINDS.items():
-        for mount, options in spec.tmpfs.items():
-            capacity = tmpfs_size(options)
-            of_kind = [s for s in states if s.kind == kind]
-            top = max(of_kind, key=lambda s: s.size, default=None)
-            if capacity is None or top is None:
-                continue
-            name = f"tmpfs {kind}"
-            if top.size <= capacity:
-                yield Check(
-                    name,
-                    "ok",
-                    f"{human_size(capacity)} at {mount} holds the largest {kind} state, "
-                    f"{top.describe()}",
-                )
-            else:
-                yield Check(
-                    name,
-                    "fail",
-                    f"the largest {kind} state, {top.describe()}, does not fit the "
-                    f"{human_size(capacity)} tmpfs at {mount}",
-                    f"raise its size in CONTAINER_KINDS[{kind!r}].tmpfs "
-                    "(sandbox/containers/specs.py)",
-                )
+
+
+def _memory_check(store: DirectoryStore, client: DockerClient) -> Check:
+    """The run whose containers need the most memory (each one's tmpfs and limit are sized to
+    its state, :mod:`sandbox.containers.sizing`) against what the Docker host has."""
+    largest: tuple[int, str, dict[str, tuple[Size, int]]] | None = None
+    for manifest in store.list():
+        needs = {}
+        for state in manifest.services:
+            if state.kind in CONTAINER_KINDS:
+                held = ServiceSpec.from_state(state).state_bytes or 0
+                needs[state.name] = (size_for(CONTAINER_KINDS[state.kind].storage, held), held)
+        total = sum(size.memory_bytes for size, _ in needs.values())
+        if needs and (largest is None or total > largest[0]):
+            largest = (total, manifest.run_id, needs)
+    if largest is None:
+        return Check("memory", "ok", "no container state in the store")
+    total, run_id, needs = largest
+    available = host_memory(client.info())
+    if available is None:
+        return Check(
+            "memory",
+            "warn",
+            f"the Docker host's memory is unknown; {run_id} needs {human_size(total)}",
+        )
+    try:
+        check_fits(needs, available)
+    except ResourceError as exc:
+        # Its message ends with what to do: that part is the fix.
+        detail, sep, fix = str(exc).partition(": free memory")
+        return Check("memory", "fail", f"{run_id}: {detail}", f"free memory{fix}" if sep else "")
+    return Check(
+        "memory",
+        "ok",
+        f"{human_size(available)} available to containers; the largest run, {run_id}, needs "
+        f"{human_size(total)} (storage and limits sized to its state)",
+    )
 
 
 # --- host tools and integrations ---------------------------------------------------------

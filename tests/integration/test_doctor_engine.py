@@ -15,7 +15,7 @@ from cli.main import main
 from sandbox.containers import connect
 from sandbox.containers.images import DEFAULT_BASE
 from sandbox.doctor import Diagnosis, diagnose
-from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot import DirectoryStore, Snapshot
 
 pytestmark = pytest.mark.docker
 
@@ -51,7 +51,8 @@ def test_everything_present_exits_0(demo_store: DirectoryStore) -> None:
     assert by_name["engine"].detail.startswith("Docker ")
     for name in ("postgres", "redis"):
         assert by_name[f"libfaketime {name}"].status == "ok"
-    assert by_name["tmpfs postgres"].status == "ok"
+    assert by_name["memory"].status == "ok"
+    assert f"the largest run, {DEMO_RUN}, needs " in by_name["memory"].detail
 
 
 def test_docker_host_pointing_nowhere(
@@ -137,3 +138,21 @@ def test_store_on_a_too_small_volume(
         f"free at {store.root}, 64.0 MB needed: 64.0 MB for a replay's events and reports "
         f"plus the largest captured state, 3.3 KB ({DEMO_RUN}, service db)" in failing[0]
     )
+
+
+def test_state_larger_than_the_host_memory(demo_store: DirectoryStore) -> None:
+    """A run captured from a 1 TiB database: its containers (sized to the state) cannot fit."""
+    original = demo_store.load(DEMO_RUN)
+    services = [
+        state.model_copy(update={"meta": {**state.meta, "state_bytes": 1 << 40}})
+        for state in original.manifest.services
+    ]
+    manifest = original.manifest.model_copy(update={"run_id": "huge-state", "services": services})
+    demo_store.save(Snapshot(manifest, original.events))
+    diagnosis = diagnose(demo_store)
+    assert _failing(diagnosis) == ["memory"]
+    assert diagnosis.exit_code == 1
+    check = next(c for c in diagnosis.checks if c.name == "memory")
+    assert check.detail.startswith("huge-state: the sandbox needs ")
+    assert "of state) but the Docker host has " in check.detail
+    assert check.fix.startswith("free memory, or replay on a machine with at least ")
