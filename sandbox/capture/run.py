@@ -150,7 +150,7 @@ class Capture:
     def _capture_service(
         self, store: DirectoryStore, redactor: Redactor, spec: ServiceSpec
     ) -> ServiceState:
-        from sandbox.services.base import get_kind
+        from sandbox.services.registry import get_kind
 
         state = get_kind(spec.kind).capture(spec.endpoint)
         ref = store.put_blob(state.data, state.media_type)
@@ -193,7 +193,7 @@ class Capture:
         manifest = recorder.writer.manifest
         services = []
         for spec, before in zip(self.services, manifest.services, strict=True):
-            from sandbox.services.base import get_kind
+            from sandbox.services.registry import get_kind
 
             state = get_kind(spec.kind).capture(spec.endpoint)
             ref = store.put_blob(state.data, state.media_type)

@@ -58,7 +58,8 @@ from sandbox.errors import (
     StoreError,
     UnknownNameError,
 )
-from sandbox.services.base import ServiceKind, get_kind
+from sandbox.services.base import ServiceKind
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 from sandbox.snapshot.store import Store
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox.errors import ReplayError, UnknownNameError
-from sandbox.services.base import ServiceKind, get_kind
+from sandbox.services.base import ServiceKind
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 
 SERVICES_ENV = "SANDBOX_SERVICES_JSON"

@@ -25,7 +25,8 @@ from pydantic import JsonValue
 
 from sandbox.errors import SandboxError
 from sandbox.replay.divergence import StateDiff, diff_state_hashes, diff_states
-from sandbox.services.base import DESCRIBE_LIMIT, get_kind
+from sandbox.services.base import DESCRIBE_LIMIT
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 from sandbox.snapshot.store import Store
 

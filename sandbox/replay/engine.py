@@ -331,7 +331,7 @@ def _replay_once(
 
 
 def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
-    from sandbox.services.base import get_kind
+    from sandbox.services.registry import get_kind
 
     endpoint = endpoints.get(state.name)
     if endpoint is None:

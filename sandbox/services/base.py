@@ -8,12 +8,11 @@ starts containers itself; ``sandbox.containers`` starts them and hands endpoints
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from pydantic import JsonValue
-
-from sandbox.errors import UnknownNameError
 
 DESCRIBE_LIMIT = 1000
 """Items a description holds per table, per Redis database or per folder (see
@@ -82,16 +81,7 @@ def register(kind: ServiceKind) -> ServiceKind:
     return kind
 
 
-def get_kind(name: str) -> ServiceKind:
-    import sandbox.services  # noqa: F401  (registers the built-in kinds)
-
-    try:
-        return _KINDS[name]
-    except KeyError:
-        raise UnknownNameError("service kind", name, list(_KINDS)) from None
-
-
-def kind_names() -> list[str]:
-    import sandbox.services  # noqa: F401
-
-    return sorted(_KINDS)
+def registered() -> Mapping[str, ServiceKind]:
+    """The kinds registered so far. Look kinds up with :func:`sandbox.services.registry.get_kind`,
+    which registers the built-in ones first."""
+    return _KINDS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from sandbox.services.base import get_kind
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import Binding, ServiceState
 from sandbox.snapshot.store import Store
 

@@ -1,0 +1,94 @@
+"""The import graph of ``sandbox/``, read from the source (every import statement, including
+those inside functions): the lower layers never import ``sandbox.replay``, and no module
+imports itself back through any chain.
+
+The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
+put on ``PYTHONPATH`` of a wrapped command and starts either the capture or, for the replay of
+such a run, the replay child (``sandbox.replay.command``); it is code run in another process,
+not a dependency of the capture package.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "sandbox"
+LOWER = ("sandbox.capture", "sandbox.snapshot", "sandbox.services", "sandbox.containers")
+UPPER = "sandbox.replay"
+ALLOWED_UPWARD = {("sandbox.capture._site.sitecustomize", "sandbox.replay.command")}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The dotted names an import statement may load (for ``from X import y``: ``X.y``, which
+    is the submodule when there is one)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        parts = module.split(".")
+        base = parts if is_package else parts[:-1]
+        base = base[: len(base) - node.level + 1]
+        prefix = ".".join([*base, node.module] if node.module else base)
+    else:
+        prefix = node.module or ""
+    return [f"{prefix}.{alias.name}" for alias in node.names]
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ``sandbox`` it imports, at any depth of its code."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for name in _imported(node, module, path.name == "__init__.py"):
+                    found = _resolve(name, modules)
+                    if found is not None and found != module:
+                        targets.add(found)
+        graph[module] = targets
+    return graph
+
+
+def test_the_graph_is_read_from_the_source() -> None:
+    """The reader sees top-level imports, ``from package import submodule`` and imports inside
+    functions."""
+    graph = import_graph()
+    assert "sandbox.services.registry" in graph["sandbox.services"]
+    assert "sandbox.services.postgres" in graph["sandbox.services.registry"]
+    assert "sandbox.replay.command" in graph["sandbox.capture._site.sitecustomize"]  # lazy
+
+
+def test_lower_layers_never_import_replay() -> None:
+    upward = {
+        (module, target)
+        for module, targets in import_graph().items()
+        if module.startswith(LOWER)
+        for target in targets
+        if target == UPPER or target.startswith(UPPER + ".")
+    }
+    assert upward == ALLOWED_UPWARD
+
+
+def test_no_import_cycle_counting_lazy_imports() -> None:
+    try:
+        graphlib.TopologicalSorter(import_graph()).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None
