@@ -7,8 +7,6 @@ from typing import Annotated
 import typer
 
 from cli.app import StoreOption, app, store_from
-from sandbox.capture.command import capture_command
-from sandbox.capture.redact import RedactionConfig
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -27,8 +25,11 @@ def capture(
 ) -> None:
     """Run a program with capture on; keep its output and exit code.
 
-    Example: [bold]sandbox capture --name checkout -- python agent.py --order 42[/bold]
+    Example: sandbox capture --name checkout -- python agent.py --order 42
     """
+    from sandbox.capture.command import capture_command
+    from sandbox.capture.redact import RedactionConfig
+
     result = capture_command(
         command,
         name=name,

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from cli.app import JsonOption, StoreOption, app, store_from
-from sandbox.doctor import diagnose
 
 
 @app.command()
@@ -24,8 +23,10 @@ def doctor(
 
     Exit code 0 when everything `make demo` and `make replay` need is there, 1 otherwise.
 
-    Example: [bold]sandbox doctor --json[/bold]
+    Example: sandbox doctor --json
     """
+    from sandbox.doctor import diagnose
+
     diagnosis = diagnose(store_from(store))
     if as_json:
         typer.echo(json.dumps(diagnosis.to_dict(), indent=2))

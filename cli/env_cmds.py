@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
-from rich.text import Text
 
 from cli.app import JsonOption, app
-from sandbox.containers import build_images, gc, list_images
-from sandbox.containers.images import BASE_ENV, BUILD_ORDER
+from sandbox.names import BASE_ENV
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 images_app = typer.Typer(
     name="images",
@@ -34,6 +33,8 @@ BaseOption = Annotated[
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -41,7 +42,7 @@ def _console() -> Console:
 def images_build(
     names: Annotated[
         list[str] | None,
-        typer.Argument(help=f"Images to build ({', '.join(BUILD_ORDER)}); default all."),
+        typer.Argument(help="Images to build, as `sandbox images list` names them; default all."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if present.")] = False,
     base: BaseOption = None,
@@ -49,8 +50,12 @@ def images_build(
     """Build the images that are missing (or changed): one line per image, present, built in
     N s, or rebuilt because its build context changed (the build output only passes by).
 
-    Example: [bold]sandbox images build postgres redis[/bold]
+    Example: sandbox images build postgres redis
     """
+    from rich.text import Text
+
+    from sandbox.containers import build_images
+
     console = _console()
     with console.status("images") as status:
         # Build output only moves the transient status line; each image is printed once.
@@ -67,8 +72,13 @@ def images_build(
 def images_list(base: BaseOption = None, as_json: JsonOption = False) -> None:
     """Show each image, whether it is built, and whether it matches this checkout.
 
-    Example: [bold]sandbox images list[/bold]
+    Example: sandbox images list
     """
+    from rich.console import Console
+    from rich.table import Column, Table
+
+    from sandbox.containers import list_images
+
     statuses = list_images(base=base)
     if as_json:
         typer.echo(json.dumps([s.__dict__ for s in statuses], indent=2))
@@ -91,8 +101,10 @@ def gc_command(
 ) -> None:
     """Remove the containers, networks and firewall rules that dead sessions left behind.
 
-    Example: [bold]sandbox gc[/bold]
+    Example: sandbox gc
     """
+    from sandbox.containers import gc
+
     console = _console()
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
     if report.empty:

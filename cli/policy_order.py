@@ -10,11 +10,12 @@ Click keeps the values of each option but not the order across options, so the c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typer.core import TyperCommand
 
-from sandbox.replay.policy import PolicySet
+if TYPE_CHECKING:
+    from sandbox.replay.policy import PolicySet
 
 POLICY_OPTIONS = ("live", "recorded", "spy", "policy")
 """The parameters that carry policy rules (``policy`` as ``POLICY=KIND[:GLOB]``)."""
@@ -43,4 +44,6 @@ def ordered_policies(order: Sequence[str], values: Mapping[str, Sequence[str] | 
             tokens.append(f"--{name}={pending[name].pop(0)}")
     for name in POLICY_OPTIONS:
         tokens.extend(f"--{name}={value}" for value in pending[name])
+    from sandbox.replay.policy import PolicySet
+
     return PolicySet.from_argv(tokens)

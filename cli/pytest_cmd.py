@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 
 from cli.app import StoreOption, app, store_from
-from sandbox.regress import write_regression_test
 
 
 @app.command("pytest")
@@ -27,8 +26,10 @@ def pytest_cmd(
 ) -> None:
     """Write a pytest file that replays RUN and fails while its failure still reproduces.
 
-    Example: [bold]sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5[/bold]
+    Example: sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5
     """
+    from sandbox.regress import write_regression_test
+
     opened = store_from(store)
     manifest = opened.load_manifest(run)
     if output.suffix != ".py":

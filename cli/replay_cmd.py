@@ -10,8 +10,7 @@ import typer
 
 from cli.app import JsonOption, StoreOption, app, store_from
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
-from sandbox.replay.attached import SERVICES_ENV, load_services
-from sandbox.replay.engine import replay as run_replay
+from sandbox.names import SERVICES_ENV
 
 
 @app.command("replay", cls=PolicyOrderCommand)
@@ -77,8 +76,11 @@ def replay_command(
 ) -> None:
     """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if not.
 
-    Example: [bold]sandbox replay orders-20240131T235930Z-a1b2c3 --times 20[/bold]
+    Example: sandbox replay orders-20240131T235930Z-a1b2c3 --times 20
     """
+    from sandbox.replay.attached import load_services
+    from sandbox.replay.engine import replay as run_replay
+
     policies = ordered_policies(
         ctx.meta.get(ORDER_KEY, ()),
         {"live": live, "recorded": recorded, "spy": spy, "policy": policy},

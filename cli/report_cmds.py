@@ -7,15 +7,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
 from cli.app import JsonOption, StoreOption, app, store_from
-from sandbox.regress import check_store
-from sandbox.snapshot.manifest import Manifest
 
 if TYPE_CHECKING:
     from sandbox.replay.incontainer import ContainerReplayReport
+    from sandbox.snapshot.manifest import Manifest
 
 
 @app.command("ci-repro")
@@ -55,8 +52,13 @@ def ci_repro(
     """Replay every captured failure in the store; exit 1 if one no longer reproduces.
 
     A run captured as failed must still show its failure on replay; one that does not (or
-    cannot be replayed) is a lost reproduction. Example: [bold]sandbox ci-repro --times 3[/bold]
+    cannot be replayed) is a lost reproduction. Example: sandbox ci-repro --times 3
     """
+    from rich.console import Console
+    from rich.table import Column, Table
+
+    from sandbox.regress import check_store
+
     opened = store_from(store)
     err = Console(stderr=True, highlight=False)
 

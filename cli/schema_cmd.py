@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from cli.app import app
-from sandbox.snapshot.events import event_json_schema
-from sandbox.snapshot.manifest import SCHEMA_VERSION, manifest_json_schema
 
 
 @app.command()
@@ -18,8 +16,11 @@ def schema(
 ) -> None:
     """Print the JSON Schema of the snapshot formats.
 
-    Example: [bold]sandbox schema event[/bold]
+    Example: sandbox schema event
     """
+    from sandbox.snapshot.events import event_json_schema
+    from sandbox.snapshot.manifest import SCHEMA_VERSION, manifest_json_schema
+
     schemas = {"manifest": manifest_json_schema(), "event": event_json_schema()}
     if which == "all":
         out: object = {"schema_version": SCHEMA_VERSION, **schemas}

@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Column, Table
 
 from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.errors import UnsafePathError
-from sandbox.snapshot.bundle import export_bundle, import_bundle
-from sandbox.snapshot.listing import (
-    entrypoint_text,
-    event_summary,
-    failure_text,
-    run_state,
-    summarize_runs,
-)
-from sandbox.snapshot.store import DirectoryStore, check_run_id
-from sandbox.snapshot.verify import VerifyReport, verify_bundle, verify_run
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sandbox.snapshot.store import DirectoryStore
+    from sandbox.snapshot.verify import VerifyReport
 
 RunArgument = Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")]
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(soft_wrap=False, highlight=False)
 
 
@@ -43,8 +39,12 @@ def _size(n: int) -> str:
 def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
     """List the runs in the store, oldest first.
 
-    Example: [bold]sandbox list --store snapshots --json[/bold]
+    Example: sandbox list --store snapshots --json
     """
+    from rich.table import Column, Table
+
+    from sandbox.snapshot.listing import summarize_runs
+
     summaries = summarize_runs(store_from(store))
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
@@ -75,20 +75,48 @@ def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
         console.print(f"no runs in {store_from(store).root}")
 
 
-@app.command()
-def show(run: RunArgument, store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """Show a run: its manifest in short, and the timeline of its events.
+SHOWN = 200
+"""Events ``show`` prints without ``--limit``."""
 
-    Example: [bold]sandbox show duplicate-order-1 --json[/bold]
+
+@app.command()
+def show(
+    run: RunArgument,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", help="Only events of this kind (repeatable): llm, tool, http, ..."),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=0,
+            help=f"At most this many events, 0 for all (default {SHOWN}; with --json, all).",
+            show_default=False,
+        ),
+    ] = None,
+    start: Annotated[
+        int, typer.Option("--start", min=0, help="First event's sequence number.")
+    ] = 0,
+) -> None:
+    """Show a run: its manifest in short, and the timeline of its events, streamed from the
+    event log one page at a time.
+
+    Example: sandbox show duplicate-order-1 --kind tool --limit 50 --start 200
     """
-    snapshot = store_from(store).load(run)
-    manifest = snapshot.manifest
+    from sandbox.snapshot.listing import entrypoint_text, event_summary, failure_text, run_state
+
+    opened = store_from(store)
+    manifest = opened.load_manifest(run)
+    kinds = tuple(kind or ())
     if as_json:
-        out = {
-            "manifest": manifest.model_dump(mode="json"),
-            "events": [e.model_dump(mode="json") for e in snapshot.events],
-        }
-        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+        events = opened.iter_events(run, kinds=kinds, start=start, limit=limit)
+        typer.echo('{"manifest": ' + manifest.model_dump_json(indent=2) + ', "events": [')
+        for i, event in enumerate(events):
+            typer.echo(("," if i else "") + event.model_dump_json())
+        typer.echo("]}")
         return
     console = _console()
     console.print(f"[bold]{manifest.run_id}[/bold] {manifest.name}".rstrip())
@@ -113,21 +141,24 @@ def show(run: RunArgument, store: StoreOption = None, as_json: JsonOption = Fals
             "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
         )
     console.print(f"  failure     {failure_text(manifest) or '-'}")
-    console.print(f"  events      {len(snapshot.events)}")
-    table = Table("seq", "+time", "task", "kind", "name", "summary")
-    for event in snapshot.events:
-        table.add_row(
-            str(event.seq),
-            f"+{event.mono:.3f}s",
-            event.task,
-            event.kind,
-            event.name,
-            event_summary(event),
+    if manifest.event_count is not None:
+        console.print(f"  events      {manifest.event_count}")
+    page = SHOWN if limit is None else limit
+    typer.echo(f"{'seq':>6}  {'+time':>10}  {'task':<10}  {'kind':<9}  {'name':<24}  summary")
+    shown = opened.iter_events(run, kinds=kinds, start=start, limit=page + 1 if page else None)
+    for i, event in enumerate(shown):
+        if page and i == page:
+            typer.echo(f"... more: sandbox show {run} --start {event.seq}")
+            break
+        typer.echo(
+            f"{event.seq:>6}  {f'+{event.mono:.3f}s':>10}  {event.task:<10.10}  {event.kind:<9}  "
+            f"{event.name:<24.24}  {event_summary(event)}"
         )
-    console.print(table)
 
 
 def _is_run(store: DirectoryStore, target: str) -> bool:
+    from sandbox.snapshot.store import check_run_id
+
     try:
         check_run_id(target)
     except UnsafePathError:
@@ -145,8 +176,10 @@ def verify(
 
     Exit code 0 when everything checks, 1 when problems were found (each names its file).
 
-    Example: [bold]sandbox verify bug-123.tar.gz[/bold]
+    Example: sandbox verify bug-123.tar.gz
     """
+    from sandbox.snapshot.verify import verify_bundle, verify_run
+
     where = store_from(store)
     report: VerifyReport
     if _is_run(where, target) or not Path(target).is_file():
@@ -174,8 +207,10 @@ def export_cmd(
 ) -> None:
     """Write a run and the blobs it references into one file to share.
 
-    Example: [bold]sandbox export duplicate-order-1 -o bug-123.tar.gz[/bold]
+    Example: sandbox export duplicate-order-1 -o bug-123.tar.gz
     """
+    from sandbox.snapshot.bundle import export_bundle
+
     path = export_bundle(store_from(store), run, output)
     typer.echo(f"exported {run} to {path} ({_size(path.stat().st_size)})")
 
@@ -190,8 +225,10 @@ def import_cmd(
 ) -> None:
     """Check a bundle and add its run to the store; nothing is written unless all checks.
 
-    Example: [bold]sandbox import bug-123.tar.gz --store snapshots[/bold]
+    Example: sandbox import bug-123.tar.gz --store snapshots
     """
+    from sandbox.snapshot.bundle import import_bundle
+
     where = store_from(store)
     run_id = import_bundle(where, bundle, force=force)
     typer.echo(f"imported {run_id} into {where.root}")

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.snapshot.store import DEFAULT_STORE, STORE_ENV, DirectoryStore, open_store
+from sandbox.names import DEFAULT_STORE, STORE_ENV
+from sandbox.snapshot.store import DirectoryStore, open_store
 
 ReplayFn = Callable[..., Any]
 

@@ -26,12 +26,11 @@ from typing import Any, Literal
 from sandbox.containers.engine import DockerClient, Progress, connect, no_progress
 from sandbox.containers.labels import CONTEXT_HASH
 from sandbox.errors import ImageBuildError, SandboxError, UnknownNameError
+from sandbox.names import BASE_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = REPO_ROOT / "images"
 DEFAULT_BASE = "sandbox-replayer/base:bookworm"
-BASE_ENV = "SANDBOX_BASE_IMAGE"
-"""Environment variable naming the base image (default: the locally built one)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import ResourceError
+from sandbox.sizes import human_size
 
 MIB = 1 << 20
 DUMP_EXPANSION = 8
@@ -90,15 +91,11 @@ def check_fits(needs: dict[str, tuple[Size, int]], available: int | None) -> Non
     if available is None or total <= available:
         return
     parts = ", ".join(
-        f"{name} {_gib(size.memory_bytes)} for {_gib(state)} of state"
+        f"{name} {human_size(size.memory_bytes)} for {human_size(state)} of state"
         for name, (size, state) in sorted(needs.items())
     )
     raise ResourceError(
-        f"the sandbox needs {_gib(total)} of memory ({parts}) but the Docker host has "
-        f"{_gib(available)} available: free memory, or replay on a machine with at least "
-        f"{_gib(total)}"
+        f"the sandbox needs {human_size(total)} of memory ({parts}) but the Docker host has "
+        f"{human_size(available)} available: free memory, or replay on a machine with at "
+        f"least {human_size(total)}"
     )
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{math.ceil(n / MIB)} MiB"

@@ -15,8 +15,9 @@ import os
 import re
 from pathlib import Path
 
+from sandbox.names import STORE_ENV
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import STORE_ENV, atomic_write
+from sandbox.snapshot.store import atomic_write
 
 DOC_WIDTH = 88
 _TOKEN = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8}|.)|.", re.S)

@@ -24,9 +24,6 @@ from sandbox.services.base import ServiceKind
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 
-SERVICES_ENV = "SANDBOX_SERVICES_JSON"
-"""Environment variable naming a services JSON file (as ``--services-json``)."""
-
 
 @dataclass
 class AttachedServices:

@@ -14,13 +14,14 @@ half-written file and a run folder appears whole or not at all.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import IO, Protocol, runtime_checkable
 
@@ -35,6 +36,7 @@ from sandbox.errors import (
     UnknownRunError,
     UnsafePathError,
 )
+from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
@@ -44,8 +46,6 @@ MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 PLACEHOLDER_KEY = ".placeholder-key"
 """The store's secret for keyed placeholders (never exported: a bundle holds runs and blobs)."""
-DEFAULT_STORE = "snapshots"
-STORE_ENV = "SANDBOX_STORE"
 
 _RUN_ID = re.compile(RUN_ID_PATTERN)
 _SHA = re.compile(SHA256_PATTERN)
@@ -325,6 +325,44 @@ class DirectoryStore:
     def read_events_bytes(self, run_id: str) -> bytes:
         path = self._require(run_id) / EVENTS
         return path.read_bytes() if path.exists() else b""
+
+    def iter_events(
+        self,
+        run_id: str,
+        *,
+        kinds: Collection[str] = (),
+        start: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """The run's events, read one line at a time: those of ``kinds`` (every kind when
+        empty) whose sequence number is at least ``start``, at most ``limit`` of them. Only
+        the events yielded are validated, so memory and time follow what is shown; a last
+        line cut by a crash is dropped while the run is still running."""
+        torn_ok = self.load_manifest(run_id).status == "running"
+        path = self._require(run_id) / EVENTS
+        if not path.exists() or limit == 0:
+            return
+        shown = 0
+        with path.open("rb") as lines:
+            for number, line in enumerate(lines, 1):
+                source = f"{run_id}/{EVENTS} line {number}"
+                if not line.endswith(b"\n") and torn_ok:
+                    return
+                try:
+                    head = json.loads(line)
+                except ValueError:
+                    raise SnapshotError(f"{source}: not a JSON line") from None
+                if not isinstance(head, dict):
+                    raise SnapshotError(f"{source}: not a JSON object")
+                seq = head.get("seq")
+                if (kinds and head.get("kind") not in kinds) or (
+                    isinstance(seq, int) and seq < start
+                ):
+                    continue
+                yield parse_event(line, source)
+                shown += 1
+                if limit is not None and shown >= limit:
+                    return
 
     def load_events(self, run_id: str) -> list[Event]:
         manifest = self.load_manifest(run_id)

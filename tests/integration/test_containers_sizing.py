@@ -64,7 +64,9 @@ def test_a_database_beyond_the_old_fixed_tmpfs_restores_resets_and_judges(client
 
 def test_a_state_the_host_cannot_hold_is_refused_naming_the_size(client: Any) -> None:
     huge = ServiceSpec("db", "postgres", data=b"x", version="15.18", state_bytes=1 << 50)
-    with pytest.raises(ResourceError, match=r"needs [\d.]+ GiB of memory \(db .* GiB for") as err:
+    with pytest.raises(
+        ResourceError, match=r"needs [\d.]+ [TP]B of memory \(db .* for 1024\.0 TB of state\)"
+    ) as err:
         bring_up([huge], client=client, session="sizing-refused")
     assert "available" in str(err.value)
     found = client.containers.list(all=True, filters={"label": f"{SESSION}=sizing-refused"})

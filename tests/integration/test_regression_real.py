@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import main as sandbox_main
-from sandbox.snapshot.store import STORE_ENV, DirectoryStore
+from sandbox.names import STORE_ENV
+from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
 pytest_plugins = ["pytester"]

@@ -50,7 +50,7 @@ def test_check_fits_names_the_memory_needed() -> None:
     with pytest.raises(ResourceError) as err:
         check_fits(need, 2 * GIB)
     assert str(err.value) == (
-        "the sandbox needs 4.00 GiB of memory (db 4.00 GiB for 1.00 GiB of state) but the "
-        "Docker host has 2.00 GiB available: free memory, or replay on a machine with at "
-        "least 4.00 GiB"
+        "the sandbox needs 4.0 GB of memory (db 4.0 GB for 1.0 GB of state) but the "
+        "Docker host has 2.0 GB available: free memory, or replay on a machine with at "
+        "least 4.0 GB"
     )

@@ -1,0 +1,10 @@
+"""Environment variable names and defaults shared by the library and the command line: a
+module with no imports, so that the CLI can name its options without loading the library."""
+
+DEFAULT_STORE = "snapshots"
+STORE_ENV = "SANDBOX_STORE"
+"""Environment variable naming the snapshot store folder."""
+SERVICES_ENV = "SANDBOX_SERVICES_JSON"
+"""Environment variable naming a services JSON file (as ``--services-json``)."""
+BASE_ENV = "SANDBOX_BASE_IMAGE"
+"""Environment variable naming the base image (default: the locally built one)."""
