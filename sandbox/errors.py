@@ -147,6 +147,16 @@ class UntrustedRunError(ReplayError):
     and the user did not trust it (``--trust``)."""
 
 
+class NetworkRefusedError(ReplayError):
+    """A replayed agent tried to reach a host (or look up a name) outside the sandbox that no
+    policy serves live. A replay that saw one is inconclusive, with this as its reason."""
+
+    def __init__(self, message: str, *, host: str, port: int | str | None) -> None:
+        super().__init__(message)
+        self.host = host
+        self.port = port
+
+
 class PolicyError(ReplayError, ValueError):
     """A replay policy rule (``--live 'tool:db.*'``) cannot be parsed."""
 

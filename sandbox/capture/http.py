@@ -3,7 +3,8 @@
 :func:`patch_httpx` wraps ``HTTPTransport.handle_request`` and
 ``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (which the
 official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
-unchanged. Each exchange crosses the seam as an ``http`` call: the request (method, URL, body)
+unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) when aiohttp
+is installed. Each exchange crosses the seam as an ``http`` call: the request (method, URL, body)
 is the normalized request; the response body is teed while the caller reads it (streaming
 keeps streaming) and the ``http`` event is written when the body is finished or closed.
 Exchanges with OpenAI- or Anthropic-shaped endpoints also get an ``llm`` event (model,
@@ -14,10 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import json
+import sys
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
+from types import ModuleType
 from typing import Any, Protocol
 
 from pydantic import JsonValue
@@ -30,6 +35,10 @@ from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 
 MODULES = ("httpx", "httpx2")
 """httpx-compatible modules patched when importable."""
+AIOHTTP_TRANSPORTS = frozenset(
+    f"{sdk}._vendor.httpx_aiohttp.transport" for sdk in ("openai", "anthropic")
+)
+"""The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):
@@ -326,29 +335,15 @@ class _Patch:
         self.lock = threading.Lock()
         self.count = 0
         self.originals: list[tuple[type, str, Any]] = []
+        self.stop_on_import: Callable[[], None] = lambda: None
 
 
 _PATCH = _Patch()
 
 
-def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
-    sync_cls = module.HTTPTransport
-    async_cls = module.AsyncHTTPTransport
-    sync_orig = sync_cls.handle_request
-    async_orig = async_cls.handle_async_request
-
-    def handle_request(self: Any, request: Any) -> Any:
-        if boundary.current() is None:
-            return sync_orig(self, request)
-        body = _read_body(request)
-        adapter = HTTPAdapter(module, request, body, is_async=False)
-        return boundary.through(
-            "http",
-            _name(request),
-            _request_json(request, body),
-            lambda: sync_orig(self, request),
-            adapter,
-        )
+def _patch_async(module: Any, async_cls: type) -> tuple[type, str, Any]:
+    """Capture (and replay) ``async_cls.handle_async_request``, a transport of ``module``."""
+    async_orig = async_cls.handle_async_request  # type: ignore[attr-defined]
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         if boundary.current() is None:
@@ -363,11 +358,78 @@ def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
             adapter,
         )
 
+    async_cls.handle_async_request = handle_async_request  # type: ignore[attr-defined]
+    return (async_cls, "handle_async_request", async_orig)
+
+
+def _patch_aiohttp_transport(transport: ModuleType) -> None:
+    """Patch the aiohttp transport of an SDK (an httpx2 transport over aiohttp) just imported
+    (or already imported when the patches went on)."""
+    with _PATCH.lock:
+        if _PATCH.count > 0:
+            _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches the SDKs' aiohttp transports when the agent imports them. Importing an SDK
+    ourselves would run its import-time code (ids drawn, files read) inside the capture."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in AIOHTTP_TRANSPORTS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        loader: Any = spec.loader
+        run = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _patch_aiohttp_transport(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_ON_IMPORT = _PatchOnImport()
+
+
+def _start_aiohttp_patches() -> Callable[[], None]:
+    """Patch the SDKs' aiohttp transports already imported, and those imported later."""
+    for name in AIOHTTP_TRANSPORTS:
+        module = sys.modules.get(name)
+        if module is not None:
+            _PATCH.originals.append(_patch_async(module.httpx, module.AiohttpTransport))
+    sys.meta_path.insert(0, _ON_IMPORT)
+
+    def stop() -> None:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(_ON_IMPORT)
+
+    return stop
+
+
+def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
+    sync_cls = module.HTTPTransport
+    sync_orig = sync_cls.handle_request
+
+    def handle_request(self: Any, request: Any) -> Any:
+        if boundary.current() is None:
+            return sync_orig(self, request)
+        body = _read_body(request)
+        adapter = HTTPAdapter(module, request, body, is_async=False)
+        return boundary.through(
+            "http",
+            _name(request),
+            _request_json(request, body),
+            lambda: sync_orig(self, request),
+            adapter,
+        )
+
     sync_cls.handle_request = handle_request
-    async_cls.handle_async_request = handle_async_request
     return [
         (sync_cls, "handle_request", sync_orig),
-        (async_cls, "handle_async_request", async_orig),
+        _patch_async(module, module.AsyncHTTPTransport),
     ]
 
 
@@ -388,6 +450,7 @@ def patch_httpx(modules: tuple[str, ...] = MODULES) -> Callable[[], None]:
                     continue
                 seen.add(module.HTTPTransport)
                 _PATCH.originals.extend(_patch_module(module))
+            _PATCH.stop_on_import = _start_aiohttp_patches()
             if not found:
                 raise CaptureError(
                     f"none of {', '.join(modules)} is installed: cannot capture HTTP"
@@ -403,6 +466,7 @@ def patch_httpx(modules: tuple[str, ...] = MODULES) -> Callable[[], None]:
             undone = True
             _PATCH.count -= 1
             if _PATCH.count == 0:
+                _PATCH.stop_on_import()
                 for cls, attr, original in reversed(_PATCH.originals):
                     setattr(cls, attr, original)
                 _PATCH.originals.clear()

@@ -124,8 +124,11 @@ def check_store(
             continue
         verdict = report.verdict
         mismatch = getattr(report, "mismatch", None)
+        refused = list(getattr(report, "refused", None) or [])
         error = None
-        if mismatch is not None and not verdict.reproduced_any:
+        if refused and not verdict.reproduced_any:
+            error = f"inconclusive, a connection outside the sandbox was refused: {refused[0]}"
+        elif mismatch is not None and not verdict.reproduced_any:
             message = mismatch.get("message") if isinstance(mismatch, dict) else mismatch
             error = "stopped by a request the recording cannot answer: " + (
                 str(message).splitlines()[0] if str(message) else "(no message)"

@@ -46,6 +46,7 @@ from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import rebuild_error
 from sandbox.replay.jsondiff import FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
+from sandbox.replay.netguard import live_crossing
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import Policy, PolicySet
 from sandbox.replay.semantics import request_of
@@ -354,7 +355,8 @@ class ReplayBoundary(Recorder):
         counterpart = self._live_begins(where)
         start = self.clock.monotonic()
         try:
-            value = perform()
+            with live_crossing(where.kind, policy):
+                value = perform()
         except BaseException as exc:
             adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
             raise
@@ -373,7 +375,8 @@ class ReplayBoundary(Recorder):
         counterpart = self._live_begins(where)
         start = self.clock.monotonic()
         try:
-            value = await perform()
+            with live_crossing(where.kind, policy):
+                value = await perform()
         except BaseException as exc:
             adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
             raise

@@ -43,6 +43,7 @@ from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
 from sandbox.replay.jsondiff import short
 from sandbox.replay.matcher import MissMode
+from sandbox.replay.netguard import REFUSED_EVENT
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
@@ -54,7 +55,7 @@ from sandbox.snapshot.store import DirectoryStore, open_store
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
 ClockMode = Literal["frozen", "live"]
-_OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT})
+_OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -82,11 +83,15 @@ class ReplayReport:
     drift: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    refused: list[str] = field(default_factory=list)
+    """Connections outside the sandbox that were refused: the runs that saw one are
+    inconclusive (:mod:`sandbox.replay.netguard`)."""
 
     @property
     def exit_code(self) -> int:
-        """1 reproduced, 0 not; 2 when a mismatch stopped the replay before any verdict."""
-        if self.mismatch is not None and not self.verdict.reproduced_any:
+        """1 reproduced, 0 not; 2 when a mismatch or a refused connection left the replay
+        without a verdict."""
+        if (self.mismatch is not None or self.refused) and not self.verdict.reproduced_any:
             return 2
         return self.verdict.exit_code
 
@@ -106,6 +111,7 @@ class ReplayReport:
             "drift": list(self.drift),
             "injected": list(self.injected),
             "notes": list(self.notes),
+            "refused": list(self.refused),
             "seconds": round(self.seconds, 3),
         }
 
@@ -222,6 +228,7 @@ class _Run:
     drift: list[Drift]
     injected: list[Injection]
     stalls: int
+    refused: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -269,7 +276,7 @@ def _replay_once(
         }
     )
     writer = s.store.begin(manifest)
-    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks)
+    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks, endpoints)
     served: Served
     if s.command is not None:
         served = run_command(
@@ -295,7 +302,9 @@ def _replay_once(
     ]
     events = s.store.load_events(run_id)
     divergence = first_divergence(comparable(s.recording), comparable(events))
-    if served.mismatch is not None:
+    if served.refused:
+        verdict = RunVerdict(index, False, f"inconclusive: {served.refused[0]}", divergence)
+    elif served.mismatch is not None:
         verdict = RunVerdict(
             index,
             False,
@@ -327,6 +336,7 @@ def _replay_once(
         served.drift,
         served.injected,
         served.stalls,
+        served.refused,
     )
 
 
@@ -454,6 +464,7 @@ def replay(
             }
         ),
         seconds=time.monotonic() - began,
+        refused=sorted({line for r in runs for line in r.refused}),
     )
     report.notes = _notes(report, runs, manifest, entrypoint, times)
     return report
@@ -480,6 +491,12 @@ def _notes(
 ) -> list[str]:
     notes: list[str] = []
     v = report.verdict
+    if report.refused:
+        hit = sum(1 for r in runs if r.refused)
+        notes.append(
+            f"Inconclusive in {hit} of {len(runs)} run(s): the agent tried to reach outside "
+            f"the sandbox and was refused ({report.refused[0]})."
+        )
     if report.mismatch is not None:
         m = report.mismatch
         what = f"{m['kind']} call {m['name']!r}" if m["name"] else f"{m['kind']} call"
@@ -498,6 +515,11 @@ def _notes(
             notes.append(f"Stopped after run {len(runs)} of {times}: every run would stop there.")
     elif v.reproduced == v.total:
         notes.append(f"The failure reproduced in every run ({v.reproduced}/{v.total}).")
+    elif report.refused:
+        notes.append(
+            f"The failure reproduced in {v.reproduced} of {v.total} runs; a run that was "
+            "refused a connection is never counted as gone."
+        )
     elif v.reproduced_any:
         notes.append(
             f"The failure reproduced in {v.reproduced} of {v.total} runs: the replay is not "

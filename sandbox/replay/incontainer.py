@@ -46,6 +46,11 @@ class ContainerReplayReport:
         found = self.report.get("mismatch")
         return found if isinstance(found, dict) else None
 
+    @property
+    def refused(self) -> list[str]:
+        """Connections outside the sandbox refused inside (the runs are inconclusive)."""
+        return [str(line) for line in self.report.get("refused") or []]
+
 
 def ensure_runner_image(progress: Callable[[str], None] | None = None) -> None:
     """Build the runner image when it is missing or holds another version of the project."""

@@ -16,14 +16,15 @@ from typing import Any, Literal
 
 from sandbox.capture import boundary as seam
 from sandbox.capture.run import start_recording
-from sandbox.errors import ReplayMismatchError
+from sandbox.errors import NetworkRefusedError, ReplayMismatchError
 from sandbox.replay.boundary import Drift, Injection, ReplayBoundary, canonical_name
 from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
 from sandbox.replay.jsondiff import MISSING, FieldDiff
 from sandbox.replay.matcher import MissMode
+from sandbox.replay.netguard import REFUSED_EVENT, NetGuard, endpoint_of
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import PolicySet, parse_rule
-from sandbox.snapshot.events import Event
+from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
@@ -38,6 +39,8 @@ class ReplayOptions:
     miss: MissMode = MissMode.FAIL
     enforce_order: bool = True
     clocks: ClockMode = "frozen"
+    sandbox: Mapping[str, str] = field(default_factory=dict)
+    """Service name -> its endpoint in the sandbox: what the agent may connect to."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +49,7 @@ class ReplayOptions:
             "miss": self.miss.value,
             "enforce_order": self.enforce_order,
             "clocks": self.clocks,
+            "sandbox": dict(self.sandbox),
         }
 
     @classmethod
@@ -60,6 +64,7 @@ class ReplayOptions:
             miss=MissMode.parse(str(data.get("miss", "fail"))),
             enforce_order=bool(data.get("enforce_order", True)),
             clocks=clocks,
+            sandbox={str(k): str(v) for k, v in dict(data.get("sandbox") or {}).items()},
         )
 
 
@@ -73,10 +78,18 @@ class Served:
     stalls: int = 0
     exit_code: int | None = None
     """The exit code of a replayed command (``None`` in-process)."""
+    refused: list[str] = field(default_factory=list)
+    """Connections outside the sandbox that were refused (:mod:`sandbox.replay.netguard`)."""
 
     @classmethod
-    def of(cls, rec: ReplayBoundary) -> Served:
-        return cls(rec.mismatch, list(rec.drift), list(rec.injected), rec.turnstile.stalls)
+    def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:
+        return cls(
+            rec.mismatch,
+            list(rec.drift),
+            list(rec.injected),
+            rec.turnstile.stalls,
+            refused=list(refused),
+        )
 
     def to_json(self) -> dict[str, Any]:
         m = self.mismatch
@@ -108,6 +121,7 @@ class Served:
             ],
             "stalls": self.stalls,
             "exit_code": self.exit_code,
+            "refused": list(self.refused),
         }
 
     @classmethod
@@ -143,7 +157,12 @@ class Served:
         ]
         code = data.get("exit_code")
         return cls(
-            mismatch, drift, injected, int(data.get("stalls", 0)), None if code is None else code
+            mismatch,
+            drift,
+            injected,
+            int(data.get("stalls", 0)),
+            None if code is None else code,
+            [str(r) for r in data.get("refused", ())],
         )
 
 
@@ -181,6 +200,13 @@ class ReplaySession:
                 replay_clock=self.clock,
             )
             self._undo.append(seam.install(self.rec))
+            allowed = (endpoint_of(url) for url in options.sandbox.values())
+            self.guard = NetGuard(
+                (e for e in allowed if e is not None),
+                policies=options.policies,
+                on_refusal=self._refused,
+            )
+            self._undo.append(self.guard.install())
             seed = original.seeds.get("run")
             if seed is not None:
                 self._undo.extend(start_recording(self.rec, seed, ids="uuid4" in original.seeds))
@@ -189,6 +215,17 @@ class ReplaySession:
             self.clock.stop()
             writer.close()
             raise
+
+    def _refused(self, error: NetworkRefusedError) -> None:
+        """Note the refusal in the run's log: the verdict names it, whatever the agent does
+        with the error."""
+        self.rec.emit(
+            StateTransition,
+            None,
+            name=REFUSED_EVENT,
+            target="refused",
+            data={"host": error.host, "port": error.port, "message": str(error)},
+        )
 
     def _undo_all(self) -> None:
         for step in reversed(self._undo):
@@ -210,4 +247,4 @@ class ReplaySession:
             self.clock.stop()
 
     def served(self) -> Served:
-        return Served.of(self.rec)
+        return Served.of(self.rec, [str(e) for e in self.guard.refused])
