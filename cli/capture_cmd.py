@@ -18,6 +18,15 @@ def capture(
     redact: Annotated[
         list[str] | None, typer.Option("--redact", help="Extra secret regex (repeatable).")
     ] = None,
+    services: Annotated[
+        str,
+        typer.Option(
+            "--services",
+            help="auto: capture the state of each Postgres, Redis or SQLite service the "
+            "program connects to (before its first connection and at exit); none: record "
+            "the endpoints only (a replay refuses them).",
+        ),
+    ] = "auto",
     secret_env: Annotated[
         list[str] | None,
         typer.Option("--secret-env", help="Extra secret environment variable (repeatable)."),
@@ -36,6 +45,7 @@ def capture(
         store=store_from(store),
         seed=seed,
         redaction=RedactionConfig(patterns=tuple(redact or ()), env_names=tuple(secret_env or ())),
+        services=services,
     )
     outcome = "failed" if result.failed else "ok"
     typer.echo(

@@ -140,6 +140,13 @@ def show(
         console.print(
             "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
         )
+    for touched in manifest.touched:
+        state = f"captured as {touched.service}" if touched.service else "not captured"
+        console.print(
+            f"  touched     {touched.kind} {touched.endpoint} via "
+            f"{', '.join(touched.clients)}: {state}",
+            markup=False,
+        )
     console.print(f"  failure     {failure_text(manifest) or '-'}")
     if manifest.event_count is not None:
         console.print(f"  events      {manifest.event_count}")

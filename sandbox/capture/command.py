@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import sandbox
+from sandbox.capture.discovery import check_mode
 from sandbox.capture.hook import ENV_VAR, child_settings
 from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
 from sandbox.capture.redact import RedactionConfig
@@ -67,9 +68,12 @@ def capture_command(
     cwd: str | None = None,
     run_id: str | None = None,
     blob_threshold: int = BLOB_THRESHOLD,
+    services: str = "auto",
     **popen: Any,
 ) -> CommandResult:
     """Run ``command`` with capture on; return its exit code and the finished manifest.
+    ``services`` is ``auto`` (capture each service the program connects to) or ``none``
+    (record the endpoints only): see :mod:`sandbox.capture.discovery`.
     Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``)."""
     if not command:
         raise CaptureError("nothing to capture: give the command after --")
@@ -89,7 +93,10 @@ def capture_command(
     writer.close()  # the child appends; we only finish the manifest
     run = writer.manifest.run_id
     env = child_environment(
-        base, child_settings(store, run, run_seed, capture.redaction, blob_threshold)
+        base,
+        child_settings(
+            store, run, run_seed, capture.redaction, blob_threshold, check_mode(services)
+        ),
     )
     try:
         done = subprocess.run(list(command), env=env, cwd=cwd, check=False, **popen)

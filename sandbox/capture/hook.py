@@ -3,7 +3,8 @@
 The parent creates the run and starts the program with ``$SANDBOX_CAPTURE`` (JSON: store,
 run id, seed, redaction) and a ``sitecustomize`` on ``PYTHONPATH``; at interpreter start that
 calls :func:`start_from_env`, which appends events to the parent's run: HTTP and model calls,
-seeds, uuid draws, and the exception that ends the program (``sys.excepthook``). The variable
+seeds, uuid draws, the services the program connects to (captured with ``--services auto``,
+their end states at exit) and the exception that ends the program (``sys.excepthook``). The variable
 is removed from the environment so that grandchildren are not captured into the same log.
 """
 
@@ -13,11 +14,13 @@ import atexit
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, MutableMapping
 from types import TracebackType
 from typing import Any
 
 from sandbox.capture import boundary
+from sandbox.capture.discovery import Discovery, check_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.snapshot.store import DirectoryStore, RunWriter
@@ -48,7 +51,12 @@ def record_uncaught(
 
 
 def child_settings(
-    store: DirectoryStore, run_id: str, seed: int, redaction: RedactionConfig, blob_threshold: int
+    store: DirectoryStore,
+    run_id: str,
+    seed: int,
+    redaction: RedactionConfig,
+    blob_threshold: int,
+    services: str = "none",
 ) -> str:
     return json.dumps(
         {
@@ -57,6 +65,7 @@ def child_settings(
             "seed": seed,
             "redaction": redaction.to_json(),
             "blob_threshold": blob_threshold,
+            "services": services,
         }
     )
 
@@ -81,8 +90,25 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         writer, store, redactor=redactor, blob_threshold=int(settings.get("blob_threshold", 65536))
     )
     boundary.install(recorder)
+    discovery = Discovery(
+        writer,
+        store,
+        redactor,
+        mode=check_mode(str(settings.get("services", "none"))),
+        environ=dict(env),
+    )
+    stop_discovery = discovery.install()
     start_recording(recorder, int(settings["seed"]))
     record_uncaught(recorder)
+
+    def end_states() -> None:
+        stop_discovery()
+        services = discovery.end_states()
+        writer.update_manifest(writer.manifest.model_copy(update={"services": services}))
+
+    # Before the interpreter shuts its thread pools down (which the dumps use): with the
+    # hooks that ``concurrent.futures`` itself registers, last registered first.
+    getattr(threading, "_register_atexit", atexit.register)(end_states)
 
     def at_exit() -> None:
         try:

@@ -28,7 +28,9 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from sandbox.capture import boundary
+from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
+from sandbox.capture.discovery import Discovery, ServicesMode, check_mode
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
 from sandbox.capture.http import patch_httpx
@@ -72,7 +74,9 @@ class Capture:
 
     name: str
     store: DirectoryStore | str | os.PathLike[str] | None = None
-    services: Sequence[ServiceSpec] = ()
+    services: Sequence[ServiceSpec] | str = ()
+    """Declared services, or ``"auto"`` (capture each service the agent connects to) or
+    ``"none"`` (record the endpoints only); see :mod:`sandbox.capture.discovery`."""
     seed: int | None = None
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
@@ -89,6 +93,13 @@ class Capture:
     def __post_init__(self) -> None:
         self._recorder: Recorder | None = None
         self._undo: list[Callable[[], None]] = []
+        self._discovery: Discovery | None = None
+        if isinstance(self.services, str):
+            self.mode: ServicesMode = check_mode(self.services)
+            self.declared: list[ServiceSpec] = []
+        else:
+            self.mode = "none"
+            self.declared = list(self.services)
 
     # --- context manager -------------------------------------------------------------------
 
@@ -103,7 +114,7 @@ class Capture:
         started = clock.time()
         cwd = self.cwd or os.getcwd()
         run_id = self.run_id or make_run_id(self.name, started)
-        services = [self._capture_service(store, redactor, spec) for spec in self.services]
+        services = [self._capture_service(store, redactor, spec) for spec in self.declared]
         manifest = Manifest(
             run_id=run_id,
             name=self.name,
@@ -141,6 +152,15 @@ class Capture:
             raise
         self._recorder = recorder
         try:
+            self._discovery = Discovery(
+                recorder.writer,
+                store,
+                redactor,
+                mode=self.mode,
+                declared={endpoint_key(s.kind, s.endpoint): s.name for s in self.declared},
+                environ=self.environ if self.environ is not None else os.environ,
+            )
+            self._undo.append(self._discovery.install())
             self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
@@ -189,17 +209,21 @@ class Capture:
 
     def finish(self, recorder: Recorder, exit_code: int | None = None) -> Manifest:
         """Capture the services' end states and complete the manifest."""
-        store = recorder.store
-        manifest = recorder.writer.manifest
-        services = []
-        for spec, before in zip(self.services, manifest.services, strict=True):
-            from sandbox.services.registry import get_kind
+        from sandbox.services.capture import capture_end_state
 
-            state = get_kind(spec.kind).capture(spec.endpoint)
-            ref = store.put_blob(state.data, state.media_type)
-            services.append(
-                before.model_copy(update={"after": ref, "hash_after": state.state_hash})
+        store = recorder.store
+        if self._discovery is not None:
+            recorder.writer.manifest = recorder.writer.manifest.model_copy(
+                update={"services": self._discovery.end_states()}
             )
+        manifest = recorder.writer.manifest
+        endpoints = {spec.name: spec.endpoint for spec in self.declared}
+        services = [
+            capture_end_state(state, endpoints[state.name], store)
+            if state.name in endpoints
+            else state
+            for state in manifest.services
+        ]
         return finish_manifest(
             store,
             redact_manifest(

@@ -24,6 +24,7 @@ from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT, NetGuard, endpoint_of
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import PolicySet, parse_rule
+from sandbox.replay.redirect import Redirect
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
@@ -207,6 +208,10 @@ class ReplaySession:
                 on_refusal=self._refused,
             )
             self._undo.append(self.guard.install())
+            redirect = Redirect(
+                original, options.sandbox, policies=options.policies, refuse=self.guard.note
+            )
+            self._undo.append(redirect.install())
             seed = original.seeds.get("run")
             if seed is not None:
                 self._undo.extend(start_recording(self.rec, seed, ids="uuid4" in original.seeds))

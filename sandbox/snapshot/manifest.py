@@ -71,6 +71,19 @@ class ServiceState(Strict):
     meta: dict[str, JsonValue] = {}
 
 
+class TouchedService(Strict):
+    """A service the agent connected to during the run, as seen at its client."""
+
+    kind: str
+    endpoint: str
+    """URL (credentials redacted) or path, as the agent asked for it."""
+    clients: list[str] = []
+    """Client libraries that connected (``psycopg``, ``redis``, ``sqlite3`` ...)."""
+    service: str | None = None
+    """Name of the captured service (in ``services``) that stands for it; ``None`` when its
+    state was not captured: on replay a connection to it is refused."""
+
+
 class ExceptionPredicate(Strict):
     """The failure is an exception of this type (and message) ending the run."""
 
@@ -135,6 +148,8 @@ class Manifest(Strict):
     clock: Clock | None = None
     seeds: dict[str, int] = {}
     services: list[ServiceState] = []
+    touched: list[TouchedService] = []
+    """Services the agent connected to (found at the clients), captured or not."""
     failure: Failure | None = None
     exit_code: int | None = None
     event_count: int | None = None

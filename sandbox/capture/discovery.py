@@ -1,0 +1,138 @@
+"""Services found at capture: every connection the agent opens through a common client is
+recorded in the manifest (``touched``, credentials redacted), and with ``services="auto"``
+the state of each service found is captured the moment the agent first connects to it (the
+restore point: nothing has gone through that connection yet) and again when the run ends.
+
+::
+
+    with capture.run("checkout", services="auto"):     # or: sandbox capture --services auto
+        agent.run()
+
+``services="none"`` records the endpoints only: on replay a connection to one of them has
+no sandbox counterpart and is refused. Declared services (:class:`ServiceSpec`) are captured
+as before and linked to the connections that reach them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Literal
+
+from sandbox.capture.clients import Connect, endpoint_key
+from sandbox.capture.clients import install as install_clients
+from sandbox.capture.redact import Redactor
+from sandbox.errors import CaptureError, SandboxError
+from sandbox.snapshot.manifest import ServiceState, TouchedService
+from sandbox.snapshot.store import DirectoryStore, RunWriter
+
+ServicesMode = Literal["auto", "none"]
+MODES: tuple[ServicesMode, ...] = ("auto", "none")
+
+
+def check_mode(mode: str) -> ServicesMode:
+    if mode not in MODES:
+        raise CaptureError(f"services mode {mode!r} is not one of: {', '.join(MODES)}")
+    return "auto" if mode == "auto" else "none"
+
+
+class Discovery:
+    """The capture's client router: connections pass unchanged, the services behind them are
+    recorded (and captured, in ``auto`` mode) in the run's manifest."""
+
+    def __init__(
+        self,
+        writer: RunWriter,
+        store: DirectoryStore,
+        redactor: Redactor,
+        *,
+        mode: ServicesMode,
+        declared: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.store = store
+        self.redactor = redactor
+        self.mode = mode
+        self.endpoints: dict[str, str] = {}
+        """Captured service name -> its real endpoint (in memory only: it may hold a
+        password), for the end state."""
+        self._declared = dict(declared or {})
+        """Endpoint key -> name of the declared service there."""
+        self._environ = dict(environ or {})
+        self._touched: dict[str, TouchedService] = {}
+        self._lock = threading.Lock()
+
+    def install(self) -> Callable[[], None]:
+        return install_clients(self)
+
+    def __call__(self, connect: Connect) -> str:
+        key = endpoint_key(connect.kind, connect.endpoint)
+        with self._lock:
+            seen = self._touched.get(key)
+            if seen is None:
+                self._touched[key] = self._found(connect, key)
+            elif connect.client not in seen.clients:
+                clients = [*seen.clients, connect.client]
+                self._touched[key] = seen.model_copy(update={"clients": clients})
+            else:
+                return connect.endpoint
+            self._save()
+        return connect.endpoint
+
+    def _found(self, connect: Connect, key: str) -> TouchedService:
+        name = self._declared.get(key)
+        if name is None and self.mode == "auto":
+            name = self._capture(connect)
+        return TouchedService(
+            kind=connect.kind,
+            endpoint=self._redacted(connect.endpoint),
+            clients=[connect.client],
+            service=name,
+        )
+
+    def _capture(self, connect: Connect) -> str | None:
+        from sandbox.services.capture import capture_service
+
+        taken = {s.name for s in self.writer.manifest.services}
+        name = connect.kind
+        n = 1
+        while name in taken:
+            n += 1
+            name = f"{connect.kind}-{n}"
+        env = next(
+            (k for k, v in sorted(self._environ.items()) if connect.given and v == connect.given),
+            None,
+        )
+        try:
+            state = capture_service(connect.kind, name, connect.endpoint, self.store, env)
+        except SandboxError:
+            return None  # not captured: replay refuses a connection to it
+        binding = state.binding.model_copy(update={"value": self._redacted(connect.endpoint)})
+        self.endpoints[name] = connect.endpoint
+        manifest = self.writer.manifest
+        services = [*manifest.services, state.model_copy(update={"binding": binding})]
+        self.writer.update_manifest(manifest.model_copy(update={"services": services}))
+        return name
+
+    def _redacted(self, endpoint: str) -> str:
+        from sandbox.services.capture import redact_endpoint
+
+        return self.redactor.text(redact_endpoint(endpoint))
+
+    def _save(self) -> None:
+        manifest = self.writer.manifest
+        touched = list(self._touched.values())
+        self.writer.update_manifest(manifest.model_copy(update={"touched": touched}))
+
+    def end_states(self) -> list[ServiceState]:
+        """The manifest's services with the end state of each one found and captured."""
+        from sandbox.services.capture import capture_end_state
+
+        out = []
+        for state in self.writer.manifest.services:
+            endpoint = self.endpoints.get(state.name)
+            if endpoint is not None and state.after is None:
+                state = capture_end_state(state, endpoint, self.store)
+            out.append(state)
+        return out
