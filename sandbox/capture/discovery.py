@@ -8,13 +8,17 @@ restore point: nothing has gone through that connection yet) and again when the 
     with capture.run("checkout", services="auto"):     # or: sandbox capture --services auto
         agent.run()
 
-``services="none"`` records the endpoints only: on replay a connection to one of them has
-no sandbox counterpart and is refused. Declared services (:class:`ServiceSpec`) are captured
-as before and linked to the connections that reach them.
+``services="auto"`` is the default. ``services="none"`` records the endpoints only: on
+replay a connection to one of them has no sandbox counterpart and is refused. Declared
+services (:class:`ServiceSpec`) are captured as before and linked to the connections that
+reach them; the other services found are then recorded only.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from typing import Literal
@@ -104,6 +108,9 @@ class Discovery:
             (k for k, v in sorted(self._environ.items()) if connect.given and v == connect.given),
             None,
         )
+        if connect.kind == "sqlite" and not os.path.exists(connect.endpoint):
+            with contextlib.suppress(sqlite3.Error):  # the agent's connect creates it anyway
+                sqlite3.connect(connect.endpoint).close()
         try:
             state = capture_service(connect.kind, name, connect.endpoint, self.store, env)
         except SandboxError:

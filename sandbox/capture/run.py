@@ -74,9 +74,10 @@ class Capture:
 
     name: str
     store: DirectoryStore | str | os.PathLike[str] | None = None
-    services: Sequence[ServiceSpec] | str = ()
-    """Declared services, or ``"auto"`` (capture each service the agent connects to) or
-    ``"none"`` (record the endpoints only); see :mod:`sandbox.capture.discovery`."""
+    services: Sequence[ServiceSpec] | str = "auto"
+    """``"auto"`` (capture each service the agent connects to), ``"none"`` (record the
+    endpoints only), or the declared services (the others found are recorded only); see
+    :mod:`sandbox.capture.discovery`."""
     seed: int | None = None
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
