@@ -4,8 +4,11 @@ lets a sandbox rehash only the tables a run changed.
 Rows are hashed where they are: per table, one aggregate query returns the row count and a
 digest of the rows whatever their physical order, so nothing per row crosses the wire.
 
-- Hash version 2 (new captures): the two sums of ``hashtextextended(row::text, seed)`` over
-  the rows, seeds 0 and 1 (a 128-bit multiset digest, computed in one scan, no sort).
+- Hash version 2 (new captures): the two sums of ``hash_record_extended(row, seed)`` over
+  the rows, seeds 0 and 1 (a 128-bit multiset digest, computed in one scan, no sort: rows
+  equal by their types' equality give equal digests). A table with a column type that has
+  no extended hash function (``json``, ``point``, ...) sums ``hashtextextended(row::text,
+  seed)`` instead; the digest says which (``"by"``).
 - Hash version 1 (captures made before version 2): the SHA-256 of the byte-sorted SHA-256
   digests of the rows' text, now sorted and concatenated by the server instead of Python;
   the values are the same as before, so old snapshots keep their recorded hashes.
@@ -66,10 +69,12 @@ _ROWS_V1 = (
     "FROM (SELECT sha256(convert_to(ROW(sbx_row.*)::text, 'UTF8')) AS d "
     "FROM ONLY {} sbx_row) AS sbx_digests"
 )
-_ROWS_V2 = (
-    "SELECT count(*), coalesce(sum(hashtextextended(sbx_row::text, 0)), 0)::text, "
-    "coalesce(sum(hashtextextended(sbx_row::text, 1)), 0)::text FROM ONLY {} sbx_row"
-)
+_ROWS_V2 = {
+    "record": "SELECT count(*), coalesce(sum(hash_record_extended(sbx_row, 0)), 0)::text, "
+    "coalesce(sum(hash_record_extended(sbx_row, 1)), 0)::text FROM ONLY {} sbx_row",
+    "text": "SELECT count(*), coalesce(sum(hashtextextended(sbx_row::text, 0)), 0)::text, "
+    "coalesce(sum(hashtextextended(sbx_row::text, 1)), 0)::text FROM ONLY {} sbx_row",
+}
 _TABLE_FILES = """
 SELECT n.nspname || '.' || c.relname, c.relfilenode, c.relpersistence,
        pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_tuples_updated(c.oid)
@@ -90,12 +95,19 @@ def table_key(schema: str, name: str) -> str:
 
 def rows_digest(conn: psycopg.Connection[Any], ident: sql.Identifier, version: int) -> Any:
     """One table's row count and digest, computed by the server (see the module doc)."""
-    query = sql.SQL(_ROWS_V1 if version == 1 else _ROWS_V2).format(ident)
-    row = conn.execute(query).fetchone()
-    assert row is not None
     if version == 1:
+        row = conn.execute(sql.SQL(_ROWS_V1).format(ident)).fetchone()
+        assert row is not None
         return {"count": int(row[0]), "sha256": bytes(row[1]).hex()}
-    return {"count": int(row[0]), "sums": [str(row[1]), str(row[2])]}
+    try:
+        with conn.transaction():
+            row = conn.execute(sql.SQL(_ROWS_V2["record"]).format(ident)).fetchone()
+        by = "record"
+    except psycopg.errors.UndefinedFunction:  # a column type with no extended hash function
+        row = conn.execute(sql.SQL(_ROWS_V2["text"]).format(ident)).fetchone()
+        by = "text"
+    assert row is not None
+    return {"count": int(row[0]), "sums": [str(row[1]), str(row[2])], "by": by}
 
 
 def logical_state(

@@ -1,0 +1,179 @@
+"""Postgres at real sizes: ``python -m bench.pgscale [--scales 2,7,68] [--repeat 3]``.
+
+For each pgbench scale (2 is about 25 MB, 7 about 100 MB, 68 about 1 GB), in one source
+sandbox filled by ``pgbench -i``:
+
+1. **Capture**: ``PostgresKind.capture`` (dump, table hashes in the server, fixed archive
+   header) against raw ``pg_dump -Fc -Z1`` of the same database into memory. Goal <= 1.5x.
+2. **Second capture adds no blob**: two captures of the unchanged database are the same
+   bytes (checked, printed).
+3. **Restore and ready**: ``bring_up`` of the captured state (container start, readiness,
+   restore, restore point) against a fresh container of the same image on a tmpfs of the
+   same size, waited for with the same probe, then ``createdb`` and raw
+   ``pg_restore --single-transaction``. Goal <= 1.2x.
+4. **Judging a one-row change**: after ``UPDATE`` of one row, ``state_hash`` on the sandbox,
+   for a row of a small table (``pgbench_branches``) and of the largest one
+   (``pgbench_accounts``), against a full hash of the same database. Goal <= 1 s at 1 GB.
+
+Sides alternate, after one warm-up each; medians and spreads (max/min) over ``--repeat``
+rounds. Needs a Docker engine, the postgres image and the host's pgbench and pg_dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+import psycopg
+
+from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers.sizing import size_for
+from sandbox.containers.specs import CONTAINER_KINDS
+from sandbox.services import get_kind
+from sandbox.services.pgstate import logical_state, state_fingerprint
+
+MIB = 1 << 20
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _pair(ours: Callable[[], object], base: Callable[[], object], repeat: int) -> list[float]:
+    """Ratios ours/base, one per round, the two sides alternating after a warm-up each."""
+    ours()
+    base()
+    ratios = []
+    for i in range(repeat):
+        if i % 2:
+            b, o = _timed(base), _timed(ours)
+        else:
+            o, b = _timed(ours), _timed(base)
+        ratios.append(o / b)
+    return ratios
+
+
+def _line(what: str, ratios: list[float], goal: str) -> str:
+    med = statistics.median(ratios)
+    return f"  {what:<34} median {med:5.2f}x  spread {min(ratios):.2f}-{max(ratios):.2f}x  ({goal})"
+
+
+def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
+    """Baseline of 3: a fresh container on a tmpfs as large as ours, ready, raw restore."""
+    from sandbox.containers.specs import container_spec
+
+    cspec = container_spec("postgres")
+    size = size_for(cspec.storage, state_bytes)
+    container = client.containers.run(  # type: ignore[attr-defined]
+        cspec.image_tag,
+        list(cspec.command),
+        detach=True,
+        user=cspec.user,
+        tmpfs=size.tmpfs(cspec.storage),
+        mem_limit=size.mem_limit,
+        labels={"org.sandbox-replayer.managed": "true", "org.sandbox-replayer.bench": "pg"},
+    )
+    try:
+        container.reload()
+        ip = container.attrs["NetworkSettings"]["IPAddress"]
+        url = f"postgresql://postgres@{ip}:5432/postgres"
+        while not cspec.ready(url):
+            time.sleep(0.05)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        subprocess.run(
+            ["pg_restore", "--no-owner", "--single-transaction", "-d", url[:-8] + "bench"],
+            input=dump,
+            check=True,
+            capture_output=True,
+        )
+    finally:
+        container.remove(force=True)
+
+
+def _scale(client: object, scale: int, repeat: int) -> None:
+    pg = get_kind("postgres")
+    with bring_up([ServiceSpec("db", "postgres", database="bench")], client=client) as source:
+        url = source.env["DATABASE_URL"]
+        subprocess.run(
+            ["pgbench", "-i", "-q", "-s", str(scale), url], check=True, capture_output=True
+        )
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        size = int(row[0]) if row else 0
+        print(f"pgbench scale {scale}: {size / MIB:.0f} MB")
+
+        def raw_dump() -> bytes:
+            return subprocess.run(
+                ["pg_dump", "-Fc", "-Z1", url], check=True, capture_output=True
+            ).stdout
+
+        print(
+            _line(
+                "capture / raw pg_dump -Fc -Z1",
+                _pair(lambda: pg.capture(url), raw_dump, repeat),
+                "goal <= 1.5x",
+            )
+        )
+        first, second = pg.capture(url), pg.capture(url)
+        same = first.data == second.data
+        print(
+            f"  second capture of the unchanged db: {'same blob' if same else 'NEW BLOB'}"
+            f" ({len(first.data) / MIB:.1f} MB)"
+        )
+        dump = raw_dump()
+
+    spec = ServiceSpec("db", "postgres", database="bench", data=first.data, state_bytes=size)
+
+    def ours() -> None:
+        bring_up([spec], client=client).close()
+
+    print(
+        _line(
+            "restore+ready / fresh + pg_restore",
+            _pair(ours, lambda: _fresh_restore(client, dump, size), repeat),
+            "goal <= 1.2x",
+        )
+    )
+
+    with bring_up([spec], client=client) as env:
+        db = env.env["DATABASE_URL"]
+        for table, key in (("pgbench_branches", "bid"), ("pgbench_accounts", "aid")):
+            judged, full = [], []
+            for i in range(repeat):
+                with psycopg.connect(db, autocommit=True) as conn:
+                    conn.execute(f"UPDATE {table} SET filler = 'x{i}' WHERE {key} = 1")
+                judged.append(_timed(lambda: pg.state_hash(db)))
+                with psycopg.connect(db) as conn:
+                    full.append(_timed(lambda: state_fingerprint(logical_state(conn))))
+                env.reset()
+            med = statistics.median(judged)
+            print(
+                f"  judge one-row change in {table:<17} median {med:6.3f} s"
+                f"  spread {min(judged):.3f}-{max(judged):.3f} s;"
+                f" full hash {statistics.median(full):.3f} s (goal <= 1 s at 1 GB)"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="postgres capture/restore/judge at scale")
+    parser.add_argument("--scales", default="2,7,68", help="pgbench scales (68 is ~1 GB)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    client = connect()
+    for scale in (int(s) for s in args.scales.split(",")):
+        _scale(client, scale, args.repeat)
+    print("(postgres data on tmpfs sized by", CONTAINER_KINDS["postgres"].storage, ")")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
