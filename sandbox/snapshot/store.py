@@ -343,11 +343,16 @@ class DirectoryStore:
         if not path.exists() or limit == 0:
             return
         shown = 0
+        # A compact line names its kind as "kind":"<kind>": one without any wanted kind is
+        # skipped unparsed (a line written otherwise is parsed).
+        wanted = [canonical_json({"kind": k})[1:-1] for k in kinds]
         with path.open("rb") as lines:
             for number, line in enumerate(lines, 1):
                 source = f"{run_id}/{EVENTS} line {number}"
                 if not line.endswith(b"\n") and torn_ok:
                     return
+                if wanted and b'"kind":"' in line and not any(w in line for w in wanted):
+                    continue
                 try:
                     head = json.loads(line)
                 except ValueError:

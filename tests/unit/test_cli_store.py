@@ -151,3 +151,26 @@ def test_every_command_has_an_example_in_its_help(
     assert code == 0
     assert "Example: " in out and f"sandbox {command}" in out
     assert "--store" in out
+
+
+def test_show_pages_and_filters_by_kind(
+    store: DirectoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build_snapshot(store)
+    where = ("--store", str(store.root))
+
+    def seqs(out: str) -> list[int]:
+        return [int(line.split()[0]) for line in out.splitlines() if line.strip()[:1].isdigit()]
+
+    code, out, _ = _run(capsys, "show", "run-1", *where, "--limit", "3")
+    assert code == 0 and seqs(out) == [0, 1, 2]
+    assert "... more: sandbox show run-1 --start 3" in out
+    code, out, _ = _run(capsys, "show", "run-1", *where, "--start", "10")
+    assert seqs(out) == [10, 11] and "more:" not in out
+    code, out, _ = _run(capsys, "show", "run-1", *where, "--kind", "tool")
+    tools = [e.seq for e in store.load_events("run-1") if e.kind == "tool"]
+    assert len(tools) >= 2 and seqs(out) == tools
+    code, out, _ = _run(capsys, "show", "run-1", *where, "--kind", "tool", "--json")
+    assert [e["seq"] for e in json.loads(out)["events"]] == tools
+    code, out, _ = _run(capsys, "show", "run-1", *where, "--json", "--limit", "2")
+    assert [e["seq"] for e in json.loads(out)["events"]] == [0, 1]
