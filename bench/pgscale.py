@@ -101,7 +101,8 @@ def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
 
 def _scale(client: object, scale: int, repeat: int) -> None:
     pg = get_kind("postgres")
-    with bring_up([ServiceSpec("db", "postgres", database="bench")], client=client) as source:
+    room = ServiceSpec("db", "postgres", database="bench", state_bytes=scale * 17 * MIB)
+    with bring_up([room], client=client) as source:
         url = source.env["DATABASE_URL"]
         subprocess.run(
             ["pgbench", "-i", "-q", "-s", str(scale), url], check=True, capture_output=True
