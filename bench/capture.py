@@ -5,6 +5,10 @@
 2. HTTP: the same requests (local server, one ``httpx.Client``) recorded by our transport
    capture and by vcrpy writing a cassette; overhead per request over the plain loop, and the
    ratio vcrpy / ours. Goal: faster than vcrpy.
+3. A whole 20-request run, each side paying its setup and its save: ``capture.run`` with its
+   defaults (package list, git, manifest, event log) against ``vcr.use_cassette`` writing a
+   new cassette; the sides alternate, after a warm-up each; median ratio vcrpy / ours and
+   its spread over 15 rounds. Goal: > 1 (ours cheaper).
 """
 
 from __future__ import annotations
@@ -118,11 +122,60 @@ def bench_http(root: Path) -> dict[str, float]:
     }
 
 
+RUN_REQUESTS = 20
+RUN_ROUNDS = 15
+
+
+def bench_small_run(root: Path) -> list[float]:
+    """Ratios vcrpy / ours of a whole 20-request run, setup and save included."""
+    import vcr
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/echo"
+    store = DirectoryStore(root / "runs")
+    count = iter(range(10**6))
+
+    def requests() -> None:
+        with httpx.Client() as client:
+            for i in range(RUN_REQUESTS):
+                client.post(url, json={"i": i, "q": "where is my order"}).json()
+
+    def ours() -> float:
+        start = time.perf_counter()
+        with capture.run(f"small-{next(count)}", store=store, seed=1):
+            requests()
+        return time.perf_counter() - start
+
+    def theirs() -> float:
+        start = time.perf_counter()
+        with vcr.use_cassette(str(root / f"small-{next(count)}.yaml"), record_mode="all"):
+            requests()
+        return time.perf_counter() - start
+
+    try:
+        ours()
+        theirs()
+        ratios = []
+        for i in range(RUN_ROUNDS):
+            if i % 2:
+                t, o = theirs(), ours()
+            else:
+                o, t = ours(), theirs()
+            ratios.append(t / o)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return ratios
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tools = bench_tools(root)
         http = bench_http(root)
+        small = bench_small_run(root)
     print(
         f"tool call: {tools['plain_us']:.1f} µs plain, +{tools['overhead_us']:.1f} µs per "
         f"recorded call (goal ≤ 50 µs): {'ok' if tools['overhead_us'] <= 50 else 'OVER'}"
@@ -131,6 +184,11 @@ def main() -> int:
     print(
         f"http request: {http['plain_us']:.1f} µs plain; overhead +{http['ours_us']:.1f} µs "
         f"ours vs +{http['vcr_us']:.1f} µs vcrpy cassette: vcrpy/ours = {ratio:.1f}x"
+    )
+    print(
+        f"{RUN_REQUESTS}-request run with setup and save: vcrpy/ours median "
+        f"{statistics.median(small):.2f}x, spread {min(small):.2f}-{max(small):.2f}x over "
+        f"{RUN_ROUNDS} rounds (goal > 1)"
     )
     print(
         f"(cpu count {os.cpu_count()}, {TOOL_CALLS} tool calls, {HTTP_CALLS} requests, "

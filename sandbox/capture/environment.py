@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
@@ -27,32 +28,64 @@ def code_version(
     cwd: str | os.PathLike[str], put_blob: Callable[[bytes, str], BlobRef]
 ) -> CodeVersion:
     """The git commit of ``cwd`` and, when the tree is dirty, the diff against it as a blob.
-    Outside a git checkout: an empty :class:`CodeVersion`."""
+    Outside a git checkout: an empty :class:`CodeVersion`. One ``git status`` gives the
+    commit and whether anything changed; ``git diff`` runs only when a tracked file did."""
     where = Path(cwd)
-    commit = _git(where, "rev-parse", "HEAD")
-    if commit is None:
+    status = _git(
+        where,
+        "--no-optional-locks",
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=normal",
+    )
+    if status is None:
         return CodeVersion()
-    diff = _git(where, "diff", "HEAD", "--binary") or b""
-    untracked = _git(where, "ls-files", "--others", "--exclude-standard") or b""
-    dirty = bool(diff.strip() or untracked.strip())
-    ref = None
-    if diff.strip():
-        ref = put_blob(diff, "text/x-diff")
-    return CodeVersion(commit=commit.decode().strip(), dirty=dirty, diff=ref)
+    commit = ""
+    tracked = untracked = False
+    for line in status.decode(errors="replace").splitlines():
+        if line.startswith("# branch.oid "):
+            commit = line.split()[2]
+        elif line.startswith("?"):
+            untracked = True
+        elif line[:1] in ("1", "2", "u"):
+            tracked = True
+    if not commit or commit == "(initial)":
+        return CodeVersion()
+    diff = (_git(where, "diff", "HEAD", "--binary") or b"") if tracked else b""
+    ref = put_blob(diff, "text/x-diff") if diff.strip() else None
+    return CodeVersion(commit=commit, dirty=bool(diff.strip()) or untracked, diff=ref)
+
+
+def _path_key() -> tuple[tuple[str, int], ...]:
+    """Each import path with its modification time: installing or removing a distribution
+    changes the folder it lives in."""
+    key = []
+    for entry in sys.path:
+        try:
+            key.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            key.append((entry, -1))
+    return tuple(key)
+
+
+@functools.lru_cache(maxsize=4)
+def _packages(key: tuple[tuple[str, int], ...]) -> tuple[tuple[str, str], ...]:
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.name
+        if name:
+            found[str(name)] = str(dist.version)
+    return tuple(sorted(found.items()))
 
 
 def runtime(packages: bool = True) -> Runtime:
-    """Python version, platform, and the installed distributions with their versions."""
-    found: dict[str, str] = {}
-    if packages:
-        for dist in importlib.metadata.distributions():
-            name = dist.name
-            if name:
-                found[str(name)] = str(dist.version)
+    """Python version, platform, and the installed distributions with their versions (read
+    once per process while the import paths do not change)."""
     return Runtime(
         python=sys.version.split()[0],
         platform=platform.platform(),
-        packages=dict(sorted(found.items())),
+        packages=dict(_packages(_path_key())) if packages else {},
     )
 
 
