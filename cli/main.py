@@ -10,6 +10,14 @@ from cli import commands  # noqa: F401  (registers the commands on the app)
 from cli.app import app
 from sandbox.errors import SandboxError
 
+MAX_ERROR_LINE = 300
+"""An error is one line of at most this many characters, whatever the input held."""
+
+
+def error_line(exc: SandboxError) -> str:
+    text = "sandbox: error: " + " ".join(str(exc).split())
+    return text if len(text) <= MAX_ERROR_LINE else text[: MAX_ERROR_LINE - 1] + "…"
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 ok, 1 failure reproduced or check failed,
@@ -17,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = app(args=argv, prog_name="sandbox", standalone_mode=False)
     except SandboxError as exc:
-        print(f"sandbox: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code)

@@ -41,38 +41,46 @@ def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
 
     Example: sandbox list --store snapshots --json
     """
-    from rich.table import Column, Table
-
     from sandbox.snapshot.listing import summarize_runs
 
     summaries = summarize_runs(store_from(store))
     if as_json:
         typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
         return
-    table = Table(
-        Column("id", no_wrap=True),  # ids are copied from here: never cut them
-        "when",
-        "entrypoint",
-        Column("events", justify="right"),
-        Column("status", no_wrap=True),
-        "failure",
-        Column("size", justify="right", no_wrap=True),
-    )
-    for s in summaries:
-        table.add_row(
+    if not summaries:
+        typer.echo(f"no runs in {store_from(store).root}")
+        return
+    rows = [
+        (
             s.run_id,
-            s.created.strftime("%Y-%m-%d %H:%M:%S"),
+            s.created.strftime("%Y-%m-%d %H:%M:%S") if s.created else "-",
             s.entrypoint,
-            str(s.events),
+            "-" if s.events is None else str(s.events),
             s.state,
             s.failure,
             _size(s.size),
         )
-    console = _console()
-    if summaries:
-        console.print(table)
-    else:
-        console.print(f"no runs in {store_from(store).root}")
+        for s in summaries
+    ]
+    # Plain columns: a store of thousands of runs lists in milliseconds (a rich table takes
+    # seconds to measure and wrap them). Ids are never cut: they are copied from here.
+    header = ("id", "when", "entrypoint", "events", "status", "failure", "size")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    widths[2] = min(widths[2], 40)
+    widths[5] = min(widths[5], 60)
+    right = {3, 6}  # events, size
+    for row in [header, *rows]:
+        cells = [_fit(cell, width) for cell, width in zip(row, widths, strict=True)]
+        typer.echo(
+            "  ".join(
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+        )
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 SHOWN = 200

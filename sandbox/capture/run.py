@@ -42,7 +42,13 @@ from sandbox.errors import CaptureError
 from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ServiceState
 from sandbox.snapshot.manifest import Clock as ClockInfo
-from sandbox.snapshot.store import DirectoryStore, RunWriter, open_store, parse_events
+from sandbox.snapshot.store import (
+    DirectoryStore,
+    RunWriter,
+    open_store,
+    parse_events,
+    referenced_blob_bytes,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -309,6 +315,7 @@ def finish_manifest(
             "status": "complete",
             "event_count": len(events),
             "events_sha256": sha256_bytes(data),
+            "blob_bytes": referenced_blob_bytes(manifest, data),
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
         }
     )

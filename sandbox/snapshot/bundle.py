@@ -25,10 +25,11 @@ import json
 import os
 import re
 import tarfile
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import IO, Annotated, Literal
 
 from pydantic import Field, ValidationError
 
@@ -43,11 +44,13 @@ from sandbox.errors import (
 from sandbox.snapshot.events import SHA256_PATTERN, Strict
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.integrity import (
+    BlobInfo,
     Problem,
     RunCheck,
     blob_member,
     check_run_files,
     check_store_run,
+    file_digest,
     run_path,
 )
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Provenance
@@ -57,8 +60,10 @@ from sandbox.snapshot.store import (
     DirectoryStore,
     atomic_file,
     parse_manifest,
-    seal_manifest,
+    read_manifest_bytes,
+    store_writes,
 )
+from sandbox.snapshot.targuard import TarGuard, shown
 
 BUNDLE_INDEX = "bundle.json"
 BUNDLE_FORMAT: Literal["sandbox-replayer-bundle"] = "sandbox-replayer-bundle"
@@ -69,6 +74,7 @@ _BLOB_MEMBER = re.compile(r"blobs/sha256/(?P<ab>[0-9a-f]{2})/(?P<sha>[0-9a-f]{64
 _TAR_OVERHEAD = 1536
 """Most bytes a tar stream spends around one member (header and padding)."""
 _TAR_TRAILER = 20480
+_CHUNK = 1024 * 1024
 
 
 class BundleMember(Strict):
@@ -98,16 +104,43 @@ class BundleLimits:
 DEFAULT_LIMITS = BundleLimits()
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A member of a bundle copied to a temporary file, hashed on the way."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
 @dataclass
 class BundleContents:
-    """The members of a bundle read into memory, their names already checked."""
+    """The members of a bundle, streamed to temporary files (never held in memory), their
+    names already checked. Close it (or use ``with``) to remove the files."""
 
     source: str
     index: BundleIndex | None
-    files: dict[str, bytes]
+    files: dict[str, Staged]
+    folder: tempfile.TemporaryDirectory[str] | None = None
 
     def run_ids(self) -> set[str]:
         return {m["run"] for p in self.files if (m := _RUN_MEMBER.fullmatch(p))}
+
+    def read(self, name: str) -> bytes | None:
+        """A small member's bytes (the manifest), refused unread when too large."""
+        staged = self.files.get(name)
+        return None if staged is None else read_manifest_bytes(staged.path)
+
+    def close(self) -> None:
+        if self.folder is not None:
+            self.folder.cleanup()
+            self.folder = None
+
+    def __enter__(self) -> BundleContents:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 # --- export ------------------------------------------------------------------------------
@@ -189,17 +222,17 @@ class _LimitedReader:
 
 def _check_name(name: str, source: str) -> None:
     if name.startswith("/") or name.startswith("\\") or re.match(r"^[A-Za-z]:", name):
-        raise BundleError(f"{source}: refused: member {name!r} has an absolute path")
+        raise BundleError(f"{source}: refused: member {shown(name)} has an absolute path")
     if ".." in re.split(r"[/\\]", name):
-        raise BundleError(f"{source}: refused: member {name!r} climbs out with '..'")
+        raise BundleError(f"{source}: refused: member {shown(name)} climbs out with '..'")
     if name == BUNDLE_INDEX or _RUN_MEMBER.fullmatch(name):
         return
     blob = _BLOB_MEMBER.fullmatch(name)
     if blob and blob["sha"].startswith(blob["ab"]):
         return
     raise BundleError(
-        f"{source}: refused: unexpected member {name!r} (expected {BUNDLE_INDEX}, "
-        "runs/<id>/manifest.json, runs/<id>/events.jsonl, blobs/sha256/<ab>/<sha256>)"
+        f"{source}: refused: unexpected member {shown(name)} (expected {BUNDLE_INDEX}, "
+        "runs/<id>/{manifest.json,events.jsonl}, blobs/sha256/<ab>/<sha256>)"
     )
 
 
@@ -224,16 +257,39 @@ def _parse_index(data: bytes, source: str) -> BundleIndex:
         raise BundleError(f"{where}: {loc}: {err['msg']}") from None
 
 
+def bundle_source(path: str | os.PathLike[str]) -> str:
+    """How errors name a bundle file: its path, cut when very long."""
+    text = os.fspath(path)
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
 def read_bundle(
     path: str | os.PathLike[str], limits: BundleLimits = DEFAULT_LIMITS
 ) -> BundleContents:
-    """Stream the members of an untrusted bundle into memory, refusing anything unexpected.
+    """Stream the members of an untrusted bundle to temporary files, refusing anything
+    unexpected.
 
-    Checks names, member types, duplicates and limits, and parses ``bundle.json`` (a newer
-    schema version raises :class:`SchemaVersionError`). Contents are not checked here."""
-    source = str(path)
-    files: dict[str, bytes] = {}
-    index: BundleIndex | None = None
+    Checks names, member types, duplicates and limits (tar headers are checked by
+    :class:`~sandbox.snapshot.targuard.TarGuard` before :mod:`tarfile` parses them), and
+    parses ``bundle.json`` (a newer schema version raises :class:`SchemaVersionError`).
+    Memory stays bounded whatever the file: the members go to a temporary folder.
+    Contents are not checked here."""
+    source = bundle_source(path)
+    folder = tempfile.TemporaryDirectory(prefix="sandbox-bundle-")
+    contents = BundleContents(source, None, {}, folder)
+    try:
+        _stream_members(path, contents, Path(folder.name), limits)
+    except BaseException:
+        contents.close()
+        raise
+    return contents
+
+
+def _stream_members(
+    path: str | os.PathLike[str], contents: BundleContents, folder: Path, limits: BundleLimits
+) -> None:
+    source = contents.source
+    files = contents.files
     total = 0
     count = 0
     stream_limit = limits.max_total_bytes + limits.max_members * _TAR_OVERHEAD + _TAR_TRAILER
@@ -243,7 +299,8 @@ def read_bundle(
             gzip.GzipFile(fileobj=raw, mode="rb") as gz,
         ):
             limited = _LimitedReader(gz, stream_limit, source)
-            with tarfile.open(fileobj=limited, mode="r|") as tar:  # type: ignore[call-overload]
+            guard = TarGuard(limited, source, max_headers=3 * limits.max_members + 3)
+            with tarfile.open(fileobj=guard, mode="r|") as tar:  # type: ignore[call-overload]
                 for member in tar:
                     count += 1
                     if count > limits.max_members:
@@ -254,31 +311,33 @@ def read_bundle(
                     _check_name(name, source)
                     if member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                         raise BundleError(
-                            f"{source}: refused: member {name!r} is not a regular file "
+                            f"{source}: refused: member {shown(name)} is not a regular file "
                             "(links, devices, fifos and folders are not accepted)"
                         )
                     if name in files:
-                        raise BundleError(f"{source}: refused: member {name!r} appears twice")
+                        raise BundleError(f"{source}: refused: member {shown(name)} appears twice")
                     if member.size > limits.max_member_bytes:
                         raise BundleError(
-                            f"{source}: refused: member {name!r} is {member.size} bytes, "
+                            f"{source}: refused: member {shown(name)} is {member.size} bytes, "
                             f"more than the limit of {limits.max_member_bytes}"
                         )
-                    fileobj = tar.extractfile(member)
-                    if fileobj is None:  # pragma: no cover - regular files always have data
-                        raise BundleError(f"{source}: member {name!r} has no data")
-                    data = fileobj.read(limits.max_member_bytes + 1)
-                    total += len(data)
-                    if len(data) != member.size or len(data) > limits.max_member_bytes:
-                        raise BundleError(f"{source}: member {name!r} is truncated or oversized")
-                    if total > limits.max_total_bytes:
+                    if total + member.size > limits.max_total_bytes:
                         raise BundleError(
                             f"{source}: refused: members add up to more than "
                             f"{limits.max_total_bytes} bytes"
                         )
-                    files[name] = data
+                    fileobj = tar.extractfile(member)
+                    if fileobj is None:  # pragma: no cover - regular files always have data
+                        raise BundleError(f"{source}: member {shown(name)} has no data")
+                    with store_writes(folder):
+                        staged = _stage(fileobj, folder / str(count), member.size)
+                    if staged.size != member.size:
+                        raise BundleError(f"{source}: member {shown(name)} is truncated")
+                    total += staged.size
+                    files[name] = staged
                     if name == BUNDLE_INDEX:
-                        index = _parse_index(data, source)
+                        index_bytes = read_manifest_bytes(staged.path)
+                        contents.index = _parse_index(index_bytes, source)
     except SandboxError:
         raise
     except FileNotFoundError:
@@ -286,15 +345,34 @@ def read_bundle(
     except IsADirectoryError:
         raise BundleError(f"{source} is a folder, expected a bundle file (.tar.gz)") from None
     except (gzip.BadGzipFile, zlib.error) as exc:
-        raise BundleError(f"{source}: not a gzip-compressed bundle ({exc})") from None
+        raise BundleError(f"{source}: not a gzip-compressed bundle ({_short(exc)})") from None
     except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeError) as exc:
         raise BundleError(
-            f"{source}: damaged or not a bundle ({type(exc).__name__}: {exc})"
+            f"{source}: damaged or not a bundle ({type(exc).__name__}: {_short(exc)})"
         ) from None
     if count == 0:
         raise BundleError(f"{source}: empty archive, not a bundle")
     files.pop(BUNDLE_INDEX, None)
-    return BundleContents(source, index, files)
+
+
+def _short(exc: BaseException, limit: int = 120) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _stage(fileobj: IO[bytes], target: Path, size: int) -> Staged:
+    """Copy at most ``size`` bytes of ``fileobj`` to ``target``, hashing them."""
+    digest = hashlib.sha256()
+    written = 0
+    with open(target, "wb") as out:
+        while written < size:
+            chunk = fileobj.read(min(_CHUNK, size - written))
+            if not chunk:
+                break
+            digest.update(chunk)
+            out.write(chunk)
+            written += len(chunk)
+    return Staged(target, digest.hexdigest(), written)
 
 
 def check_bundle(contents: BundleContents) -> tuple[str | None, RunCheck | None, list[Problem]]:
@@ -313,31 +391,32 @@ def check_bundle(contents: BundleContents) -> tuple[str | None, RunCheck | None,
         listed[entry.path] = entry
     for path in sorted(set(listed) - set(contents.files)):
         problems.append(Problem(path, f"listed in {BUNDLE_INDEX} but not in the bundle"))
-    for path, data in sorted(contents.files.items()):
+    for path, staged in sorted(contents.files.items()):
         listing = listed.get(path)
         if listing is None:
             problems.append(Problem(path, f"not listed in {BUNDLE_INDEX}"))
             continue
-        if listing.size != len(data):
+        if listing.size != staged.size:
             problems.append(
-                Problem(path, f"size is {len(data)} bytes, {BUNDLE_INDEX} says {listing.size}")
+                Problem(path, f"size is {staged.size} bytes, {BUNDLE_INDEX} says {listing.size}")
             )
-        elif sha256_bytes(data) != listing.sha256:
+        elif staged.sha256 != listing.sha256:
             problems.append(Problem(path, f"sha256 differs from {BUNDLE_INDEX}"))
     for other in sorted(contents.run_ids() - {run_id}):
         problems.append(
             Problem(f"runs/{other}/", f"belongs to run {other!r}, the bundle is of {run_id!r}")
         )
 
-    def lookup(key: str) -> bytes | None:
-        return contents.files.get(blob_member(key))
+    def lookup(key: str) -> BlobInfo | None:
+        staged = contents.files.get(blob_member(key))
+        return None if staged is None else (staged.sha256, staged.size)
 
-    check = check_run_files(
-        run_id,
-        contents.files.get(run_path(run_id, MANIFEST)),
-        contents.files.get(run_path(run_id, EVENTS)),
-        lookup,
-    )
+    events = contents.files.get(run_path(run_id, EVENTS))
+    try:
+        manifest_bytes = contents.read(run_path(run_id, MANIFEST))
+    except SnapshotError as exc:
+        return run_id, None, [*problems, Problem(run_path(run_id, MANIFEST), str(exc))]
+    check = check_run_files(run_id, manifest_bytes, None if events is None else events.path, lookup)
     for path in sorted(contents.files):
         blob = _BLOB_MEMBER.fullmatch(path)
         if blob and blob["sha"] not in check.blob_keys and check.manifest is not None:
@@ -374,11 +453,18 @@ def import_bundle(
 
     The imported manifest's ``provenance`` names the bundle (whatever the bundle said): the
     run is someone else's data, and replay will not run its code on this host unasked."""
-    contents = read_bundle(path, limits)
+    store.clean_stale()  # what killed imports left
+    with read_bundle(path, limits) as contents:
+        return _import_checked(store, path, contents, force=force)
+
+
+def _import_checked(
+    store: DirectoryStore, path: str | os.PathLike[str], contents: BundleContents, *, force: bool
+) -> str:
     run_id, check, problems = check_bundle(contents)
     if run_id is None or check is None:
         raise BundleError(f"{contents.source}: {_summary(problems)}")
-    manifest_bytes = contents.files.get(run_path(run_id, MANIFEST))
+    manifest_bytes = contents.read(run_path(run_id, MANIFEST))
     if check.manifest is None and manifest_bytes is not None:
         # Raise the manifest's own error (a newer schema version, for example) as is.
         parse_manifest(manifest_bytes, f"{contents.source}: {run_path(run_id, MANIFEST)}")
@@ -388,17 +474,29 @@ def import_bundle(
     assert check.manifest is not None
     events = contents.files[run_path(run_id, EVENTS)]
     provenance = Provenance(imported_from=Path(path).name, bundle_sha256=_file_sha256(path))
-    manifest = seal_manifest(check.manifest, events).model_copy(update={"provenance": provenance})
+    manifest = check.manifest.model_copy(update={"provenance": provenance})
+    if manifest.status == "complete":
+        blobs = sum(contents.files[blob_member(key)].size for key in check.blob_keys)
+        manifest = manifest.model_copy(
+            update={
+                "events_sha256": manifest.events_sha256 or check.events_sha256,
+                "event_count": check.event_count
+                if manifest.event_count is None
+                else manifest.event_count,
+                "blob_bytes": blobs,
+            }
+        )
 
     if store.exists(run_id):
         try:
+            stored_events = store.run_dir(run_id) / EVENTS
             same = (
                 store.load_manifest(run_id).model_copy(update={"provenance": provenance})
                 == manifest
-                and store.read_events_bytes(run_id) == events
+                and file_digest(stored_events)[0] == events.sha256
                 and all(store.has_blob(key) for key in check.blob_keys)
             )
-        except SnapshotError:  # the stored run is damaged: it differs
+        except (SnapshotError, OSError):  # the stored run is damaged: it differs
             same = False
         if same:
             return run_id
@@ -412,9 +510,9 @@ def import_bundle(
     try:
         for key in sorted(check.blob_keys):
             if not store.has_blob(key):
-                store.put_blob(contents.files[blob_member(key)])
+                store.put_blob_file(contents.files[blob_member(key)].path, key)
                 added.append(key)
-        store.save_raw(manifest, events, overwrite=force)
+        store.save_raw(manifest, events.path, overwrite=force)
     except BaseException:
         for key in added:
             with contextlib.suppress(OSError):
@@ -429,6 +527,7 @@ __all__ = [
     "BundleContents",
     "BundleIndex",
     "BundleLimits",
+    "bundle_source",
     "check_bundle",
     "export_bundle",
     "import_bundle",

@@ -8,28 +8,37 @@ relative path in a store and in a bundle (``runs/<id>/events.jsonl``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import hashlib
+import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
 
 from sandbox.errors import SnapshotError
-from sandbox.snapshot.events import Event
-from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import iter_blob_refs
 from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
+    MAX_EVENT_LINE,
     DirectoryStore,
-    count_events,
     parse_event,
     parse_manifest,
+    read_manifest_bytes,
 )
 
 MAX_PROBLEMS_PER_FILE = 20
 """After this many problems in one file, the rest are summed up in one line."""
 
-BlobLookup = Callable[[str], bytes | None]
-"""Returns a blob's bytes by its SHA-256 key, or ``None`` when it is absent."""
+BlobInfo = tuple[str, int]
+"""A blob as found: the SHA-256 of its content and its size."""
+BlobLookup = Callable[[str], BlobInfo | None]
+"""Returns what a blob holds (hash and size) by its SHA-256 key, or ``None`` when absent."""
+EventSource = bytes | Path
+"""The event log: its bytes, or the file it is in (read a line at a time)."""
+_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,10 @@ class RunCheck:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     manifest: Manifest | None = None
-    events: list[Event] = field(default_factory=list)
+    event_count: int = 0
+    """Event lines read (parsed or not)."""
+    events_sha256: str | None = None
+    """SHA-256 of the event log as read."""
     blob_keys: set[str] = field(default_factory=set)
     """Every blob the manifest and the parsed events reference."""
 
@@ -76,7 +88,7 @@ def _strip(message: str, source: str) -> str:
 def check_run_files(
     run_id: str,
     manifest_bytes: bytes | None,
-    events_bytes: bytes | None,
+    events: EventSource | None,
     blob: BlobLookup,
 ) -> RunCheck:
     """Check a run: the manifest (schema and version), every event line, ``seq`` contiguous
@@ -99,67 +111,115 @@ def check_run_files(
                 )
     manifest = check.manifest
 
-    if events_bytes is None:
+    sizes: dict[str, set[int]] = {}
+    if manifest is not None:
+        for ref in iter_blob_refs([manifest]):
+            sizes.setdefault(ref.sha256, set()).add(ref.size)
+    if events is None:
         check.problems.append(Problem(e_path, "missing"))
     else:
-        _check_events(check, e_path, events_bytes, manifest)
+        with _open_events(events) as stream:
+            _check_events(check, e_path, stream, manifest, sizes)
 
-    sizes: dict[str, set[int]] = {}
-    for ref in iter_blob_refs([manifest, *check.events] if manifest else check.events):
-        sizes.setdefault(ref.sha256, set()).add(ref.size)
     check.blob_keys = set(sizes)
     for key in sorted(sizes):
         path = blob_member(key)
-        data = blob(key)
-        if data is None:
+        found = blob(key)
+        if found is None:
             check.problems.append(Problem(path, "missing: the run references it"))
-        elif sha256_bytes(data) != key:
+            continue
+        digest, length = found
+        if digest != key:
             check.problems.append(Problem(path, "content does not match its SHA-256"))
         else:
-            for size in sorted(sizes[key] - {len(data)}):
+            for size in sorted(sizes[key] - {length}):
                 check.problems.append(
-                    Problem(path, f"size is {len(data)} bytes, the run references {size}")
+                    Problem(path, f"size is {length} bytes, the run references {size}")
                 )
     return check
 
 
-def _check_events(check: RunCheck, path: str, data: bytes, manifest: Manifest | None) -> None:
+def _open_events(events: EventSource) -> contextlib.AbstractContextManager[IO[bytes]]:
+    if isinstance(events, bytes):
+        return contextlib.nullcontext(io.BytesIO(events))
+    return open(events, "rb")
+
+
+def _lines(stream: IO[bytes], digest: Any) -> Iterator[tuple[bytes, bool]]:
+    """Lines of ``stream`` (with their newline) and whether each was cut at
+    :data:`MAX_EVENT_LINE`; the rest of a cut line is read and hashed, not kept."""
+    while True:
+        line = stream.readline(MAX_EVENT_LINE + 1)
+        if not line:
+            return
+        digest.update(line)
+        if len(line) > MAX_EVENT_LINE and not line.endswith(b"\n"):
+            while True:
+                rest = stream.readline(_CHUNK)
+                digest.update(rest)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield line[:MAX_EVENT_LINE], True
+        else:
+            yield line, False
+
+
+def _check_events(
+    check: RunCheck,
+    path: str,
+    stream: IO[bytes],
+    manifest: Manifest | None,
+    sizes: dict[str, set[int]],
+) -> None:
     running = manifest is not None and manifest.status == "running"
-    lines = data.split(b"\n")
-    tail = lines.pop()
-    if tail:
-        if running:
+    digest = hashlib.sha256()
+    line_problems: list[Problem] = []
+    more = 0
+    index = 0
+    for number, (raw, cut) in enumerate(_lines(stream, digest), 1):
+        if len(line_problems) > MAX_PROBLEMS_PER_FILE:  # count the rest, keep the first ones
+            more += len(line_problems) - MAX_PROBLEMS_PER_FILE
+            del line_problems[MAX_PROBLEMS_PER_FILE:]
+        torn = not raw.endswith(b"\n")
+        line = raw.rstrip(b"\n")
+        if not line:
+            continue
+        if torn and not cut and running:
             check.warnings.append(
                 Problem(path, "last line is cut (the capture is running or crashed); ignored")
             )
-        else:
-            lines.append(tail)
-    line_problems: list[Problem] = []
-    index = 0
-    for number, line in enumerate(lines, 1):
-        if not line:
+            continue
+        index += 1
+        if cut:
+            line_problems.append(
+                Problem(path, f"line {number}: longer than {MAX_EVENT_LINE} bytes, not read")
+            )
             continue
         try:
             event = parse_event(line, f"line {number}")
         except SnapshotError as exc:
             line_problems.append(Problem(path, str(exc)))
-        else:
-            if event.seq != index:
-                line_problems.append(
-                    Problem(path, f"line {number}: seq is {event.seq}, expected {index}")
-                )
-            check.events.append(event)
-        index += 1
+            continue
+        if event.seq != index - 1:
+            line_problems.append(
+                Problem(path, f"line {number}: seq is {event.seq}, expected {index - 1}")
+            )
+        if b"sha256" in line or b"\\u" in line:  # a BlobRef needs its key, maybe escaped
+            for ref in iter_blob_refs([event]):
+                sizes.setdefault(ref.sha256, set()).add(ref.size)
+    check.event_count = index
+    check.events_sha256 = digest.hexdigest()
     if len(line_problems) > MAX_PROBLEMS_PER_FILE:
-        more = len(line_problems) - MAX_PROBLEMS_PER_FILE
+        more += len(line_problems) - MAX_PROBLEMS_PER_FILE
         line_problems = line_problems[:MAX_PROBLEMS_PER_FILE]
+    if more:
         line_problems.append(Problem(path, f"... and {more} more problem(s) in this file"))
     check.problems.extend(line_problems)
 
     if manifest is None:
         return
     if manifest.events_sha256 is not None:
-        found = sha256_bytes(data)
+        found = check.events_sha256
         if found != manifest.events_sha256:
             check.problems.append(
                 Problem(
@@ -176,23 +236,32 @@ def _check_events(check: RunCheck, path: str, data: bytes, manifest: Manifest | 
                 "log cannot be detected",
             )
         )
-    if manifest.event_count is not None:
-        found_count = count_events(data)
-        if found_count != manifest.event_count:
-            check.problems.append(
-                Problem(
-                    path,
-                    f"{found_count} event line(s), manifest.event_count is {manifest.event_count}",
-                )
+    if manifest.event_count is not None and index != manifest.event_count:
+        check.problems.append(
+            Problem(
+                path,
+                f"{index} event line(s), manifest.event_count is {manifest.event_count}",
             )
+        )
+
+
+def file_digest(path: Path) -> BlobInfo:
+    """SHA-256 and size of a file, read in chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
 
 
 def store_blob_lookup(store: DirectoryStore) -> BlobLookup:
     """Look blobs up in a directory store (``None`` when absent)."""
 
-    def lookup(key: str) -> bytes | None:
+    def lookup(key: str) -> BlobInfo | None:
         try:
-            return store.blob_path(key).read_bytes()
+            return file_digest(store.blob_path(key))
         except OSError:
             return None
 
@@ -204,7 +273,12 @@ def check_store_run(store: DirectoryStore, run_id: str) -> RunCheck:
     folder = store.run_dir(run_id)
     if not (folder / MANIFEST).is_file():
         store.load_manifest(run_id)  # raises UnknownRunError with near matches
-    manifest_bytes = (folder / MANIFEST).read_bytes()
+    try:
+        manifest_bytes = read_manifest_bytes(folder / MANIFEST)
+    except (OSError, SnapshotError) as exc:
+        check = RunCheck(run_id)
+        check.problems.append(Problem(run_path(run_id, MANIFEST), f"unreadable: {exc}"))
+        return check
     events_path = folder / EVENTS
-    events_bytes = events_path.read_bytes() if events_path.is_file() else None
-    return check_run_files(run_id, manifest_bytes, events_bytes, store_blob_lookup(store))
+    events = events_path if events_path.is_file() else None
+    return check_run_files(run_id, manifest_bytes, events, store_blob_lookup(store))

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal
 
-from sandbox.errors import SnapshotError
+from sandbox.errors import SnapshotError, UnknownRunError
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import DirectoryStore, count_events
+from sandbox.snapshot.snapshot import iter_blob_refs
+from sandbox.snapshot.store import EVENTS, MANIFEST, DirectoryStore
 
-RunState = Literal["running", "incomplete", "complete"]
+RunState = Literal["running", "incomplete", "complete", "damaged"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -70,23 +73,33 @@ def failure_text(manifest: Manifest) -> str:
 @dataclass(frozen=True)
 class RunSummary:
     run_id: str
-    created: datetime
+    created: datetime | None
     entrypoint: str
-    events: int
+    events: int | None
+    """From the manifest; ``None`` while a run is not sealed (its log is not read)."""
     state: RunState
     failure: str
+    """The failure the run showed; for a ``damaged`` run, what is wrong with it."""
     size: int
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
-            "created": self.created.isoformat(),
+            "created": self.created.isoformat() if self.created else None,
             "entrypoint": self.entrypoint,
             "events": self.events,
             "status": self.state,
             "failure": self.failure,
             "size": self.size,
         }
+
+
+def _folder_bytes(folder: Path) -> int:
+    size = 0
+    for name in (MANIFEST, EVENTS):
+        with contextlib.suppress(OSError):
+            size += (folder / name).stat().st_size
+    return size
 
 
 def summarize_run(
@@ -96,19 +109,37 @@ def summarize_run(
     hostname: str | None = None,
     alive: Callable[[int], bool] = pid_alive,
 ) -> RunSummary:
-    if manifest.event_count is not None:
-        events = manifest.event_count
-    else:
-        events = count_events(store.read_events_bytes(manifest.run_id))
+    """A run's summary from its manifest alone (the event log is never read)."""
+    blobs = manifest.blob_bytes
+    if blobs is None:  # sealed before blob_bytes existed: the manifest's own blobs only
+        blobs = sum({r.sha256: r.size for r in iter_blob_refs([manifest])}.values())
     return RunSummary(
         run_id=manifest.run_id,
         created=manifest.created,
         entrypoint=entrypoint_text(manifest),
-        events=events,
+        events=manifest.event_count,
         state=run_state(manifest, hostname=hostname, alive=alive),
         failure=failure_text(manifest),
-        size=store.run_size(manifest.run_id),
+        size=_folder_bytes(store.run_dir(manifest.run_id)) + blobs,
     )
+
+
+def damaged_run(store: DirectoryStore, run_id: str, reason: str) -> RunSummary:
+    return RunSummary(
+        run_id=run_id,
+        created=None,
+        entrypoint="",
+        events=None,
+        state="damaged",
+        failure=cut(reason, 200),
+        size=_folder_bytes(store.run_dir(run_id)),
+    )
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def summarize_runs(
@@ -117,14 +148,26 @@ def summarize_runs(
     hostname: str | None = None,
     alive: Callable[[int], bool] = pid_alive,
 ) -> list[RunSummary]:
-    """One summary per readable run, oldest first."""
-    out = []
-    for manifest in store.list():
+    """One summary per run folder, oldest first, damaged runs (a manifest that is missing,
+    unreadable or invalid) last, each with its reason. Reads manifests only; leftovers of
+    killed writers are cleaned first."""
+    store.clean_stale()
+    good: list[RunSummary] = []
+    damaged: list[RunSummary] = []
+    for run_id in store.run_ids():
         try:
-            out.append(summarize_run(store, manifest, hostname=hostname, alive=alive))
-        except (SnapshotError, OSError):
+            manifest = store.load_manifest(run_id)
+        except UnknownRunError:
+            continue  # removed since the folder was listed
+        except SnapshotError as exc:
+            damaged.append(damaged_run(store, run_id, str(exc)))
             continue
-    return out
+        except OSError as exc:
+            damaged.append(damaged_run(store, run_id, f"{MANIFEST}: unreadable ({exc.strerror})"))
+            continue
+        good.append(summarize_run(store, manifest, hostname=hostname, alive=alive))
+    good.sort(key=lambda s: (s.created, s.run_id))
+    return good + damaged
 
 
 def _short(value: object, width: int = 60) -> str:

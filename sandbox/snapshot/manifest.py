@@ -154,6 +154,9 @@ class Manifest(Strict):
     exit_code: int | None = None
     event_count: int | None = None
     """Number of events, written when the capture finishes."""
+    blob_bytes: int | None = None
+    """Bytes of the distinct blobs the run references (manifest and events), written when
+    the run is sealed, so that a listing shows a run's size without reading its log."""
     events_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
     """SHA-256 of ``events.jsonl`` as finished: a flipped byte in the log is detected."""
     replay_of: str | None = None

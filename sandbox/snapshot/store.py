@@ -14,12 +14,14 @@ half-written file and a run folder appears whole or not at all.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -40,10 +42,12 @@ from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
-from sandbox.snapshot.snapshot import Snapshot
+from sandbox.snapshot.snapshot import Snapshot, iter_blob_refs
 
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
+STALE_AFTER = 6 * 3600.0
+"""Seconds after which an entry of ``.tmp`` is taken for the leftover of a killed writer."""
 PLACEHOLDER_KEY = ".placeholder-key"
 """The store's secret for keyed placeholders (never exported: a bundle holds runs and blobs)."""
 
@@ -80,6 +84,21 @@ def parse_manifest(data: bytes | str, source: str = MANIFEST) -> Manifest:
         return Manifest.model_validate(raw)
     except ValidationError as exc:
         raise SnapshotError(f"{source}: {_first_error(exc)}") from None
+
+
+MAX_EVENT_LINE = 16 * 1024 * 1024
+"""A longer event line is not read (payloads this large are blobs)."""
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+"""A larger ``manifest.json`` (or ``bundle.json``) is refused unread."""
+
+
+def read_manifest_bytes(path: Path) -> bytes:
+    """``manifest.json``, refused unread when larger than :data:`MAX_MANIFEST_BYTES`."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise SnapshotError(f"{path.name}: larger than {MAX_MANIFEST_BYTES} bytes, not read")
+    return data
 
 
 def parse_event(line: bytes | str, source: str) -> Event:
@@ -128,9 +147,22 @@ def count_events(events: bytes) -> int:
     return sum(1 for line in events.split(b"\n") if line)
 
 
+_EVENT_BLOB_REF = re.compile(rb'"sha256":"([0-9a-f]{64})","size":(\d+)')
+"""A :class:`BlobRef` as :func:`dump_event` writes it (canonical JSON: keys sorted)."""
+
+
+def referenced_blob_bytes(manifest: Manifest, events: bytes) -> int:
+    """Bytes of the distinct blobs referenced by the manifest and the event log."""
+    sizes = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
+    for match in _EVENT_BLOB_REF.finditer(events):
+        sizes[match[1].decode()] = int(match[2])
+    return sum(sizes.values())
+
+
 def seal_manifest(manifest: Manifest, events: bytes) -> Manifest:
-    """Fill ``events_sha256`` and ``event_count`` of a complete run when they are missing, so
-    that a flipped byte in its log is detected later; other manifests are returned as is."""
+    """Fill ``events_sha256``, ``event_count`` and ``blob_bytes`` of a complete run when
+    they are missing, so that a flipped byte in its log is detected later and a listing
+    needs the manifest only; other manifests are returned as is."""
     if manifest.status != "complete":
         return manifest
     updates: dict[str, object] = {}
@@ -138,7 +170,32 @@ def seal_manifest(manifest: Manifest, events: bytes) -> Manifest:
         updates["events_sha256"] = sha256_bytes(events)
     if manifest.event_count is None:
         updates["event_count"] = count_events(events)
+    if manifest.blob_bytes is None:
+        updates["blob_bytes"] = referenced_blob_bytes(manifest, events)
     return manifest.model_copy(update=updates) if updates else manifest
+
+
+_WRITE_FAILURES = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EFBIG: "the file size limit is reached",
+    errno.EROFS: "the store is on a read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+
+
+@contextlib.contextmanager
+def store_writes(root: Path) -> Iterator[None]:
+    """Turn a full disk, a read-only or unwritable store into one :class:`StoreError` line
+    (the temporary files of the write are removed by :func:`atomic_file` already)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = _WRITE_FAILURES.get(exc.errno or 0)
+        if reason is None:
+            raise
+        raise StoreError(f"cannot write to {root}: {reason}") from None
 
 
 @contextlib.contextmanager
@@ -239,9 +296,12 @@ class DirectoryStore:
     def blobs_dir(self) -> Path:
         return self.root / "blobs" / "sha256"
 
-    def _tmp_dir(self) -> Path:
+    def staging_dir(self) -> Path:
+        """Where writes are staged before they appear (``ROOT/.tmp``); what a killed writer
+        leaves there is removed by :meth:`clean_stale`."""
         path = self.root / ".tmp"
-        path.mkdir(parents=True, exist_ok=True)
+        with store_writes(self.root):
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     def run_dir(self, run_id: str) -> Path:
@@ -261,15 +321,16 @@ class DirectoryStore:
             pass
         except ValueError:
             raise StoreError(f"{path}: damaged placeholder key (expected 64 hex digits)") from None
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-key-")
-        try:
-            with os.fdopen(fd, "w") as f:  # mkstemp makes it 0600
-                f.write(secrets.token_hex(32) + "\n")
-            with contextlib.suppress(FileExistsError):  # another process made it first
-                os.link(tmp, path)
-        finally:
-            os.unlink(tmp)
+        with store_writes(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-key-")
+            try:
+                with os.fdopen(fd, "w") as f:  # mkstemp makes it 0600
+                    f.write(secrets.token_hex(32) + "\n")
+                with contextlib.suppress(FileExistsError):  # another process made it first
+                    os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
         return bytes.fromhex(path.read_text().strip())
 
     # --- blobs ---------------------------------------------------------------------------
@@ -278,9 +339,20 @@ class DirectoryStore:
         key = sha256_bytes(data)
         path = self.blob_path(key)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, data)
+            with store_writes(self.root):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, data)
         return BlobRef(sha256=key, size=len(data), media_type=media_type)
+
+    def put_blob_file(self, source: Path, key: str) -> None:
+        """Add a blob from a file whose SHA-256 the caller has checked to be ``key``."""
+        path = self.blob_path(key)
+        if path.exists():
+            return
+        with store_writes(self.root):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(path) as out, open(source, "rb") as src:
+                shutil.copyfileobj(src, out, 1024 * 1024)
 
     def get_blob(self, key: str) -> bytes:
         path = self.blob_path(key)
@@ -309,10 +381,23 @@ class DirectoryStore:
     def exists(self, run_id: str) -> bool:
         return (self.run_dir(run_id) / MANIFEST).is_file()
 
+    def missing_manifest_reason(self, run_id: str) -> str:
+        """Why a run folder has no readable ``manifest.json``."""
+        try:
+            os.stat(self.run_dir(run_id) / MANIFEST)
+        except FileNotFoundError:
+            return f"{MANIFEST} is missing"
+        except OSError as exc:
+            return f"{MANIFEST}: unreadable ({exc.strerror})"
+        return f"{MANIFEST} is not a regular file"
+
     def _require(self, run_id: str) -> Path:
         folder = self.run_dir(run_id)
         if not (folder / MANIFEST).is_file():
-            known = [m.run_id for m in self.list()]
+            if folder.is_dir():
+                reason = self.missing_manifest_reason(run_id)
+                raise SnapshotError(f"run {run_id!r} is damaged: {reason}")
+            known = self.run_ids()
             near = [k for k in known if run_id in k or k in run_id][:5]
             hint = f"; did you mean {', '.join(near)}?" if near else ""
             raise UnknownRunError(f"no run {run_id!r} in store {self.root}{hint}")
@@ -320,7 +405,7 @@ class DirectoryStore:
 
     def load_manifest(self, run_id: str) -> Manifest:
         folder = self._require(run_id)
-        return parse_manifest((folder / MANIFEST).read_bytes(), f"{run_id}/{MANIFEST}")
+        return parse_manifest(read_manifest_bytes(folder / MANIFEST), f"{run_id}/{MANIFEST}")
 
     def read_events_bytes(self, run_id: str) -> bytes:
         path = self._require(run_id) / EVENTS
@@ -380,36 +465,76 @@ class DirectoryStore:
     def load(self, run_id: str) -> Snapshot:
         return Snapshot(self.load_manifest(run_id), self.load_events(run_id))
 
-    def list(self) -> list[Manifest]:
-        if not self.runs_dir.is_dir():
+    def run_ids(self) -> list[str]:
+        """Names of the run folders (valid run ids), sorted; nothing is read inside them."""
+        try:
+            names = [p.name for p in self.runs_dir.iterdir()]
+        except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as exc:
+            raise StoreError(f"cannot read the store {self.root}: {exc.strerror}") from None
+        return sorted(n for n in names if _RUN_ID.match(n) and n not in {".", ".."})
+
+    def list(self) -> list[Manifest]:
+        """The readable runs, oldest first; a damaged or unreadable run is left out (see
+        :func:`sandbox.snapshot.listing.summarize_runs`, which lists it as damaged)."""
         manifests = []
-        for folder in sorted(self.runs_dir.iterdir()):
-            if _RUN_ID.match(folder.name) and (folder / MANIFEST).is_file():
-                with contextlib.suppress(SnapshotError):
-                    manifests.append(self.load_manifest(folder.name))
+        for run_id in self.run_ids():
+            with contextlib.suppress(SnapshotError, OSError):
+                manifests.append(self.load_manifest(run_id))
         return sorted(manifests, key=lambda m: (m.created, m.run_id))
+
+    def clean_stale(self, max_age: float = STALE_AFTER, now: float | None = None) -> int:
+        """Remove what killed writers left in ``.tmp`` (staging folders, half-written files)
+        that is older than ``max_age`` seconds; return how many entries were removed."""
+        tmp = self.root / ".tmp"
+        limit = (time.time() if now is None else now) - max_age
+        removed = 0
+        try:
+            entries = list(tmp.iterdir())
+        except OSError:
+            return 0
+        for entry in entries:
+            try:
+                if entry.lstat().st_mtime > limit:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+                removed += 1
+            except OSError:
+                continue
+        return removed
 
     def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None:
         """Write a whole run at once: it appears complete or not at all."""
         body = b"".join(dump_event(e) for e in snapshot.events)
         self.save_raw(snapshot.manifest, body, overwrite=overwrite)
 
-    def save_raw(self, manifest: Manifest, events: bytes, *, overwrite: bool = False) -> None:
-        """Write a run from its manifest and the exact bytes of its event log; a complete run
-        gets its ``events_sha256`` and ``event_count`` filled in when missing."""
-        manifest = seal_manifest(manifest, events)
+    def save_raw(
+        self, manifest: Manifest, events: bytes | Path, *, overwrite: bool = False
+    ) -> None:
+        """Write a run from its manifest and the exact bytes of its event log (or the file
+        holding them, copied); a complete run gets its ``events_sha256`` and ``event_count``
+        filled in when missing (only from bytes: give a file with a sealed manifest)."""
+        if isinstance(events, bytes):
+            manifest = seal_manifest(manifest, events)
         target = self.run_dir(manifest.run_id)
         if target.exists() and not overwrite:
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self._tmp_dir(), prefix="run-"))
+        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
-            (staging / MANIFEST).write_bytes(dump_manifest(manifest))
-            (staging / EVENTS).write_bytes(events)
-            self.runs_dir.mkdir(parents=True, exist_ok=True)
-            if target.exists():
-                self._remove(target)
-            os.rename(staging, target)
+            with store_writes(self.root):
+                (staging / MANIFEST).write_bytes(dump_manifest(manifest))
+                if isinstance(events, bytes):
+                    (staging / EVENTS).write_bytes(events)
+                else:
+                    shutil.copyfile(events, staging / EVENTS)
+                self.runs_dir.mkdir(parents=True, exist_ok=True)
+                if target.exists():
+                    self._remove(target)
+                os.rename(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -419,11 +544,16 @@ class DirectoryStore:
         target = self.run_dir(manifest.run_id)
         if target.exists():
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self._tmp_dir(), prefix="run-"))
-        (staging / MANIFEST).write_bytes(dump_manifest(manifest))
-        (staging / EVENTS).touch()
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        os.rename(staging, target)
+        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        try:
+            with store_writes(self.root):
+                (staging / MANIFEST).write_bytes(dump_manifest(manifest))
+                (staging / EVENTS).touch()
+                self.runs_dir.mkdir(parents=True, exist_ok=True)
+                os.rename(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         return RunWriter(target, manifest)
 
     def delete(self, run_id: str) -> None:
@@ -431,7 +561,7 @@ class DirectoryStore:
 
     def _remove(self, folder: Path) -> None:
         # Rename first so the run disappears at once, then remove at leisure.
-        trash = self._tmp_dir() / f"del-{uuid.uuid4().hex}"
+        trash = self.staging_dir() / f"del-{uuid.uuid4().hex}"
         os.rename(folder, trash)
         shutil.rmtree(trash, ignore_errors=True)
 

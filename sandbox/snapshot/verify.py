@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.errors import SandboxError
-from sandbox.snapshot.bundle import DEFAULT_LIMITS, BundleLimits, check_bundle, read_bundle
+from sandbox.snapshot.bundle import (
+    DEFAULT_LIMITS,
+    BundleLimits,
+    bundle_source,
+    check_bundle,
+    read_bundle,
+)
 from sandbox.snapshot.integrity import Problem, check_store_run
 from sandbox.snapshot.store import DirectoryStore
 
@@ -51,7 +57,7 @@ def verify_run(store: DirectoryStore, run_id: str) -> VerifyReport:
         run_id=run_id,
         problems=check.problems,
         warnings=check.warnings,
-        events=len(check.events),
+        events=check.event_count,
         blobs=len(check.blob_keys),
     )
 
@@ -61,7 +67,7 @@ def verify_bundle(
 ) -> VerifyReport:
     """Check a bundle file without importing it. A bundle refused as unsafe or unreadable is
     reported as one problem naming the file."""
-    source = os.fspath(path)
+    source = bundle_source(path)
     report = VerifyReport(target=f"bundle {source}")
     try:
         contents = read_bundle(path, limits)
@@ -69,12 +75,13 @@ def verify_bundle(
         message = str(exc).removeprefix(f"{source}: ")
         report.problems.append(Problem(source, message))
         return report
-    run_id, check, problems = check_bundle(contents)
+    with contents:
+        run_id, check, problems = check_bundle(contents)
     report.run_id = run_id
     report.problems.extend(problems)
     if check is not None:
         report.problems.extend(check.problems)
         report.warnings.extend(check.warnings)
-        report.events = len(check.events)
+        report.events = check.event_count
         report.blobs = len(check.blob_keys)
     return report

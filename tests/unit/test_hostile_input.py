@@ -1,0 +1,227 @@
+"""Hostile files cost bounded memory and one short error line.
+
+Each case runs the real ``sandbox`` command in a child process and reads the child's own
+peak resident set size (``VmHWM``): a sparse tar made by GNU tar, a 1 GiB PAX extended
+header and a 1 GiB GNU long name (each in a gzip file of about a megabyte), gzip bombs, and
+a store run of a million events (imported, verified, shown and listed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import zlib
+from pathlib import Path
+
+import pytest
+from snapshot_factory import build_snapshot
+
+from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot.bundle import export_bundle
+from sandbox.snapshot.events import StateTransition
+from sandbox.snapshot.store import dump_event
+
+CEILING_KIB = 256 * 1024
+MAX_LINE = 300
+GIB = 1 << 30
+_CHILD = """
+import os, sys
+from cli.main import main
+code = main(sys.argv[1:])
+with open("/proc/self/status") as status:
+    peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+with open(os.environ["PEAK_RSS_OUT"], "w") as f:
+    f.write(peak)
+sys.exit(code)
+"""
+"""The child's peak RSS is its ``VmHWM`` (KiB): unlike ``ru_maxrss``, it starts again at
+``exec``, so the parent's size at ``fork`` does not count."""
+
+
+def run_cli(args: list[str], tmp_path: Path) -> tuple[int, str, str, int]:
+    """Run ``sandbox ARGS`` in a child; return exit code, stdout, stderr, peak RSS (KiB)."""
+    out = tmp_path / "peak-rss"
+    env = {**os.environ, "PEAK_RSS_OUT": str(out)}
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr, int(out.read_text())
+
+
+def gzip_with_zeros(path: Path, prefix: bytes, zeros: int, suffix: bytes = b"") -> Path:
+    """A gzip file of ``prefix``, ``zeros`` zero bytes and ``suffix``, written without
+    compressing the zeros one by one (full flushes make each MiB compress the same)."""
+    chunk = bytes(1 << 20)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    with open(path, "wb") as f:
+        f.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff")
+        f.write(comp.compress(prefix) + comp.flush(zlib.Z_FULL_FLUSH))
+        crc = zlib.crc32(prefix)
+        block = comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH)
+        again = comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH)
+        assert block == again  # after a full flush each MiB of zeros compresses the same
+        whole, rest = divmod(zeros, len(chunk))
+        crc = zlib.crc32(chunk, crc)
+        crc = zlib.crc32(chunk, crc)
+        f.write(block + again)
+        for _ in range(whole - 2):
+            f.write(block)
+            crc = zlib.crc32(chunk, crc)
+        tail = bytes(rest) + suffix
+        f.write(comp.compress(tail) + comp.flush())
+        crc = zlib.crc32(tail, crc)
+        total = len(prefix) + zeros + len(suffix)
+        f.write(struct.pack("<II", crc & 0xFFFFFFFF, total & 0xFFFFFFFF))
+    return path
+
+
+def header(name: str, size: int, kind: bytes, fmt: int = tarfile.GNU_FORMAT) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.type = kind
+    return info.tobuf(format=fmt)
+
+
+def assert_one_short_error(code: int, stderr: str, rss_kib: int) -> str:
+    lines = stderr.splitlines()
+    assert code == 2, stderr[:500]
+    assert len(lines) == 1, stderr[:500]
+    assert len(lines[0]) <= MAX_LINE, lines[0][:400]
+    assert rss_kib < CEILING_KIB, f"peak RSS {rss_kib // 1024} MiB"
+    return lines[0]
+
+
+def _store_args(tmp_path: Path) -> list[str]:
+    return ["--store", str(tmp_path / "store")]
+
+
+@pytest.mark.parametrize("fmt", ["gnu", "pax"])
+def test_sparse_tar_is_refused(tmp_path: Path, fmt: str) -> None:
+    if shutil.which("tar") is None:
+        pytest.fail("GNU tar is needed to make a real sparse archive")
+    big = tmp_path / "blobs"
+    big.mkdir()
+    with open(big / "big", "wb") as f:
+        f.truncate(3 * GIB)  # a 3 GiB hole
+    bundle = tmp_path / f"sparse-{fmt}.tar.gz"
+    subprocess.run(
+        ["tar", f"--format={fmt}", "-S", "-czf", str(bundle), "-C", str(tmp_path), "blobs/big"],
+        check=True,
+    )
+    assert bundle.stat().st_size < 1024
+    for args in (["import", str(bundle)], ["verify", str(bundle)]):
+        code, out, err, rss = run_cli([*args, *_store_args(tmp_path)], tmp_path)
+        if args[0] == "import":
+            line = assert_one_short_error(code, err, rss)
+            assert "sparse" in line
+        else:
+            assert code == 1 and "sparse" in out and rss < CEILING_KIB
+            assert all(len(line) <= MAX_LINE for line in out.splitlines())
+
+
+def test_a_1_gib_pax_header_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    bundle = gzip_with_zeros(
+        tmp_path / "pax.tar.gz", header("././@PaxHeader", GIB, tarfile.XHDTYPE), GIB
+    )
+    assert bundle.stat().st_size < 2 * 1024 * 1024
+    code, _, err, rss = run_cli(["import", str(bundle), *_store_args(tmp_path)], tmp_path)
+    line = assert_one_short_error(code, err, rss)
+    assert "PAX extended header of 1073741824 bytes" in line
+
+
+def test_a_1_gib_gnu_long_name_gives_a_short_line(tmp_path: Path) -> None:
+    bundle = gzip_with_zeros(
+        tmp_path / "long.tar.gz", header("././@LongLink", GIB, tarfile.GNUTYPE_LONGNAME), GIB
+    )
+    code, _, err, rss = run_cli(["import", str(bundle), *_store_args(tmp_path)], tmp_path)
+    line = assert_one_short_error(code, err, rss)
+    assert "GNU long name of 1073741824 bytes" in line
+
+
+def test_a_long_name_within_limits_is_cut_in_the_error(tmp_path: Path) -> None:
+    name = "x" * 4000
+    bundle = gzip_with_zeros(
+        tmp_path / "name.tar.gz", header(name, 0, tarfile.REGTYPE) + bytes(1024), 0
+    )
+    code, _, err, rss = run_cli(["import", str(bundle), *_store_args(tmp_path)], tmp_path)
+    line = assert_one_short_error(code, err, rss)
+    assert "unexpected member 'xxxx" in line and "…" in line
+
+
+def test_gzip_bomb_of_one_huge_member(tmp_path: Path) -> None:
+    key = "ab" * 32
+    name = f"blobs/sha256/ab/{key}"
+    bundle = gzip_with_zeros(
+        tmp_path / "bomb.tar.gz", header(name, 5 * GIB, tarfile.REGTYPE), 5 * GIB
+    )
+    assert bundle.stat().st_size < 6 * 1024 * 1024
+    code, _, err, rss = run_cli(["import", str(bundle), *_store_args(tmp_path)], tmp_path)
+    line = assert_one_short_error(code, err, rss)
+    assert "more than the limit" in line
+
+
+def test_gzip_bomb_within_the_member_limit_is_streamed_not_held(tmp_path: Path) -> None:
+    key = "cd" * 32
+    size = 400 * 1024 * 1024  # under the member limit: read to the end, to disk
+    bundle = gzip_with_zeros(
+        tmp_path / "bomb.tar.gz",
+        header(f"blobs/sha256/cd/{key}", size, tarfile.REGTYPE),
+        size,
+        bytes(1024),
+    )
+    code, _, err, rss = run_cli(["import", str(bundle), *_store_args(tmp_path)], tmp_path)
+    line = assert_one_short_error(code, err, rss)
+    assert "bundle.json" in line  # refused: no index, after streaming the member
+    assert not (tmp_path / "store").exists()  # nothing written
+
+
+def _million_event_run(store: DirectoryStore, count: int = 1_000_000) -> str:
+    build_snapshot(store, "big-run")
+    manifest = store.load_manifest("big-run")
+    template = dump_event(
+        StateTransition(seq=0, wall=1.0, mono=0.5, task="main", name="step", target="t")
+    )
+    head, _, tail = template.partition(b'"seq":0')
+    body = b"".join(head + b'"seq":%d' % i + tail for i in range(count))
+    fresh = manifest.model_copy(
+        update={"run_id": "big-1e6", "event_count": None, "events_sha256": None, "blob_bytes": None}
+    )
+    store.save_raw(fresh, body)
+    return "big-1e6"
+
+
+def test_a_million_event_run_is_imported_verified_shown_and_listed_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    source = DirectoryStore(tmp_path / "source")
+    run = _million_event_run(source)
+    bundle = export_bundle(source, run, tmp_path / "big.tar.gz")
+    target = ["--store", str(tmp_path / "target")]
+    steps = [
+        ["verify", str(bundle)],
+        ["import", str(bundle), *target],
+        ["verify", run, *target],
+        ["show", run, *target],
+        ["show", run, "--json", *target],
+        ["list", *target],
+    ]
+    for args in steps:
+        code, out, err, rss = run_cli(args, tmp_path)
+        assert code == 0, f"{args[0]}: {err[:300]}"
+        assert rss < CEILING_KIB, f"{' '.join(args[:2])}: peak RSS {rss // 1024} MiB"
+        if args[0] == "list":
+            assert "1000000" in out
+        if args[:1] == ["show"] and "--json" in args:
+            assert out.count('"kind":"state"') == 1_000_000
+    listed = json.loads(run_cli(["list", "--json", *target], tmp_path)[1])
+    assert listed[0]["events"] == 1_000_000
