@@ -219,14 +219,23 @@ def export_cmd(
     run: RunArgument,
     output: Annotated[Path, typer.Option("-o", "--output", help="Bundle file to write (.tar.gz).")],
     store: StoreOption = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            help="Accept findings of the scan: a glob over '<kind> in <where>' (repeatable).",
+        ),
+    ] = None,
 ) -> None:
-    """Write a run and the blobs it references into one file to share.
+    """Scan a run for likely secrets and personal data (events, manifest, every blob, the
+    rows, keys and files inside service dumps), then write it and the blobs it references
+    into one file to share. A finding stops the export and is named with where it is.
 
-    Example: sandbox export duplicate-order-1 -o bug-123.tar.gz
+    Example: sandbox export duplicate-order-1 -o bug-123.tar.gz --allow 'e-mail address in *'
     """
-    from sandbox.snapshot.bundle import export_bundle
+    from sandbox.services.sharescan import export_shareable
 
-    path = export_bundle(store_from(store), run, output)
+    path = export_shareable(store_from(store), run, output, allow=allow or ())
     typer.echo(f"exported {run} to {path} ({_size(path.stat().st_size)})")
 
 

@@ -56,6 +56,11 @@ class BundleError(SnapshotError):
     """A bundle file cannot be read or is refused as unsafe."""
 
 
+class ExportRefusedError(StoreError):
+    """A run is not exported: the scan before sharing found likely secrets or personal
+    data that no ``--allow`` accepts."""
+
+
 # --- capture -------------------------------------------------------------------------------
 
 

@@ -1,0 +1,74 @@
+"""The scan before sharing: what redaction let through is found, named, and stops export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from sandbox import capture
+from sandbox.services.sharescan import Finding, scan_run
+from sandbox.snapshot.store import DirectoryStore
+
+STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"  # not a format redaction knows; detect-secrets does
+
+
+def _capture(store: DirectoryStore, workspace: Path) -> str:
+    @capture.tool
+    def billing_config() -> str:
+        return f"stripe key: {STRIPE}"
+
+    spec = capture.ServiceSpec("docs", "files", str(workspace), env="DOCS")
+    with capture.run("leaky", store=store, seed=1, services=[spec], cwd=str(store.root)) as rec:
+        billing_config()
+    return rec.run_id
+
+
+def test_findings_name_the_event_line_and_the_file_in_the_workspace(
+    store: DirectoryStore, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "docs"
+    workspace.mkdir()
+    (workspace / "contacts.md").write_text("# Contacts\nescalate to ops.lead@example.com\n")
+    run = _capture(store, workspace)
+    findings = scan_run(store, run)
+    kinds = {(f.kind, f.where.split(" (")[-1]) for f in findings}
+    assert any(
+        f.kind == "Stripe Access Key" and f.where.startswith("events.jsonl line") for f in findings
+    )
+    assert ("e-mail address", "file contacts.md line 2)") in kinds
+
+
+def test_export_refuses_names_where_and_allow_accepts(
+    store: DirectoryStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "docs"
+    workspace.mkdir()
+    (workspace / "contacts.md").write_text("escalate to ops.lead@example.com\n")
+    run = _capture(store, workspace)
+    out = tmp_path / "bug.tar.gz"
+    args = ["export", run, "-o", str(out), "--store", str(store.root)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not exported" in err
+    assert "Stripe Access Key in events.jsonl line" in err
+    assert "e-mail address in blob" in err and "file contacts.md line 1" in err
+    assert not out.exists()
+    assert main([*args, "--allow", "Stripe Access Key in *"]) == 2  # the e-mail remains
+    assert not out.exists()
+    allow = ["--allow", "Stripe Access Key in *", "--allow", "e-mail address in *file contacts.md*"]
+    assert main([*args, *allow]) == 0
+    assert out.is_file()
+
+
+def test_placeholders_are_not_findings(store: DirectoryStore, tmp_path: Path) -> None:
+    @capture.tool
+    def leak() -> str:
+        return "password = 'hunter2-and-more' token sk-proj-abcdefghijklmnopqrstuvwx mail a@b.io"
+
+    with capture.run("clean", store=store, seed=1, cwd=str(store.root)) as rec:
+        leak()
+    findings = scan_run(store, rec.run_id)
+    assert Finding("e-mail address", "events.jsonl line 1") not in findings
+    assert all(f.kind != "OpenAI Token" for f in findings)
