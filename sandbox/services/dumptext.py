@@ -98,8 +98,7 @@ def sqlite_places(data: bytes) -> Iterator[Place]:
         path.write_bytes(data)
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
             tables = [
-                r[0]
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             ]
             for table in tables:
                 cursor = conn.execute(f'SELECT * FROM "{table.replace(chr(34), chr(34) * 2)}"')
