@@ -63,6 +63,9 @@ class ServiceSpec:
     endpoint: str
     env: str | None = None
     """The environment variable through which the agent finds it (``DATABASE_URL``)."""
+    mask: Mapping[str, str] = field(default_factory=dict)
+    """Masking rules applied to what is captured, ``{TARGET: METHOD}``: ``"users.email":
+    "hash"`` (see :mod:`sandbox.services.masking`)."""
 
 
 def make_run_id(name: str, when: float) -> str:
@@ -177,9 +180,9 @@ class Capture:
     def _capture_service(
         self, store: DirectoryStore, redactor: Redactor, spec: ServiceSpec
     ) -> ServiceState:
-        from sandbox.services.registry import get_kind
+        from sandbox.services.masking import capture_masked
 
-        state = get_kind(spec.kind).capture(spec.endpoint)
+        state = capture_masked(spec.kind, spec.endpoint, spec.mask, store.placeholder_key())
         ref = store.put_blob(state.data, state.media_type)
         return ServiceState(
             name=spec.name,
@@ -224,10 +227,13 @@ class Capture:
                 update={"services": self._discovery.end_states()}
             )
         manifest = recorder.writer.manifest
-        endpoints = {spec.name: spec.endpoint for spec in self.declared}
+        specs = {spec.name: spec for spec in self.declared}
+        key = store.placeholder_key()
         services = [
-            capture_end_state(state, endpoints[state.name], store)
-            if state.name in endpoints
+            capture_end_state(
+                state, specs[state.name].endpoint, store, mask=specs[state.name].mask, key=key
+            )
+            if state.name in specs
             else state
             for state in manifest.services
         ]

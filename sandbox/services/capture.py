@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.services.registry import get_kind
@@ -49,8 +50,21 @@ def capture_service(
     )
 
 
-def capture_end_state(service: ServiceState, endpoint: str, store: Store) -> ServiceState:
-    """Capture the end state (``after``, ``hash_after``) of a service captured before."""
-    state = get_kind(service.kind).capture(endpoint)
+def capture_end_state(
+    service: ServiceState,
+    endpoint: str,
+    store: Store,
+    *,
+    mask: Mapping[str, str] | None = None,
+    key: bytes = b"",
+) -> ServiceState:
+    """Capture the end state (``after``, ``hash_after``) of a service captured before, with
+    the masking rules ``mask`` applied (see :mod:`sandbox.services.masking`)."""
+    if mask:
+        from sandbox.services.masking import capture_masked
+
+        state = capture_masked(service.kind, endpoint, mask, key)
+    else:
+        state = get_kind(service.kind).capture(endpoint)
     ref = store.put_blob(state.data, state.media_type)
     return service.model_copy(update={"after": ref, "hash_after": state.state_hash})
