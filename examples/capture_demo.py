@@ -164,7 +164,9 @@ def capture_inventory(store: DirectoryStore, attempts: int = 15) -> str:
     stock); runs that did not show it are deleted."""
     from examples import inventory
 
-    chooser = random.SystemRandom()  # production latency: not the run's seeded generator
+    # Production latency: not the run's seeded generator, and seeded here rather than drawn
+    # from os.urandom, which a capture records in every thread of this process.
+    chooser = random.Random(time.time_ns())
 
     def pricing(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         time.sleep(chooser.choice([0.0, 0.3]))

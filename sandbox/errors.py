@@ -168,3 +168,18 @@ class PolicyError(ReplayError, ValueError):
 
 class PredicateError(ReplayError):
     """A failure predicate cannot be evaluated: it is malformed, or its query failed."""
+
+
+class MissingEnvironmentError(ReplayError, KeyError):
+    """A variable the run depended on was redacted at capture and is not supplied."""
+
+    def __init__(self, run_id: str, names: list[str]) -> None:
+        self.run_id = run_id
+        self.names = names
+        super().__init__(
+            f"run {run_id} needs {', '.join(names)} (redacted at capture): set "
+            f"{'it' if len(names) == 1 else 'them'} in the environment before replaying"
+        )
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -57,9 +58,10 @@ def start_datetime(clock: Clock) -> datetime:
     return datetime.fromtimestamp(clock.time(), tz=UTC)
 
 
-def local_timezone() -> str:
-    """The time zone the run sees: ``$TZ`` when set, else the local zone's name."""
-    tz = os.environ.get("TZ")
+def local_timezone(environ: Mapping[str, str] | None = None) -> str:
+    """The time zone the run sees: ``$TZ`` of ``environ`` (default: this process's) when set,
+    else the local zone's name."""
+    tz = (os.environ if environ is None else environ).get("TZ")
     if tz:
         return tz.lstrip(":")
     name = datetime.now().astimezone().tzname()

@@ -12,12 +12,10 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import sandbox
+from sandbox.capture.children import ENV_VAR, child_settings, hook_environment
 from sandbox.capture.discovery import check_mode
-from sandbox.capture.hook import ENV_VAR, child_settings
 from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
 from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.run import Capture, finish_manifest
@@ -25,9 +23,6 @@ from sandbox.errors import CaptureError
 from sandbox.snapshot.events import FinalResult, StateTransition
 from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest
 from sandbox.snapshot.store import DirectoryStore, parse_events
-
-SITE_DIR = Path(__file__).parent / "_site"
-PACKAGE_ROOT = Path(sandbox.__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -45,16 +40,6 @@ def child_environment(base: Mapping[str, str], settings: str) -> dict[str, str]:
     env = dict(base)
     env[ENV_VAR] = settings
     return hook_environment(env)
-
-
-def hook_environment(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with the hook's ``sitecustomize`` and this package first on ``PYTHONPATH``
-    (capture and the replay of a command share the hook)."""
-    paths = [str(SITE_DIR), str(PACKAGE_ROOT)]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
 
 
 def capture_command(

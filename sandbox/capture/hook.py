@@ -4,8 +4,9 @@ The parent creates the run and starts the program with ``$SANDBOX_CAPTURE`` (JSO
 run id, seed, redaction) and a ``sitecustomize`` on ``PYTHONPATH``; at interpreter start that
 calls :func:`start_from_env`, which appends events to the parent's run: HTTP and model calls,
 seeds, uuid draws, the services the program connects to (captured with ``--services auto``,
-their end states at exit) and the exception that ends the program (``sys.excepthook``). The variable
-is removed from the environment so that grandchildren are not captured into the same log.
+their end states at exit) and the exception that ends the program (``sys.excepthook``). The
+variable is removed from the environment; the program's own Python children are captured into
+the same run by :mod:`sandbox.capture.children`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ import os
 import sys
 import threading
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from sandbox.capture import boundary
+from sandbox.capture.children import ENV_VAR, ChildWriter, follow_captured_children
 from sandbox.capture.discovery import Discovery, check_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.snapshot.store import DirectoryStore, RunWriter
-
-ENV_VAR = "SANDBOX_CAPTURE"
 
 
 def record_uncaught(
@@ -50,26 +51,6 @@ def record_uncaught(
     sys.excepthook = excepthook
 
 
-def child_settings(
-    store: DirectoryStore,
-    run_id: str,
-    seed: int,
-    redaction: RedactionConfig,
-    blob_threshold: int,
-    services: str = "none",
-) -> str:
-    return json.dumps(
-        {
-            "store": str(store.root),
-            "run_id": run_id,
-            "seed": seed,
-            "redaction": redaction.to_json(),
-            "blob_threshold": blob_threshold,
-            "services": services,
-        }
-    )
-
-
 def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder | None:
     """Start capturing into the run named by ``$SANDBOX_CAPTURE``; ``None`` when unset."""
     from sandbox.capture.run import start_recording
@@ -83,12 +64,16 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     store = DirectoryStore(settings["store"])
     run_id = str(settings["run_id"])
     manifest = store.load_manifest(run_id)
-    writer = RunWriter(store.run_dir(run_id), manifest)
+    events = settings.get("events")
+    writer = (
+        ChildWriter(Path(events), manifest)
+        if events
+        else RunWriter(store.run_dir(run_id), manifest)
+    )
     config = RedactionConfig.from_json(settings.get("redaction", {}))
     redactor = Redactor(config, dict(env), store.placeholder_key())
-    recorder = Recorder(
-        writer, store, redactor=redactor, blob_threshold=int(settings.get("blob_threshold", 65536))
-    )
+    threshold = int(settings.get("blob_threshold", 65536))
+    recorder = Recorder(writer, store, redactor=redactor, blob_threshold=threshold)
     boundary.install(recorder)
     discovery = Discovery(
         writer,
@@ -99,6 +84,10 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     )
     stop_discovery = discovery.install()
     start_recording(recorder, int(settings["seed"]))
+    if events:  # a child: the parent adopts its events, finishes and seals the run
+        atexit.register(_close, recorder)
+        return recorder
+    follow_captured_children(recorder, int(settings["seed"]), config, threshold)
     record_uncaught(recorder)
 
     def end_states() -> None:
@@ -120,3 +109,11 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
 
     atexit.register(at_exit)
     return recorder
+
+
+def _close(recorder: Recorder) -> None:
+    try:
+        recorder.flush_pending()
+    finally:
+        recorder.closed = True
+        recorder.writer.close()

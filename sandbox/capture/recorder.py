@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, JsonValue
@@ -41,7 +41,7 @@ from sandbox.snapshot.events import (
     StateTransition,
     Timeout,
 )
-from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+from sandbox.snapshot.hashing import ordered_json, sha256_bytes
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     Failure,
@@ -90,9 +90,11 @@ def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> byt
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
     building the model (fields that equal their default are left out, as there)."""
     defaults = _defaults(event_type)
-    body = {k: _plain(v) for k, v in fields.items() if k not in defaults or v != defaults[k]}
-    body["kind"] = kind
-    return canonical_json(body) + b"\n"
+    body = {"kind": kind}
+    for name in event_type.model_fields:  # the model's field order, as dump_event writes
+        if name in fields and (name not in defaults or fields[name] != defaults[name]):
+            body[name] = _plain(fields[name])
+    return ordered_json(body) + b"\n"
 
 
 _DEFAULTS: dict[type[Event], dict[str, Any]] = {}
@@ -237,6 +239,14 @@ class Recorder:
                 self._timed_out_spans.add(parent)
         return seq
 
+    def adopt(self, events: Sequence[Event]) -> None:
+        """Append events written elsewhere (a child process's), renumbered after this log's."""
+        with self._lock:
+            for event in events:
+                line = dump_event(event.model_copy(update={"seq": self._seq}))
+                self.writer.append_raw(self.redactor.bytes(line))
+                self._seq += 1
+
     def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere."""
         for name, value in headers:
@@ -270,7 +280,7 @@ class Recorder:
             if len(raw) <= self.blob_threshold:
                 return data, None
             return None, self.store_payload(raw, "text/plain; charset=utf-8")
-        raw = canonical_json(data)
+        raw = ordered_json(data)
         if len(raw) <= self.blob_threshold:
             return data, None
         return None, self.store_payload(raw, "application/json")

@@ -25,6 +25,7 @@ import concurrent.futures
 import contextvars
 import functools
 import itertools
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -275,3 +276,81 @@ class AsyncRetrying(_Recording, tenacity.AsyncRetrying):
 def retrying(name: str = "retry", **kwargs: Any) -> Retrying:
     """``Retrying(name, stop=..., wait=..., sleep=...)``: tenacity, recorded."""
     return Retrying(name, **kwargs)
+
+
+# --- tenacity's own decorators and loops -----------------------------------------------------
+
+
+def _loop_name(rs: tenacity.RetryCallState) -> str:
+    """``retry:<module.function>``: the decorated function, or the function whose ``for
+    attempt in Retrying(...)`` loop this is."""
+    if rs.fn is not None:
+        return f"retry:{rs.get_fn_name()}"
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_OWN_FRAMES):
+        frame = frame.f_back
+    if frame is None:
+        return "retry:loop"
+    return f"retry:{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_qualname}"
+
+
+_OWN_FRAMES = ("tenacity", __name__)
+
+
+def patch_tenacity() -> Callable[[], None]:
+    """Record the attempts of plain ``tenacity`` retries (``@tenacity.retry``,
+    ``Retrying()(fn)``, ``for attempt in Retrying(...)``), with no change to the agent: a
+    ``retry`` event per attempt (number, outcome, error, wait, policy), and code inside an
+    attempt sees :func:`~sandbox.capture.boundary.current_attempt`. Return the undo.
+
+    Unlike :class:`Retrying`, the attempts do not cross the seam: on replay they run again,
+    and what fails inside them fails from the recording (an HTTP timeout, say)."""
+    original = tenacity.BaseRetrying.iter
+
+    def iter(self: tenacity.BaseRetrying, retry_state: tenacity.RetryCallState) -> Any:
+        if isinstance(self, _Recording):
+            return original(self, retry_state)
+        token = retry_state.__dict__.pop("_sandbox_attempt", None)
+        if token is not None:
+            boundary._current_attempt.reset(token)
+        outcome = retry_state.outcome
+        wait = 0.0
+        try:
+            do = original(self, retry_state)
+            if isinstance(do, tenacity.DoSleep):
+                wait = float(do)
+            elif isinstance(do, tenacity.DoAttempt):
+                retry_state.__dict__["_sandbox_attempt"] = boundary._current_attempt.set(
+                    retry_state.attempt_number
+                )
+            return do
+        finally:
+            if outcome is not None:
+                _emit_attempt(self, retry_state, outcome, wait)
+
+    tenacity.BaseRetrying.iter = iter  # type: ignore[method-assign]
+
+    def undo() -> None:
+        if tenacity.BaseRetrying.iter is iter:
+            tenacity.BaseRetrying.iter = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _emit_attempt(
+    retrying: tenacity.BaseRetrying, rs: tenacity.RetryCallState, outcome: Any, wait: float
+) -> None:
+    emit = getattr(boundary.current(), "emit", None)
+    if emit is None:
+        return
+    error = outcome.exception() if outcome.failed else None
+    emit(
+        RetryAttempt,
+        None,
+        name=_loop_name(rs),
+        attempt=rs.attempt_number,
+        outcome="error" if error is not None else "success",
+        error=boundary.error_info(error) if error is not None else None,
+        wait=wait,
+        policy={key: describe(getattr(retrying, key)) for key in ("stop", "wait", "retry")},
+    )

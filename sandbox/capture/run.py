@@ -28,19 +28,23 @@ from types import TracebackType
 from typing import Any, TypeVar, cast
 
 from sandbox.capture import boundary
+from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
 from sandbox.capture.discovery import Discovery, ServicesMode, check_mode
+from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import redact_manifest, seal
 from sandbox.errors import CaptureError
-from sandbox.snapshot.hashing import sha256_bytes
-from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ServiceState
+from sandbox.snapshot.events import Event, LLMCall
+from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ModelInfo, ServiceState
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
     DirectoryStore,
@@ -75,6 +79,12 @@ def make_run_id(name: str, when: float) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:60] or "run"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
     return f"{slug}-{stamp}-{secrets.token_hex(3)}"
+
+
+def command_line() -> list[str]:
+    """The command that started this process as typed (``python agent.py``, ``python -m
+    pkg``, ``python -c ...``): replay runs it again."""
+    return list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
 
 
 @dataclass
@@ -132,11 +142,11 @@ class Capture:
             pid=os.getpid(),
             host=host(),
             entrypoint=self.entrypoint
-            or Entrypoint(kind="command", command=list(sys.argv), cwd=cwd),
+            or Entrypoint(kind="command", command=command_line(), cwd=cwd),
             code=code_version(cwd, lambda data, media: store.put_blob(redactor.bytes(data), media)),
             runtime=runtime(self.packages),
             env=redactor.environ(env, self.redaction.env_record),
-            clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone()),
+            clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone(env)),
             seeds={"run": seed, "uuid4": derive_seed(seed, "uuid4")},
             services=services,
             labels=dict(self.labels),
@@ -172,6 +182,9 @@ class Capture:
             )
             self._undo.append(self._discovery.install())
             self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
+            self._undo.append(
+                follow_captured_children(recorder, seed, self.redaction, self.blob_threshold)
+            )
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -261,14 +274,15 @@ class Capture:
     # --- decorator -----------------------------------------------------------------------
 
     def __call__(self, fn: F) -> F:
+        """Decorate ``fn``: each call is a captured run. Its entrypoint is ``module:function``,
+        or, for a function of a script (``__main__``), the command line that ran it."""
         target = f"{fn.__module__}:{fn.__qualname__}"
 
         def fresh() -> Capture:
-            return replace(
-                self,
-                entrypoint=self.entrypoint
-                or Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd()),
-            )
+            if self.entrypoint is not None or fn.__module__ == "__main__":
+                return replace(self)
+            entry = Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd())
+            return replace(self, entrypoint=entry)
 
         if inspect.iscoroutinefunction(fn):
 
@@ -288,14 +302,18 @@ class Capture:
 
 
 def start_recording(
-    recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True
+    recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True, entropy: bool = True
 ) -> list[Callable[[], None]]:
-    """Seed the generators, patch ``uuid4`` and httpx; record the seeds in the manifest.
-    Return the undo functions (the recorder must be installed already)."""
+    """Seed the generators, patch ``uuid4``, httpx, the entropy sources
+    (:mod:`sandbox.capture.entropy`) and tenacity's retries; record the seeds in the
+    manifest. Return the undo functions (the recorder must be installed already)."""
     reads, stop_tracking = track_env_reads()
     recorder.env_reads = reads
     undo: list[Callable[[], None]] = [stop_tracking]
     seeds = seed_generators(seed)
+    if entropy:
+        undo.append(patch_entropy())
+    undo.append(patch_tenacity())
     if ids:
         undo.append(patch_uuid4(derive_seed(seed, "uuid4")))
     if http:
@@ -322,11 +340,23 @@ def finish_manifest(
             "event_count": len(events),
             "events_sha256": sha256_bytes(data),
             "blob_bytes": referenced_blob_bytes(manifest, data),
+            "models": manifest.models or models_of(events),
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
         }
     )
     writer.update_manifest(done)
     return done
+
+
+def models_of(events: Sequence[Event]) -> list[ModelInfo]:
+    """The models the run called, each with the parameters it was called with (once per
+    distinct provider, model and parameters, in first-call order)."""
+    found: dict[bytes, ModelInfo] = {}
+    for event in events:
+        if isinstance(event, LLMCall) and event.model:
+            info = ModelInfo(provider=event.provider, model=event.model, params=event.params)
+            found.setdefault(canonical_json(info.model_dump(mode="json")), info)
+    return list(found.values())
 
 
 def run(name: str, **settings: Any) -> Capture:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
 
 from sandbox.containers import cleanup, firewall
 from sandbox.containers.engine import (
@@ -148,6 +149,8 @@ class Environment:
     workdir: Path | None = None
     host_isolated: bool = False
     """Whether new connections from the sandbox to this host are refused (see firewall)."""
+    timezone: str = "UTC"
+    """The containers' time zone (``TZ``): the run's, as recorded."""
     services: dict[str, ServiceEndpoint] = field(default_factory=dict)
     _containers: dict[str, Any] = field(default_factory=dict, repr=False)
     _marked: dict[str, ServiceKind] = field(default_factory=dict, repr=False)
@@ -218,14 +221,16 @@ class Environment:
 # --- bringing it up --------------------------------------------------------------------------
 
 
-def faketime_env(frozen_at: datetime) -> dict[str, str]:
-    """libfaketime settings that start a container's clock at ``frozen_at`` (UTC)."""
-    when = frozen_at.astimezone(UTC) if frozen_at.tzinfo else frozen_at
+def faketime_env(frozen_at: datetime, timezone: str = "UTC") -> dict[str, str]:
+    """libfaketime settings that start a container's clock at ``frozen_at`` (naive: UTC), in
+    the time zone ``timezone`` (libfaketime reads its start time as local time)."""
+    when = frozen_at if frozen_at.tzinfo else frozen_at.replace(tzinfo=UTC)
+    local = when.astimezone(ZoneInfo(timezone))
     return {
         "LD_PRELOAD": LIBFAKETIME,
-        "FAKETIME": f"@{when:%Y-%m-%d %H:%M:%S}",
+        "FAKETIME": f"@{local:%Y-%m-%d %H:%M:%S}",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "TZ": "UTC",
+        "TZ": timezone,
     }
 
 
@@ -234,6 +239,7 @@ def bring_up(
     store: Store | None = None,
     frozen_at: datetime | None = None,
     *,
+    timezone: str | None = None,
     progress: Progress = no_progress,
     client: DockerClient | None = None,
     timeout: float = 60.0,
@@ -245,7 +251,8 @@ def bring_up(
     """Start every service, wait until each answers, restore its captured state and mark a
     restore point; return the running :class:`Environment` (a context manager).
 
-    ``frozen_at`` starts each container's clock at that time (libfaketime). ``timeout`` bounds
+    ``frozen_at`` starts each container's clock at that time (libfaketime); ``timezone`` is
+    the containers' ``TZ`` (default UTC: Postgres' ``timezone`` follows it). ``timeout`` bounds
     the wait for each service to answer. Anything that fails on the way removes what was
     started before the error propagates.
     """
@@ -262,7 +269,7 @@ def bring_up(
     check_fits(_sizes(specs, states), host_memory(client.info()))
 
     owner = Owner.current(session)
-    env = Environment(owner.session, owner, frozen_at, client)
+    env = Environment(owner.session, owner, frozen_at, client, timezone=timezone or "UTC")
     cleanup.register(env)
     try:
         _start(env, specs, states, progress, timeout, isolate_host, sleep, clock)
@@ -379,9 +386,9 @@ def _create(env: Environment, spec: ServiceSpec, size: Size, progress: Progress)
 
     cspec = container_spec(spec.kind)
     alias = _NAME.sub("-", spec.name)
-    environment = dict(cspec.env)
+    environment = {**cspec.env, "TZ": env.timezone}
     if env.frozen_at is not None and cspec.faketime:
-        environment.update(faketime_env(env.frozen_at))
+        environment.update(faketime_env(env.frozen_at, env.timezone))
     builder = (
         DockerContainer(cspec.image_tag)
         .with_name(_container_name(env.session, spec.name))

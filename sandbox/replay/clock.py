@@ -55,8 +55,61 @@ class _TenacitySleep:
             self._saved = None
 
 
+class _LocalTime:
+    """freezegun's local time follows the process's time zone (``TZ``), as the real clock's
+    does: naive ``datetime.now()``, ``date.today()``, ``time.localtime()`` and
+    ``time.strftime`` give the frozen instant in local time (freezegun alone gives UTC, or a
+    fixed offset that it also adds to aware times)."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def start(self) -> None:
+        import time
+
+        import freezegun.api as api
+
+        real_datetime, real_date, real_localtime = (
+            api.real_datetime,
+            api.real_date,
+            api.real_localtime,
+        )
+
+        def now(cls: Any, tz: Any = None) -> Any:
+            return api.datetime_to_fakedatetime(real_datetime.fromtimestamp(time.time(), tz))
+
+        def today(cls: Any) -> Any:
+            return api.datetime_to_fakedatetime(real_datetime.fromtimestamp(time.time()))
+
+        def date_today(cls: Any) -> Any:
+            return api.date_to_fakedate(real_date.fromtimestamp(time.time()))
+
+        def fromtimestamp(cls: Any, t: float, tz: Any = None) -> Any:
+            return api.datetime_to_fakedatetime(real_datetime.fromtimestamp(t, tz))
+
+        def localtime(t: float | None = None) -> time.struct_time:
+            return real_localtime(time.time() if t is None else t)
+
+        self._patch(api.FakeDatetime, "now", classmethod(now))
+        self._patch(api.FakeDatetime, "today", classmethod(today))
+        self._patch(api.FakeDatetime, "fromtimestamp", classmethod(fromtimestamp))
+        self._patch(api.FakeDatetime, "timestamp", real_datetime.timestamp)
+        self._patch(api.FakeDate, "today", classmethod(date_today))
+        self._patch(api, "fake_localtime", localtime)  # what freezegun's strftime calls
+        self._patch(time, "localtime", localtime)
+
+    def _patch(self, owner: Any, name: str, value: Any) -> None:
+        self._saved.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, value)
+
+    def stop(self) -> None:
+        for owner, name, value in reversed(self._saved):
+            setattr(owner, name, value)
+        self._saved.clear()
+
+
 class FrozenClock:
-    """freezegun at ``start``; moves forward only."""
+    """freezegun at ``start``, local time in the process's time zone; moves forward only."""
 
     def __init__(self, start: datetime) -> None:
         import freezegun
@@ -67,13 +120,16 @@ class FrozenClock:
         self._now = start.timestamp()
         self._lock = threading.Lock()
         self._nap = _TenacitySleep(self.sleep)
+        self._local = _LocalTime()
 
     def start(self) -> None:
         self._factory = self._freezer.start()
+        self._local.start()
         self._nap.start()
 
     def stop(self) -> None:
         self._nap.stop()
+        self._local.stop()
         if self._factory is not None:
             self._freezer.stop()
             self._factory = None

@@ -13,8 +13,9 @@ that switch the capture hook's ``sitecustomize`` to replay:
 In the child, :func:`start_from_env` opens a :class:`~sandbox.replay.session.ReplaySession`
 (the same one the in-process replay uses), records the exception that ends the program as a
 capture does, and at exit writes what the boundary saw for the parent, which then judges the
-run exactly as an in-process one. The variables are removed from the child's environment so
-that its own children are not replayed into the same run.
+run exactly as an in-process one. The variables are removed from the program's environment;
+its own Python children replay their recorded tasks into the same run
+(:mod:`sandbox.capture.children`).
 """
 
 from __future__ import annotations
@@ -28,18 +29,22 @@ import tempfile
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from sandbox.capture.command import hook_environment
-from sandbox.capture.hook import ENV_VAR as CAPTURE_VAR
+from sandbox.capture.children import ENV_VAR as CAPTURE_VAR
+from sandbox.capture.children import ChildWriter, events_of_child, hook_environment
 from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
 from sandbox.replay.boundary import ReplayStopped
-from sandbox.replay.session import ReplayOptions, ReplaySession, Served
+from sandbox.replay.session import (
+    OF_VAR,
+    OPTIONS_VAR,
+    RUN_VAR,
+    ReplayOptions,
+    ReplaySession,
+    Served,
+    replay_variables,
+)
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
-
-OF_VAR = "SANDBOX_REPLAY_OF"
-RUN_VAR = "SANDBOX_REPLAY_RUN_ID"
-OPTIONS_VAR = "SANDBOX_REPLAY_OPTIONS"
 
 
 def recorded_command(manifest: Manifest, override: str | None) -> Entrypoint | None:
@@ -62,8 +67,7 @@ def child_environment(
     result: Path,
 ) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k != CAPTURE_VAR}
-    settings = {**options.to_json(), "store": str(store.root), "result": str(result)}
-    env.update({OF_VAR: original, RUN_VAR: run_id, OPTIONS_VAR: json.dumps(settings)})
+    env.update(replay_variables(store, original, run_id, options, result=str(result)))
     return hook_environment(env)
 
 
@@ -120,14 +124,23 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         return None
     settings = json.loads(raw)
     store = DirectoryStore(settings["store"])
+    options = ReplayOptions.from_json(settings)
+    task = settings.get("task")
+    if task:  # a child of the replayed program: its recorded task, adopted by the parent
+        session = ReplaySession(
+            ChildWriter(Path(settings["events"]), store.load_manifest(run_id)),
+            store,
+            store.load_manifest(original),
+            events_of_child(store.load_events(original), task),
+            options,
+            follow=False,
+        )
+        atexit.register(session.close)
+        return session
     result = Path(settings["result"])
     writer = RunWriter(store.run_dir(run_id), store.load_manifest(run_id))
     session = ReplaySession(
-        writer,
-        store,
-        store.load_manifest(original),
-        store.load_events(original),
-        ReplayOptions.from_json(settings),
+        writer, store, store.load_manifest(original), store.load_events(original), options
     )
     rec = session.rec
 

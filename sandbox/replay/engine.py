@@ -22,7 +22,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -41,6 +41,7 @@ from sandbox.replay.boundary import (
 from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
+from sandbox.replay.environment import applied, recorded_timezone, restored_environment
 from sandbox.replay.jsondiff import short
 from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT
@@ -186,21 +187,6 @@ def _target(manifest: Manifest, override: str | None) -> str:
         f"run {manifest.run_id} was captured from a command ({what}); replay runs a "
         "module:function in-process: give entrypoint='module:function'"
     )
-
-
-@contextlib.contextmanager
-def _bindings(values: Mapping[str, str]) -> Iterator[None]:
-    """Point the agent's configuration at the restored services for the block."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
 
 
 def comparable(events: Sequence[Event]) -> list[Event]:
@@ -382,6 +368,7 @@ def replay(
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
     check_trusted(manifest, trust=trust, override=entrypoint)
+    restored = restored_environment(manifest, os.environ)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     policy_set = policies or PolicySet()
@@ -424,12 +411,13 @@ def replay(
                     manifest.services,
                     st,
                     frozen_at=frozen_at,
+                    timezone=recorded_timezone(manifest),
                     progress=lambda line: tell(line, 0),
                 )
             )
             endpoints = {name: ep.url for name, ep in env.services.items()}
             binding, reset = env.env, env.reset
-        stack.enter_context(_bindings(binding))
+        stack.enter_context(applied({**restored, **binding}))
         for i in range(times):
             if i > 0 and reset is not None:
                 reset()

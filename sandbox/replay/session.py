@@ -1,5 +1,6 @@
 """One replayed run inside the current process: the clock frozen, the replay boundary
-installed, the generators seeded and ``uuid4``/httpx patched as at capture.
+installed, the generators seeded and ``uuid4``/httpx (and the entropy sources, when the run
+drew from them) patched as at capture.
 
 The engine opens a :class:`ReplaySession` around an in-process entrypoint; the replay hook of
 a replayed command (:mod:`sandbox.replay.command`) opens the same session inside the child
@@ -10,11 +11,14 @@ JSON.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sandbox.capture import boundary as seam
+from sandbox.capture.children import follow_children
+from sandbox.capture.entropy import URANDOM
 from sandbox.capture.run import start_recording
 from sandbox.errors import NetworkRefusedError, ReplayMismatchError
 from sandbox.replay.boundary import Drift, Injection, ReplayBoundary, canonical_name
@@ -30,6 +34,9 @@ from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 ClockMode = Literal["frozen", "live"]
+OF_VAR = "SANDBOX_REPLAY_OF"
+RUN_VAR = "SANDBOX_REPLAY_RUN_ID"
+OPTIONS_VAR = "SANDBOX_REPLAY_OPTIONS"
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,16 @@ class Served:
         )
 
 
+def replay_variables(
+    store: DirectoryStore, original: str, run_id: str, options: ReplayOptions, **more: str
+) -> dict[str, str]:
+    """The variables that start the replay hook: for the program (``result``: where it
+    leaves its :class:`Served`), or for a child of it (``task``, ``events``: see
+    :mod:`sandbox.capture.children`)."""
+    settings = {**options.to_json(), "store": str(store.root), **more}
+    return {OF_VAR: original, RUN_VAR: run_id, OPTIONS_VAR: json.dumps(settings)}
+
+
 class ReplaySession:
     """Replay one run in this process, recording it through ``writer``; :meth:`close` undoes
     everything (the patches, the boundary, the clock) and closes the writer."""
@@ -178,6 +195,8 @@ class ReplaySession:
         original: Manifest,
         recording: Sequence[Event],
         options: ReplayOptions,
+        *,
+        follow: bool = True,
     ) -> None:
         self.writer = writer
         self.clock: ReplayClock = (
@@ -214,7 +233,16 @@ class ReplaySession:
             self._undo.append(redirect.install())
             seed = original.seeds.get("run")
             if seed is not None:
-                self._undo.extend(start_recording(self.rec, seed, ids="uuid4" in original.seeds))
+                self._undo.extend(
+                    start_recording(
+                        self.rec,
+                        seed,
+                        ids="uuid4" in original.seeds,
+                        entropy=any(e.name == URANDOM for e in recording if e.kind == "random"),
+                    )
+                )
+            if follow:
+                self._undo.append(self._follow_children(store, original.run_id, options))
         except BaseException:
             self._undo_all()
             self.clock.stop()
@@ -231,6 +259,18 @@ class ReplaySession:
             target="refused",
             data={"host": error.host, "port": error.port, "message": str(error)},
         )
+
+    def _follow_children(
+        self, store: DirectoryStore, original: str, options: ReplayOptions
+    ) -> Callable[[], None]:
+        """Replay the program's Python children as their recorded tasks, into this run."""
+
+        def child_env(task: str, events: str) -> dict[str, str]:
+            return replay_variables(
+                store, original, self.writer.manifest.run_id, options, task=task, events=events
+            )
+
+        return follow_children(child_env, self.rec.adopt)
 
     def _undo_all(self) -> None:
         for step in reversed(self._undo):

@@ -16,5 +16,11 @@ def canonical_json(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def ordered_json(value: Any) -> bytes:
+    """JSON with no spaces and keys in their order: what a recorded value is written as, so
+    that it comes back exactly as it was (a tool's output with its keys unsorted)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def fingerprint(value: Any) -> str:
     return sha256_bytes(canonical_json(value))

@@ -40,7 +40,7 @@ from sandbox.errors import (
 )
 from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
-from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+from sandbox.snapshot.hashing import ordered_json, sha256_bytes
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
 from sandbox.snapshot.snapshot import Snapshot, iter_blob_refs
 
@@ -133,9 +133,9 @@ def _first_error(exc: ValidationError) -> str:
 
 def dump_event(event: Event) -> bytes:
     """One line of ``events.jsonl``: the kind first, then the fields that differ from their
-    defaults."""
+    defaults; recorded values keep their keys' order."""
     body = event.model_dump(mode="json", exclude_defaults=True)
-    return canonical_json({"kind": event.kind, **body}) + b"\n"
+    return ordered_json({"kind": event.kind, **body}) + b"\n"
 
 
 def dump_manifest(manifest: Manifest) -> bytes:

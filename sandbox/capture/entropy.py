@@ -1,0 +1,97 @@
+"""The process's entropy: what ``os.urandom`` returns, and the seeds of generators made
+without one, cross the seam, so replay hands back the bytes the run got.
+
+* ``os.urandom`` (and ``random``'s own reference to it, which ``random.SystemRandom`` and so
+  ``secrets`` draw from) is wrapped: each call is a ``random`` event named ``os.urandom``
+  holding the bytes it returned. The bytes are the real ones: nothing is made predictable
+  while capturing. ``uuid.uuid4`` imported before the capture started, ``secrets.token_hex``,
+  ``numpy.random.default_rng()`` (whose seed comes from ``secrets``) all draw through it.
+* ``random.Random.seed(None)`` (what ``random.Random()`` does) seeds from 32 bytes of that
+  wrapped ``os.urandom``, instead of from the C library's own entropy, so an unseeded
+  generator draws the same numbers on replay.
+
+Draws made by the sandbox's own code (a temporary file name for an atomic write) are not the
+run's and are not recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.capture import boundary
+from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.snapshot.events import Event, RandomDraw
+
+URANDOM = "os.urandom"
+"""The name of a draw's event."""
+SEED_BYTES = 32
+"""As many bytes as CPython seeds an unseeded ``random.Random`` with."""
+
+
+class BytesAdapter:
+    """Records the bytes a draw returned (hex); replay hands them back."""
+
+    def record(self, call: Call, outcome: Outcome[bytes], emitter: Emitter) -> bytes:
+        if outcome.value is not None:
+            emitter.emit(RandomDraw, call, source=call.name, value=outcome.value.hex())
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.value is not None
+        return outcome.value
+
+    def replay(self, call: Call, event: Event, blobs: BlobReader) -> bytes:
+        assert isinstance(event, RandomDraw)
+        return bytes.fromhex(str(event.value))
+
+
+_ADAPTER = BytesAdapter()
+
+
+def _drawn_by_sandbox() -> bool:
+    """Whether the code that drew (the first caller outside the standard library) is the
+    sandbox's own (a temporary file name for an atomic write): not the run's draw."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module != __name__ and module.split(".")[0] not in sys.stdlib_module_names:
+            return module.startswith("sandbox.")
+        frame = frame.f_back
+    return False
+
+
+def patch_entropy() -> Callable[[], None]:
+    """Wrap ``os.urandom`` and seed unseeded ``random.Random`` instances from it; return the
+    undo."""
+    real_urandom = os.urandom
+    real_random_urandom: Any = getattr(random, "_urandom")  # noqa: B009
+    real_seed = random.Random.seed
+
+    def urandom(size: int, /) -> bytes:
+        if _drawn_by_sandbox():
+            return real_urandom(size)
+        return boundary.through(
+            "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER
+        )
+
+    def seed(self: random.Random, a: Any = None, version: int = 2) -> None:
+        if a is None:
+            a = int.from_bytes(urandom(SEED_BYTES), "big")
+        real_seed(self, a, version)
+
+    os.urandom = urandom
+    setattr(random, "_urandom", urandom)  # noqa: B010
+    random.Random.seed = seed  # type: ignore[method-assign]
+
+    def undo() -> None:
+        if random.Random.seed is seed:
+            random.Random.seed = real_seed  # type: ignore[method-assign]
+        if getattr(random, "_urandom") is urandom:  # noqa: B009
+            setattr(random, "_urandom", real_random_urandom)  # noqa: B010
+        if os.urandom is urandom:
+            os.urandom = real_urandom
+
+    return undo
