@@ -40,7 +40,7 @@ from sandbox.errors import (
 )
 from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
-from sandbox.snapshot.hashing import ordered_json, sha256_bytes
+from sandbox.snapshot.hashing import canonical_json, ordered_json, sha256_bytes
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
 from sandbox.snapshot.snapshot import Snapshot, iter_blob_refs
 
