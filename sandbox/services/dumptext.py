@@ -4,8 +4,8 @@ the rows of a SQLite database. :mod:`sandbox.services.sharescan` scans these bef
 shared.
 
 Postgres dumps are turned into SQL by ``pg_restore --data-only`` (no server needed); Redis
-values are ``DUMP`` payloads, read for their printable strings (a value Redis stored
-LZF-compressed is seen only in part).
+values are ``DUMP`` payloads (RDB encoding): their LZF-compressed strings are decompressed
+(:func:`rdb_texts`) and their printable runs read.
 """
 
 from __future__ import annotations
@@ -71,14 +71,80 @@ def postgres_places(data: bytes) -> Iterator[Place]:
                 yield f"table {table} column {column} (row {row})", _unescape(field)
 
 
+_LZF_MARKER = 0xC3
+"""RDB's encoding byte for an LZF-compressed string: compressed length, length, data."""
+_MAX_LZF = 64 * 1024 * 1024
+
+
+def _rdb_length(buf: bytes, i: int) -> tuple[int, int]:
+    """An RDB length at ``buf[i]``: the value and the position after it."""
+    first = buf[i]
+    kind = first >> 6
+    if kind == 0:
+        return first & 0x3F, i + 1
+    if kind == 1:
+        return ((first & 0x3F) << 8) | buf[i + 1], i + 2
+    if first == 0x80:
+        return int.from_bytes(buf[i + 1 : i + 5], "big"), i + 5
+    if first == 0x81:
+        return int.from_bytes(buf[i + 1 : i + 9], "big"), i + 9
+    raise ValueError("not an RDB length")
+
+
+def lzf_decompress(data: bytes, size: int) -> bytes:
+    """liblzf's format: literal runs and back references; ``size`` bytes expected."""
+    out = bytearray()
+    i = 0
+    while i < len(data):
+        ctrl = data[i]
+        i += 1
+        if ctrl < 32:
+            out += data[i : i + ctrl + 1]
+            i += ctrl + 1
+            continue
+        length = ctrl >> 5
+        if length == 7:
+            length += data[i]
+            i += 1
+        ref = len(out) - ((ctrl & 0x1F) << 8) - data[i] - 1
+        i += 1
+        if ref < 0 or len(out) + length + 2 > size:
+            raise ValueError("bad LZF back reference")
+        for _ in range(length + 2):
+            out.append(out[ref])
+            ref += 1
+    if len(out) != size:
+        raise ValueError("LZF data of the wrong size")
+    return bytes(out)
+
+
+def rdb_texts(payload: bytes) -> Iterator[str]:
+    """Readable text in a ``DUMP`` payload: each LZF-compressed string decompressed, and the
+    printable runs of the payload and of what was decompressed."""
+    chunks = [payload]
+    for pos, byte in enumerate(payload):
+        if byte != _LZF_MARKER:
+            continue
+        try:
+            packed, at = _rdb_length(payload, pos + 1)
+            size, at = _rdb_length(payload, at)
+            if size > _MAX_LZF or at + packed > len(payload):
+                continue
+            chunks.append(lzf_decompress(payload[at : at + packed], size))
+        except (ValueError, IndexError):
+            continue
+    for chunk in chunks:
+        for found in _PRINTABLE.findall(chunk):
+            yield found.decode("ascii")
+
+
 def redis_places(data: bytes) -> Iterator[Place]:
     doc = json.loads(data)
     for entry in doc.get("keys", []):
         key = base64.b64decode(entry["key"]).decode("utf-8", "replace")
         yield f"redis key {key!r}", key
-        payload = base64.b64decode(entry.get("dump", ""))
-        for found in _PRINTABLE.findall(payload):
-            yield f"redis key {key!r} value", found.decode("ascii")
+        for text in rdb_texts(base64.b64decode(entry.get("dump", ""))):
+            yield f"redis key {key!r} value", text
 
 
 def files_places(data: bytes) -> Iterator[Place]:

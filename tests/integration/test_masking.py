@@ -88,6 +88,11 @@ def test_redis_values_are_masked_by_key_pattern(rd: str) -> None:
     client.set("session:2", "anonymous")
     client.hset("profile:1", mapping={"email": EMAILS[1], "plan": "pro"})
     client.set("cart:1", "3 items")
+    # Unmasked, the dump holds them base64-encoded and LZF-compressed: the scan decodes them.
+    plain = get_kind("redis").capture(endpoint)
+    assert f"ghp_{'a1B2' * 9}".encode() not in plain.data
+    texts = [t for _, t in dump_places(plain.media_type, plain.data)]
+    assert any(f"ghp_{'a1B2' * 9}" in t for t in texts)
     mask = {"session:*": "redact", "profile:*": "hash"}
     state = capture_masked("redis", endpoint, mask, KEY)
     for secret in (EMAILS[0], EMAILS[1], f"ghp_{'a1B2' * 9}"):
