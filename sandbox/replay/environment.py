@@ -75,9 +75,10 @@ def restored_environment(manifest: Manifest, current: Mapping[str, str]) -> dict
     Raises :class:`MissingEnvironmentError` naming every redacted variable ``current`` lacks."""
     values: dict[str, str] = {}
     missing: list[str] = []
+    bound = {s.binding.env for s in manifest.services if s.binding.env}
     for name, value in manifest.env.items():
-        if not restorable(name):
-            continue
+        if not restorable(name) or name in bound:
+            continue  # a service's binding is set to the restored service after this
         if PLACEHOLDER.search(value):
             if name not in current:
                 missing.append(name)

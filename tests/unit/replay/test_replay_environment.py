@@ -67,3 +67,19 @@ def test_frozen_clock_gives_local_time_in_the_applied_zone() -> None:
     assert aware == START
     assert (stamp, summer) == ("07:00 EST", "08:00 EDT")
     assert os.environ.get("TZ") != "America/New_York"
+
+
+def test_a_service_binding_redacted_at_capture_is_not_required() -> None:
+    from sandbox.snapshot.manifest import Binding, ServiceState
+
+    recorded = manifest(
+        {"DATABASE_URL": "postgresql://app:<redacted:ba9876543210>@db/app", "MODE": "fast"}
+    ).model_copy(
+        update={
+            "services": [
+                ServiceState(name="db", kind="postgres", binding=Binding(env="DATABASE_URL"))
+            ]
+        }
+    )
+    # The binding is pointed at the restored service afterwards: nothing to supply.
+    assert restored_environment(recorded, {}) == {"MODE": "fast", "TZ": "UTC"}
