@@ -298,43 +298,71 @@ _OWN_FRAMES = ("tenacity", __name__)
 
 
 def patch_tenacity() -> Callable[[], None]:
-    """Record the attempts of plain ``tenacity`` retries (``@tenacity.retry``,
-    ``Retrying()(fn)``, ``for attempt in Retrying(...)``), with no change to the agent: a
-    ``retry`` event per attempt (number, outcome, error, wait, policy), and code inside an
-    attempt sees :func:`~sandbox.capture.boundary.current_attempt`. Return the undo.
+    """Record the attempts of plain ``tenacity`` retries (``@tenacity.retry`` on a function
+    or a coroutine function, ``Retrying()(fn)``, ``for attempt in Retrying(...)``, ``async for
+    attempt in AsyncRetrying(...)``), with no change to the agent: a ``retry`` event per
+    attempt (number, outcome, error, wait, policy), and code inside an attempt sees
+    :func:`~sandbox.capture.boundary.current_attempt`. Return the undo.
 
     Unlike :class:`Retrying`, the attempts do not cross the seam: on replay they run again,
     and what fails inside them fails from the recording (an HTTP timeout, say)."""
+    import tenacity.asyncio
+
     original = tenacity.BaseRetrying.iter
+    original_async = tenacity.asyncio.AsyncRetrying.iter
 
     def iter(self: tenacity.BaseRetrying, retry_state: tenacity.RetryCallState) -> Any:
         if isinstance(self, _Recording):
             return original(self, retry_state)
-        token = retry_state.__dict__.pop("_sandbox_attempt", None)
-        if token is not None:
-            boundary._current_attempt.reset(token)
-        outcome = retry_state.outcome
-        wait = 0.0
+        outcome = _attempt_ended(retry_state)
+        do: Any = None
         try:
             do = original(self, retry_state)
-            if isinstance(do, tenacity.DoSleep):
-                wait = float(do)
-            elif isinstance(do, tenacity.DoAttempt):
-                retry_state.__dict__["_sandbox_attempt"] = boundary._current_attempt.set(
-                    retry_state.attempt_number
-                )
             return do
         finally:
-            if outcome is not None:
-                _emit_attempt(self, retry_state, outcome, wait)
+            _decided(self, retry_state, outcome, do)
+
+    async def aiter(
+        self: tenacity.asyncio.AsyncRetrying, retry_state: tenacity.RetryCallState
+    ) -> Any:
+        if isinstance(self, _Recording):
+            return await original_async(self, retry_state)
+        outcome = _attempt_ended(retry_state)
+        do: Any = None
+        try:
+            do = await original_async(self, retry_state)
+            return do
+        finally:
+            _decided(self, retry_state, outcome, do)
 
     tenacity.BaseRetrying.iter = iter  # type: ignore[method-assign]
+    tenacity.asyncio.AsyncRetrying.iter = aiter  # type: ignore[method-assign]
 
     def undo() -> None:
         if tenacity.BaseRetrying.iter is iter:
             tenacity.BaseRetrying.iter = original  # type: ignore[method-assign]
+        if tenacity.asyncio.AsyncRetrying.iter is aiter:
+            tenacity.asyncio.AsyncRetrying.iter = original_async  # type: ignore[method-assign]
 
     return undo
+
+
+def _attempt_ended(rs: tenacity.RetryCallState) -> Any:
+    """Leave the attempt's scope; return its outcome (``None`` before the first attempt)."""
+    token = rs.__dict__.pop("_sandbox_attempt", None)
+    if token is not None:
+        boundary._current_attempt.reset(token)
+    return rs.outcome
+
+
+def _decided(retrying: Any, rs: tenacity.RetryCallState, outcome: Any, do: Any) -> None:
+    """tenacity decided what follows an attempt (``do``; ``None`` when it raised): record
+    the attempt that ended, and enter the next one's scope."""
+    if isinstance(do, tenacity.DoAttempt):
+        rs.__dict__["_sandbox_attempt"] = boundary._current_attempt.set(rs.attempt_number)
+    if outcome is not None:
+        wait = float(do) if isinstance(do, tenacity.DoSleep) else 0.0
+        _emit_attempt(retrying, rs, outcome, wait)
 
 
 def _emit_attempt(

@@ -118,3 +118,68 @@ def test_async_retrying(store: DirectoryStore) -> None:
         (2, "success", 0.0),
     ]
     assert attempts[0].error is not None and attempts[0].error.type == "ConnectionError"
+
+
+def test_plain_tenacity_is_recorded_without_wrapping(store: DirectoryStore) -> None:
+    """``@tenacity.retry`` (sync and async) and ``for``/``async for`` loops over tenacity's own
+    classes: one ``retry`` event per attempt, and calls inside see the attempt number."""
+    fails = {"book": 1, "loop": 2, "abook": 1, "aloop": 1}
+    fast: dict[str, Any] = {
+        "stop": tenacity.stop_after_attempt(4),
+        "wait": tenacity.wait_fixed(0.001),
+    }
+
+    @capture.tool
+    def lookup(what: str) -> str:
+        return what
+
+    def flaky(what: str) -> str:
+        lookup(what)  # a tool call inside the attempt
+        if fails[what] > 0:
+            fails[what] -= 1
+            raise ConnectionError(what)
+        return what
+
+    @tenacity.retry(**fast)
+    def book() -> str:
+        return flaky("book")
+
+    @tenacity.retry(**fast)
+    async def abook() -> str:
+        return flaky("abook")
+
+    def loop() -> None:
+        for attempt in tenacity.Retrying(**fast):
+            with attempt:
+                flaky("loop")
+
+    async def aloop() -> None:
+        async for attempt in tenacity.AsyncRetrying(**fast):
+            with attempt:
+                flaky("aloop")
+
+    async def both() -> None:
+        await abook()
+        await aloop()
+
+    with capture.run("plain", store=store, packages=False) as rec:
+        book()
+        loop()
+        asyncio.run(both())
+    events = store.load_events(rec.run_id)
+    attempts = [(e.name, e.attempt, e.outcome) for e in events if isinstance(e, RetryAttempt)]
+    here = f"retry:{__name__}.test_plain_tenacity_is_recorded_without_wrapping.<locals>"
+    assert attempts == [
+        (f"{here}.book", 1, "error"),
+        (f"{here}.book", 2, "success"),
+        (f"{here}.loop", 1, "error"),
+        (f"{here}.loop", 2, "error"),
+        (f"{here}.loop", 3, "success"),
+        (f"{here}.abook", 1, "error"),
+        (f"{here}.abook", 2, "success"),
+        (f"{here}.aloop", 1, "error"),
+        (f"{here}.aloop", 2, "success"),
+    ]
+    tools = [e.attempt for e in events if isinstance(e, ToolCall)]
+    assert tools == [1, 2, 1, 2, 3, 1, 2, 1, 2]
+    assert next(e for e in events if isinstance(e, RetryAttempt)).wait == pytest.approx(0.001)
