@@ -60,10 +60,13 @@ def start_datetime(clock: Clock) -> datetime:
 
 def local_timezone(environ: Mapping[str, str] | None = None) -> str:
     """The time zone the run sees: ``$TZ`` of ``environ`` (default: this process's) when set,
-    else the local zone's name."""
+    else the system's zone (its ``/etc/localtime`` link), else the local zone's name."""
     tz = (os.environ if environ is None else environ).get("TZ")
     if tz:
         return tz.lstrip(":")
+    link = os.path.realpath("/etc/localtime")  # .../zoneinfo/Europe/Paris on most systems
+    if "/zoneinfo/" in link:
+        return link.split("/zoneinfo/", 1)[1]
     name = datetime.now().astimezone().tzname()
     return name or "UTC"
 
