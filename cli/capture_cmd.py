@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,6 +32,18 @@ def capture(
         list[str] | None,
         typer.Option("--secret-env", help="Extra secret environment variable (repeatable)."),
     ] = None,
+    mask: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--mask",
+            help="Mask captured service state: SERVICE:TARGET=METHOD, SERVICE a name or kind, "
+            "METHOD hash, null or redact (repeatable), e.g. postgres:users.email=hash.",
+        ),
+    ] = None,
+    mask_file: Annotated[
+        Path | None,
+        typer.Option("--mask-file", help="Masking rules in TOML: [mask.SERVICE] TARGET = METHOD."),
+    ] = None,
 ) -> None:
     """Run a program with capture on; keep its output and exit code.
 
@@ -38,13 +51,20 @@ def capture(
     """
     from sandbox.capture.command import capture_command
     from sandbox.capture.redact import RedactionConfig
+    from sandbox.services.masking import load_mask_file, parse_mask_options
+
+    masks = load_mask_file(mask_file) if mask_file is not None else {}
+    for service, rules in parse_mask_options(mask or ()).items():
+        masks.setdefault(service, {}).update(rules)
 
     result = capture_command(
         command,
         name=name,
         store=store_from(store),
         seed=seed,
-        redaction=RedactionConfig(patterns=tuple(redact or ()), env_names=tuple(secret_env or ())),
+        redaction=RedactionConfig(
+            patterns=tuple(redact or ()), env_names=tuple(secret_env or ()), masks=masks
+        ),
         services=services,
     )
     outcome = "failed" if result.failed else "ok"

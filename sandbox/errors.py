@@ -106,6 +106,10 @@ class ImageBuildError(SandboxError):
     """Building a service or runner image failed; the message carries the build's last lines."""
 
 
+class MaskRuleError(ServiceError, ValueError):
+    """A masking rule (``--mask``, a mask file) cannot be read."""
+
+
 class ServiceVersionError(ServiceError):
     """Captured state comes from a newer server than the sandbox image runs."""
 

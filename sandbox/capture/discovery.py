@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 from sandbox.capture.clients import Connect, endpoint_key
 from sandbox.capture.clients import install as install_clients
@@ -112,7 +112,10 @@ class Discovery:
             with contextlib.suppress(sqlite3.Error):  # the agent's connect creates it anyway
                 sqlite3.connect(connect.endpoint).close()
         try:
-            state = capture_service(connect.kind, name, connect.endpoint, self.store, env)
+            mask = self.redactor.config.mask_for(name, connect.kind)
+            state = capture_service(
+                connect.kind, name, connect.endpoint, self.store, env, **self._masking(mask)
+            )
         except SandboxError:
             return None  # not captured: replay refuses a connection to it
         binding = state.binding.model_copy(update={"value": self._redacted(connect.endpoint)})
@@ -121,6 +124,9 @@ class Discovery:
         services = [*manifest.services, state.model_copy(update={"binding": binding})]
         self.writer.update_manifest(manifest.model_copy(update={"services": services}))
         return name
+
+    def _masking(self, mask: Mapping[str, str]) -> dict[str, Any]:
+        return {"mask": mask, "key": self.store.placeholder_key()} if mask else {}
 
     def _redacted(self, endpoint: str) -> str:
         from sandbox.services.capture import redact_endpoint
@@ -140,6 +146,7 @@ class Discovery:
         for state in self.writer.manifest.services:
             endpoint = self.endpoints.get(state.name)
             if endpoint is not None and state.after is None:
-                state = capture_end_state(state, endpoint, self.store)
+                mask = self.redactor.config.mask_for(state.name, state.kind)
+                state = capture_end_state(state, endpoint, self.store, **self._masking(mask))
             out.append(state)
         return out

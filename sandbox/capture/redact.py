@@ -130,6 +130,10 @@ class RedactionConfig:
     """Extra personal data: ``(kind, regular expression)``; a match becomes ``<kind:HMAC>``."""
     env_record: tuple[str, ...] = ()
     """Environment variables recorded in the manifest besides those the run read."""
+    masks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Masking rules for service state, by service name or kind: ``{"postgres":
+    {"users.email": "hash"}}`` (see :mod:`sandbox.services.masking`); they reach services
+    found at capture too."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +144,7 @@ class RedactionConfig:
             "pii": list(self.pii),
             "pii_patterns": [list(p) for p in self.pii_patterns],
             "env_record": list(self.env_record),
+            "masks": {name: dict(rules) for name, rules in self.masks.items()},
         }
 
     @classmethod
@@ -152,7 +157,12 @@ class RedactionConfig:
             pii=tuple(data.get("pii", tuple(PII_PATTERNS))),
             pii_patterns=tuple((str(k), str(p)) for k, p in data.get("pii_patterns", ())),
             env_record=tuple(data.get("env_record", ())),
+            masks={str(k): dict(v) for k, v in dict(data.get("masks", {})).items()},
         )
+
+    def mask_for(self, name: str, kind: str) -> Mapping[str, str]:
+        """The masking rules of service ``name`` (else of its ``kind``)."""
+        return self.masks.get(name) or self.masks.get(kind) or {}
 
 
 @dataclass

@@ -195,7 +195,8 @@ class Capture:
     ) -> ServiceState:
         from sandbox.services.masking import capture_masked
 
-        state = capture_masked(spec.kind, spec.endpoint, spec.mask, store.placeholder_key())
+        mask = spec.mask or self.redaction.mask_for(spec.name, spec.kind)
+        state = capture_masked(spec.kind, spec.endpoint, mask, store.placeholder_key())
         ref = store.put_blob(state.data, state.media_type)
         return ServiceState(
             name=spec.name,
@@ -244,7 +245,11 @@ class Capture:
         key = store.placeholder_key()
         services = [
             capture_end_state(
-                state, specs[state.name].endpoint, store, mask=specs[state.name].mask, key=key
+                state,
+                specs[state.name].endpoint,
+                store,
+                mask=specs[state.name].mask or self.redaction.mask_for(state.name, state.kind),
+                key=key,
             )
             if state.name in specs
             else state

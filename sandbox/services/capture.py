@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
+from sandbox.services.base import CapturedState
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import Binding, ServiceState
 from sandbox.snapshot.store import Store
@@ -25,6 +26,14 @@ def redact_endpoint(endpoint: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{host}"))
 
 
+def _capture(kind: str, endpoint: str, mask: Mapping[str, str] | None, key: bytes) -> CapturedState:
+    if mask:
+        from sandbox.services.masking import capture_masked
+
+        return capture_masked(kind, endpoint, mask, key)
+    return get_kind(kind).capture(endpoint)
+
+
 def capture_service(
     kind: str,
     name: str,
@@ -33,10 +42,13 @@ def capture_service(
     binding_env: str | None = None,
     *,
     image: str | None = None,
+    mask: Mapping[str, str] | None = None,
+    key: bytes = b"",
 ) -> ServiceState:
     """Capture the state behind ``endpoint`` as the restore point (``before``) of service
-    ``name``. The binding records ``binding_env`` and the endpoint, its password redacted."""
-    state = get_kind(kind).capture(endpoint)
+    ``name``, with the masking rules ``mask`` applied. The binding records ``binding_env``
+    and the endpoint, its password redacted."""
+    state = _capture(kind, endpoint, mask, key)
     ref = store.put_blob(state.data, state.media_type)
     return ServiceState(
         name=name,
@@ -60,11 +72,6 @@ def capture_end_state(
 ) -> ServiceState:
     """Capture the end state (``after``, ``hash_after``) of a service captured before, with
     the masking rules ``mask`` applied (see :mod:`sandbox.services.masking`)."""
-    if mask:
-        from sandbox.services.masking import capture_masked
-
-        state = capture_masked(service.kind, endpoint, mask, key)
-    else:
-        state = get_kind(service.kind).capture(endpoint)
+    state = _capture(service.kind, endpoint, mask, key)
     ref = store.put_blob(state.data, state.media_type)
     return service.model_copy(update={"after": ref, "hash_after": state.state_hash})

@@ -1,6 +1,14 @@
 """Masking inside service state: rules applied to what is captured, before it is stored.
 
-A service declares its rules as ``ServiceSpec(..., mask={TARGET: METHOD})``:
+A service declares its rules as ``ServiceSpec(..., mask={TARGET: METHOD})``, or by service
+name or kind in ``RedactionConfig(masks={"postgres": {TARGET: METHOD}})`` (which also reaches
+services found at capture), on the command line (``sandbox capture --mask
+postgres:users.email=hash``) or in a TOML file (``--mask-file masks.toml``)::
+
+    [mask.postgres]
+    "users.email" = "hash"
+    "api_keys.value" = "null"
+
 
 * Postgres (and SQLite): ``"table.column"`` or ``"schema.table.column"``;
 * Redis: a key glob (``"session:*"``), applied to string values and hash fields;
@@ -26,9 +34,11 @@ import contextlib
 import fnmatch
 import hashlib
 import hmac
+import os
 import sqlite3
 import tempfile
-from collections.abc import Callable, Mapping
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,7 +46,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from sandbox.capture.redact import Redactor
-from sandbox.errors import ServiceError, UnknownNameError
+from sandbox.errors import MaskRuleError, ServiceError, UnknownNameError
 from sandbox.services.base import CapturedState, ServiceKind
 from sandbox.services.registry import get_kind
 
@@ -74,6 +84,44 @@ class Masker:
         """:meth:`apply` to a stored value (``b""`` for ``null``)."""
         text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
         return (self.apply(method, text) or "").encode("utf-8", "surrogateescape")
+
+
+def parse_mask_options(values: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``--mask SERVICE:TARGET=METHOD`` options as rules by service name or kind."""
+    out: dict[str, dict[str, str]] = {}
+    for value in values:
+        service, sep, rule = value.partition(":")
+        target, eq, method = rule.rpartition("=")
+        if not (sep and eq and service and target and method):
+            raise MaskRuleError(
+                f"--mask {value!r}: expected SERVICE:TARGET=METHOD, as postgres:users.email=hash"
+            )
+        parse_rules({target: method})
+        out.setdefault(service, {})[target] = method
+    return out
+
+
+def load_mask_file(path: str | os.PathLike[str]) -> dict[str, dict[str, str]]:
+    """Masking rules from a TOML file: a ``[mask.SERVICE]`` table per service name or kind,
+    ``"TARGET" = "METHOD"`` in it."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as exc:
+        raise MaskRuleError(
+            f"cannot read the mask file {os.fspath(path)}: {exc.strerror}"
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MaskRuleError(f"{os.fspath(path)}: not valid TOML ({exc})") from None
+    tables = doc.get("mask", {})
+    if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise MaskRuleError(f"{os.fspath(path)}: expected [mask.SERVICE] tables")
+    out: dict[str, dict[str, str]] = {}
+    for service, rules in tables.items():
+        checked = {str(t): str(m) for t, m in rules.items()}
+        parse_rules(checked)
+        out[str(service)] = checked
+    return out
 
 
 def parse_rules(mask: Mapping[str, str]) -> list[MaskRule]:
