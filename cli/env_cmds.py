@@ -112,5 +112,5 @@ def gc_command(
     else:
         console.print(
             f"removed {len(report.containers)} container(s), {len(report.networks)} "
-            f"network(s), {report.rules} firewall rule(s)"
+            f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s)"
         )

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -52,6 +51,7 @@ from sandbox.containers.specs import (
     is_path_kind,
     major_version,
 )
+from sandbox.containers.workdirs import make_workdir
 from sandbox.errors import (
     SandboxError,
     ServiceNotReadyError,
@@ -402,6 +402,10 @@ def _create(env: Environment, spec: ServiceSpec, size: Size, progress: Progress)
             },
             mem_limit=size.mem_limit,
             pids_limit=cspec.pids_limit,
+            nano_cpus=int(cspec.cpus * 1e9),
+            # Each server runs as its own non-root user and needs no capability at all.
+            cap_drop=["ALL"],
+            read_only=True,
             security_opt=["no-new-privileges"],
         )
     )
@@ -508,7 +512,7 @@ def _prepare_path(
     env: Environment, spec: ServiceSpec, states: Mapping[str, bytes], progress: Progress
 ) -> None:
     if env.workdir is None:
-        env.workdir = Path(tempfile.mkdtemp(prefix=f"sbx-{env.session}-"))
+        env.workdir = make_workdir(env.owner)
     folder = env.workdir / _NAME.sub("-", spec.name)
     folder.mkdir()
     leaf = Path(spec.path).name if spec.path else ""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from sandbox.containers import firewall
 from sandbox.containers.engine import DockerClient, Progress, connect, no_progress
 from sandbox.containers.labels import MANAGED, SESSION, owner_alive
+from sandbox.containers.workdirs import gc_workdirs
 
 
 @dataclass
@@ -16,10 +17,12 @@ class GcReport:
     containers: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
     rules: int = 0
+    folders: list[str] = field(default_factory=list)
+    """Temporary folders of file services (``files``, ``sqlite``) left by dead sessions."""
 
     @property
     def empty(self) -> bool:
-        return not (self.containers or self.networks or self.rules)
+        return not (self.containers or self.networks or self.rules or self.folders)
 
 
 def gc(
@@ -30,7 +33,8 @@ def gc(
 ) -> GcReport:
     """Remove the containers and networks labelled by sandbox-replayer whose owning process
     is gone (or, with ``all``, every one of them, including live sessions'), then the host
-    firewall rules of sessions that have no network left."""
+    firewall rules of sessions that have no network left, and the temporary folders of
+    file services whose session is gone."""
     import docker.errors
 
     client = client or connect()
@@ -64,4 +68,7 @@ def gc(
     report.rules = firewall.gc_rules(keep)
     if report.rules:
         progress(f"removed {report.rules} firewall rule(s)")
+    report.folders = gc_workdirs(all)
+    for folder in report.folders:
+        progress(f"removed folder {folder}")
     return report

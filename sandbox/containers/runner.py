@@ -50,6 +50,8 @@ RUNNER_KEY = ":runner"
 """Key of the runner container among the environment's containers (not a service name)."""
 MEM_LIMIT = "1g"
 PIDS_LIMIT = 512
+CPU_LIMIT = 2_000_000_000
+"""Two CPUs, in units of 1e-9 CPUs (docker's ``nano_cpus``)."""
 OUTPUT_TAIL = 40
 
 
@@ -128,22 +130,17 @@ class RunnerOutcome:
         return data
 
 
-def run_sandbox_command(
+def create_runner(
     env: Environment,
     args: Sequence[str],
     *,
     store_folder: Path,
     project: Path,
     services: dict[str, str],
-    timeout: float = 1800.0,
-    progress: Progress = no_progress,
-) -> RunnerOutcome:
-    """Run ``sandbox ARGS`` in the runner image on ``env``'s network, with ``store_folder``
-    at ``/store``, ``project`` at ``/project`` and ``services`` (name -> endpoint inside the
-    network) in a JSON file named by ``$SANDBOX_SERVICES_JSON``. The container is removed
-    before this returns (and by ``env.close()`` or ``sandbox gc`` if this process dies)."""
-    import docker.errors
-
+) -> Any:
+    """Create (not start) the runner container of :func:`run_sandbox_command`: every
+    capability dropped, read-only root filesystem, CPU, memory and pid limits, on the
+    sandbox's internal network. ``env.close()`` removes it."""
     if env.network_name is None and any("://" in url for url in services.values()):
         raise SandboxError("the environment has no network for the runner to join")
     tag = image_tag("runner")
@@ -180,12 +177,36 @@ def run_sandbox_command(
         volumes=volumes,
         mem_limit=MEM_LIMIT,
         pids_limit=PIDS_LIMIT,
+        nano_cpus=CPU_LIMIT,
         read_only=True,
         tmpfs={"/tmp": "rw,size=256m"},
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],
     )
     env._containers[RUNNER_KEY] = container  # env.close() removes it, before the network
+    return container
+
+
+def run_sandbox_command(
+    env: Environment,
+    args: Sequence[str],
+    *,
+    store_folder: Path,
+    project: Path,
+    services: dict[str, str],
+    timeout: float = 1800.0,
+    progress: Progress = no_progress,
+) -> RunnerOutcome:
+    """Run ``sandbox ARGS`` in the runner image on ``env``'s network, with ``store_folder``
+    at ``/store``, ``project`` at ``/project`` and ``services`` (name -> endpoint inside the
+    network) in a JSON file named by ``$SANDBOX_SERVICES_JSON``. The container is removed
+    before this returns (and by ``env.close()`` or ``sandbox gc`` if this process dies)."""
+    import docker.errors
+
+    container = create_runner(
+        env, args, store_folder=store_folder, project=project, services=services
+    )
+    tag, name, uid = image_tag("runner"), container.name, container_user()[0]
     try:
         image = env.client.images.get(tag)
         where = f"{tag} ({str(image.short_id).removeprefix('sha256:')})"

@@ -89,9 +89,12 @@ class ContainerSpec:
     """The in-memory storage and memory limit, sized to the state by
     :func:`sandbox.containers.sizing.size_for`."""
     pids_limit: int = 256
+    cpus: float = 1.0
+    """CPU limit (besides the memory and pid limits)."""
     env: Mapping[str, str] = field(default_factory=dict)
     tmpfs: Mapping[str, str] = field(default_factory=dict)
-    """Other in-memory mounts (not sized to the state)."""
+    """Other in-memory mounts (not sized to the state). The root filesystem is read-only and
+    every capability is dropped: a service writes only to its tmpfs mounts."""
     command: tuple[str, ...] = ()
     """Arguments after the image's entrypoint."""
 
@@ -131,6 +134,12 @@ CONTAINER_KINDS: dict[str, ContainerSpec] = {
                 )
             ),
             pids_limit=256,
+            # The socket and lock file, and temporary files: the only places besides the
+            # data tmpfs where the server writes (read-only root filesystem).
+            tmpfs={
+                "/var/run/postgresql": "rw,size=1m,uid=999,gid=999,mode=0775",
+                "/tmp": "rw,size=64m,mode=1777",
+            },
         ),
         ContainerSpec(
             kind="redis",
@@ -149,6 +158,7 @@ CONTAINER_KINDS: dict[str, ContainerSpec] = {
             faketime=True,
             storage=Storage(path=None, copies=3, base_mib=0, memory_mib=256),
             pids_limit=64,
+            tmpfs={"/tmp": "rw,size=64m,mode=1777"},
         ),
     )
 }
