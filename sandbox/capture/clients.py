@@ -15,13 +15,15 @@ from __future__ import annotations
 import contextlib
 import getpass
 import importlib
-import importlib.util
 import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 from urllib.parse import quote, urlsplit
+
+from sandbox.capture.onimport import Patch, when_imported
 
 _LOOPBACK = {"localhost": "127.0.0.1", "::1": "127.0.0.1", "[::1]": "127.0.0.1"}
 DEFAULT_PORTS = {"postgres": 5432, "redis": 6379}
@@ -272,31 +274,36 @@ def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
         _patch(owner, "connect", lambda _o: connect, undo)
 
 
-_CLIENTS: tuple[tuple[str, Callable[[Router, list[Callable[[], None]]], None]], ...] = (
-    ("psycopg", _psycopg),
-    ("psycopg2", _psycopg2),
-    ("asyncpg", _asyncpg),
-    ("redis", lambda r, u: _redis(r, u, "redis.connection", "redis")),
-    ("redis", lambda r, u: _redis(r, u, "redis.asyncio.connection", "redis.asyncio")),
-    ("sqlite3", _sqlite),
-)
+_CLIENTS: dict[str, Callable[[Router, list[Callable[[], None]]], None]] = {
+    "psycopg": _psycopg,
+    "psycopg2": _psycopg2,
+    "asyncpg": _asyncpg,
+    "redis.connection": lambda r, u: _redis(r, u, "redis.connection", "redis"),
+    "redis.asyncio.connection": lambda r, u: _redis(
+        r, u, "redis.asyncio.connection", "redis.asyncio"
+    ),
+    "sqlite3": _sqlite,
+}
+"""Module -> its patch, applied when the agent imports it (:mod:`sandbox.capture.onimport`)."""
 _lock = threading.Lock()
 
 
 def install(router: Router) -> Callable[[], None]:
-    """Route every connection of the installed clients through ``router``; return the undo
-    function. Clients that are not installed are skipped."""
+    """Route every connection of the clients through ``router``, patching each client when
+    it is imported (at once if it is already); return the undo function."""
     undo: list[Callable[[], None]] = []
-    with _lock:
-        for top, patch in _CLIENTS:
-            if importlib.util.find_spec(top) is None:
-                continue
-            try:
+
+    def patcher(patch: Callable[[Router, list[Callable[[], None]]], None]) -> Patch:
+        def apply(_module: ModuleType) -> None:
+            with _lock:
                 patch(router, undo)
-            except ImportError:
-                continue
+
+        return apply
+
+    stop = when_imported({name: patcher(patch) for name, patch in _CLIENTS.items()})
 
     def restore() -> None:
+        stop()
         with _lock:
             for step in reversed(undo):
                 step()

@@ -18,7 +18,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import json
-import sys
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,6 +28,7 @@ from pydantic import JsonValue
 
 from sandbox.capture import boundary, llm
 from sandbox.capture.boundary import BlobReader, Call, Outcome, RecordedError
+from sandbox.capture.onimport import when_imported
 from sandbox.errors import CaptureError
 from sandbox.snapshot.events import BlobRef, ErrorInfo, Event, HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import normalize_url, request_fingerprint
@@ -363,50 +363,13 @@ def _patch_async(module: Any, async_cls: type) -> tuple[type, str, Any]:
 
 
 def _patch_aiohttp_transport(transport: ModuleType) -> None:
-    """Patch the aiohttp transport of an SDK (an httpx2 transport over aiohttp) just imported
-    (or already imported when the patches went on)."""
-    with _PATCH.lock:
-        if _PATCH.count > 0:
-            _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches the SDKs' aiohttp transports when the agent imports them. Importing an SDK
-    ourselves would run its import-time code (ids drawn, files read) inside the capture."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in AIOHTTP_TRANSPORTS:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        loader: Any = spec.loader
-        run = loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            _patch_aiohttp_transport(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
-_ON_IMPORT = _PatchOnImport()
+    """Patch the aiohttp transport of an SDK (an httpx2 transport over aiohttp)."""
+    _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
 
 
 def _start_aiohttp_patches() -> Callable[[], None]:
-    """Patch the SDKs' aiohttp transports already imported, and those imported later."""
-    for name in AIOHTTP_TRANSPORTS:
-        module = sys.modules.get(name)
-        if module is not None:
-            _PATCH.originals.append(_patch_async(module.httpx, module.AiohttpTransport))
-    sys.meta_path.insert(0, _ON_IMPORT)
-
-    def stop() -> None:
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(_ON_IMPORT)
-
-    return stop
+    """Patch the SDKs' aiohttp transports when the agent imports them (at once if it has)."""
+    return when_imported(dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport))
 
 
 def _patch_module(module: Any) -> list[tuple[type, str, Any]]:

@@ -206,8 +206,20 @@ class ReplaySession:
         )
         self._undo: list[Callable[[], None]] = []
         self._closed = False
-        self.clock.start()
+        allowed = (endpoint_of(url) for url in options.sandbox.values())
+        self.guard = NetGuard(
+            (e for e in allowed if e is not None),
+            policies=options.policies,
+            on_refusal=self._refused,
+        )
+        redirect = Redirect(
+            original, options.sandbox, policies=options.policies, refuse=self.guard.note
+        )
         try:
+            # The clients are imported before the clock is frozen (C extensions check the
+            # datetime types they are built against).
+            self._undo.append(redirect.install())
+            self.clock.start()
             self.rec = ReplayBoundary(
                 writer,
                 store,
@@ -220,17 +232,7 @@ class ReplaySession:
                 replay_clock=self.clock,
             )
             self._undo.append(seam.install(self.rec))
-            allowed = (endpoint_of(url) for url in options.sandbox.values())
-            self.guard = NetGuard(
-                (e for e in allowed if e is not None),
-                policies=options.policies,
-                on_refusal=self._refused,
-            )
             self._undo.append(self.guard.install())
-            redirect = Redirect(
-                original, options.sandbox, policies=options.policies, refuse=self.guard.note
-            )
-            self._undo.append(redirect.install())
             seed = original.seeds.get("run")
             if seed is not None:
                 self._undo.extend(
