@@ -216,8 +216,7 @@ class ReplaySession:
             original, options.sandbox, policies=options.policies, refuse=self.guard.note
         )
         try:
-            # The clients are imported before the clock is frozen (C extensions check the
-            # datetime types they are built against).
+            # Clients are patched as the agent imports them (sandbox.capture.onimport).
             self._undo.append(redirect.install())
             self.clock.start()
             self.rec = ReplayBoundary(
