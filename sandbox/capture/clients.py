@@ -285,7 +285,7 @@ _CLIENTS: dict[str, Callable[[Router, list[Callable[[], None]]], None]] = {
     "sqlite3": _sqlite,
 }
 """Module -> its patch, applied when the agent imports it (:mod:`sandbox.capture.onimport`)."""
-_lock = threading.Lock()
+_lock = threading.RLock()  # a patch may import (and so patch) another client
 
 
 def install(router: Router) -> Callable[[], None]:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from sandbox.capture.clients import Connect, endpoint_key
+from sandbox.capture.clients import Connect, address_of, endpoint_key
 from sandbox.capture.clients import install as install_clients
 from sandbox.capture.redact import Redactor
 from sandbox.errors import CaptureError, SandboxError
@@ -65,12 +65,17 @@ class Discovery:
         """Endpoint key -> name of the declared service there."""
         self._environ = dict(environ or {})
         self._touched: dict[str, TouchedService] = {}
+        self._capturing: set[str] = set()
+        """Servers being captured: their connections (from the kind's worker threads too)
+        pass unrecorded."""
         self._lock = threading.Lock()
 
     def install(self) -> Callable[[], None]:
         return install_clients(self)
 
     def __call__(self, connect: Connect) -> str:
+        if address_of(connect.kind, connect.endpoint) in self._capturing:
+            return connect.endpoint  # the service kind's own connections (any thread)
         key = endpoint_key(connect.kind, connect.endpoint)
         with self._lock:
             seen = self._touched.get(key)
@@ -111,6 +116,8 @@ class Discovery:
         if connect.kind == "sqlite" and not os.path.exists(connect.endpoint):
             with contextlib.suppress(sqlite3.Error):  # the agent's connect creates it anyway
                 sqlite3.connect(connect.endpoint).close()
+        address = address_of(connect.kind, connect.endpoint)
+        self._capturing.add(address)
         try:
             mask = self.redactor.config.mask_for(name, connect.kind)
             state = capture_service(
@@ -118,6 +125,8 @@ class Discovery:
             )
         except SandboxError:
             return None  # not captured: replay refuses a connection to it
+        finally:
+            self._capturing.discard(address)
         binding = state.binding.model_copy(update={"value": self._redacted(connect.endpoint)})
         self.endpoints[name] = connect.endpoint
         manifest = self.writer.manifest

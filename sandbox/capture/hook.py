@@ -12,6 +12,7 @@ the same run by :mod:`sandbox.capture.children`.
 from __future__ import annotations
 
 import atexit
+import importlib
 import json
 import os
 import sys
@@ -95,8 +96,9 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         services = discovery.end_states()
         writer.update_manifest(writer.manifest.model_copy(update={"services": services}))
 
-    # Before the interpreter shuts its thread pools down (which the dumps use): with the
-    # hooks that ``concurrent.futures`` itself registers, last registered first.
+    # Before the interpreter shuts its thread pools down (which the dumps use): these hooks
+    # run last registered first, so ``concurrent.futures`` registers its own one first.
+    importlib.import_module("concurrent.futures.thread")
     getattr(threading, "_register_atexit", atexit.register)(end_states)
 
     def at_exit() -> None:
