@@ -75,6 +75,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     redactor = Redactor(config, dict(env), store.placeholder_key())
     threshold = int(settings.get("blob_threshold", 65536))
     recorder = Recorder(writer, store, redactor=redactor, blob_threshold=threshold)
+    importlib.import_module("concurrent.futures.thread")
     boundary.install(recorder)
     discovery = Discovery(
         writer,
@@ -93,12 +94,14 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
 
     def end_states() -> None:
         stop_discovery()
+        if not discovery.endpoints:
+            return
         services = discovery.end_states()
         writer.update_manifest(writer.manifest.model_copy(update={"services": services}))
 
     # Before the interpreter shuts its thread pools down (which the dumps use): these hooks
-    # run last registered first, so ``concurrent.futures`` registers its own one first.
-    importlib.import_module("concurrent.futures.thread")
+    # run last registered first, so ``concurrent.futures`` registered its own one first
+    # (imported above, before the ids are patched).
     getattr(threading, "_register_atexit", atexit.register)(end_states)
 
     def at_exit() -> None:
