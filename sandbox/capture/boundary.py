@@ -61,7 +61,9 @@ import asyncio
 import contextlib
 import contextvars
 import itertools
+import re
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -83,10 +85,15 @@ _current_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 _task_name: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "sandbox_task_name", default=None
 )
-_context_boundary: contextvars.ContextVar[Boundary | None] = contextvars.ContextVar(
+_BYPASS = object()
+"""Set as the context's boundary by :func:`bypassed`: nothing is captured or replayed there."""
+_context_boundary: contextvars.ContextVar[Boundary | object | None] = contextvars.ContextVar(
     "sandbox_boundary", default=None
 )
 _global_boundary: Boundary | None = None
+_AUTO_TASK_NAME = re.compile(r"Task-\d+")
+_auto_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
+_auto_counter: Iterator[int] = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -183,7 +190,10 @@ class Boundary(Protocol):
 
 def current() -> Boundary | None:
     """The boundary serving this context, or ``None`` when nothing captures or replays."""
-    return _context_boundary.get() or _global_boundary
+    local = _context_boundary.get()
+    if local is None:
+        return _global_boundary
+    return None if local is _BYPASS else local  # type: ignore[return-value]
 
 
 def install(boundary: Boundary) -> Callable[[], None]:
@@ -198,6 +208,7 @@ def install(boundary: Boundary) -> Callable[[], None]:
             "starting another (or use sandbox.capture.boundary.use for one context)"
         )
     _global_boundary = boundary
+    _renumber_tasks()
 
     def uninstall() -> None:
         global _global_boundary
@@ -211,6 +222,17 @@ def install(boundary: Boundary) -> Callable[[], None]:
 def use(boundary: Boundary | None) -> Iterator[None]:
     """Serve boundary crossings in this context (and tasks it starts) with ``boundary``."""
     token = _context_boundary.set(boundary)
+    try:
+        yield
+    finally:
+        _context_boundary.reset(token)
+
+
+@contextlib.contextmanager
+def bypassed() -> Iterator[None]:
+    """Nothing is captured or replayed in this context and the tasks it starts: for a
+    transport whose traffic is already recorded a level up (an MCP client's HTTP)."""
+    token = _context_boundary.set(_BYPASS)
     try:
         yield
     finally:
@@ -295,9 +317,26 @@ def task_id() -> str:
     loop = asyncio.events._get_running_loop()
     task = asyncio.current_task(loop) if loop is not None else None
     if task is not None:
-        return task.get_name()
+        name = task.get_name()
+        return _stable_task_name(task) if _AUTO_TASK_NAME.fullmatch(name) else name
     thread = threading.current_thread()
     return "main" if thread is threading.main_thread() else thread.name
+
+
+def _stable_task_name(task: asyncio.Task[Any]) -> str:
+    """asyncio numbers unnamed tasks (``Task-7``) across the whole process, so a replay in
+    the capturing process would see other numbers: they are renumbered from ``Task-1`` in
+    the order they first cross the boundary, from each :func:`install`."""
+    found = _auto_tasks.get(task)
+    if found is None:
+        found = _auto_tasks.setdefault(task, f"Task-{next(_auto_counter)}")
+    return found
+
+
+def _renumber_tasks() -> None:
+    global _auto_counter
+    _auto_tasks.clear()
+    _auto_counter = itertools.count(1)
 
 
 @dataclass

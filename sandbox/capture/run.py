@@ -37,6 +37,7 @@ from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
+from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.capture.retry import patch_tenacity
@@ -309,7 +310,7 @@ class Capture:
 def start_recording(
     recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True, entropy: bool = True
 ) -> list[Callable[[], None]]:
-    """Seed the generators, patch ``uuid4``, httpx, the entropy sources
+    """Seed the generators, patch ``uuid4``, httpx, the MCP client, the entropy sources
     (:mod:`sandbox.capture.entropy`) and tenacity's retries; record the seeds in the
     manifest. Return the undo functions (the recorder must be installed already)."""
     reads, stop_tracking = track_env_reads()
@@ -323,6 +324,7 @@ def start_recording(
         undo.append(patch_uuid4(derive_seed(seed, "uuid4")))
     if http:
         undo.append(patch_httpx())
+        undo.append(patch_mcp())
     manifest = recorder.writer.manifest
     recorder.writer.update_manifest(
         manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})

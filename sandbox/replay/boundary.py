@@ -46,6 +46,7 @@ from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import rebuild_error
 from sandbox.replay.jsondiff import FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
+from sandbox.replay.mcp import RecordedServers, policy_target
 from sandbox.replay.netguard import live_crossing
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import Policy, PolicySet
@@ -239,6 +240,7 @@ class ReplayBoundary(Recorder):
         self.injected: list[Injection] = []
         self.served_live_on_miss = 0
         self._state_lock = threading.Lock()
+        self._mcp_servers = RecordedServers(prepared)
 
     # --- Boundary ------------------------------------------------------------------------
 
@@ -264,6 +266,17 @@ class ReplayBoundary(Recorder):
         finally:
             self.turnstile.leave(position)
 
+    def mcp_server(self, transport: dict[str, JsonValue]) -> tuple[str, bool]:
+        """:class:`sandbox.capture.mcp.MCPServing`: the recorded server behind ``transport``
+        and whether the ``mcp`` policy serves it from the recording."""
+        self._check_stopped()
+        try:
+            name = self._mcp_servers.find(transport)
+        except ReplayMismatchError as exc:
+            self._stop(exc)
+            raise ReplayStopped(exc) from None
+        return name, self.policies.policy_for("mcp", name).serves_recording
+
     # --- serving -------------------------------------------------------------------------
 
     def _plan(self, call: Call, where: Route) -> tuple[Policy | None, Event | None]:
@@ -271,7 +284,7 @@ class ReplayBoundary(Recorder):
         answer with, or (event ``None``) live under ``policy`` (``None``: no drift report)."""
         if call.kind == "random" and call.name.endswith(".seed"):
             return None, None
-        policy = self.policies.policy_for(where.kind, where.name)
+        policy = self.policies.policy_for(*policy_target(where.kind, where.name))
         if not policy.serves_recording:
             return policy, None
         return None, self._match(where)

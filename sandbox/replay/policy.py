@@ -11,8 +11,13 @@ A :class:`PolicySet` holds the defaults per boundary kind and an ordered list of
 name (``*`` as the kind means every kind). When several rules match, the later one wins, so
 ``--live tool --recorded 'tool:payments.*'`` calls every tool live except the payment ones.
 
-Defaults: ``llm`` and ``http`` recorded; ``tool``, ``retrieval`` and ``memory`` live against
-the restored services; ``clock``, ``random``, ``retry`` and ``timeout`` recorded (the same
+``mcp`` is a policy kind with no event kind of its own: ``mcp:NAME`` (a glob over MCP server
+names) says whether a recorded MCP server is served from the recording (its process not
+started, its URL not reached) or ``live``; its requests are recorded as ``tool`` events named
+``mcp:NAME/TOOL`` (see :mod:`sandbox.capture.mcp`).
+
+Defaults: ``llm``, ``http`` and ``mcp`` recorded; ``tool``, ``retrieval`` and ``memory`` live
+against the restored services; ``clock``, ``random``, ``retry`` and ``timeout`` recorded (the same
 times, draws, and failures at the same attempts).
 """
 
@@ -25,6 +30,9 @@ from types import MappingProxyType
 
 from sandbox.errors import PolicyError, UnknownNameError
 from sandbox.replay.semantics import BOUNDARY_KINDS
+
+POLICY_KINDS: tuple[str, ...] = (*BOUNDARY_KINDS, "mcp")
+"""What a rule can name: every boundary kind, and ``mcp`` (MCP servers by name)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ DEFAULT_POLICIES: Mapping[str, str] = MappingProxyType(
         "random": "recorded",
         "retry": "recorded",
         "timeout": "recorded",
+        "mcp": "recorded",
     }
 )
 
@@ -123,8 +132,8 @@ def parse_target(spec: str) -> tuple[str, str]:
         raise PolicyError(f"empty boundary kind in {spec!r}: write KIND or KIND:NAME-GLOB")
     if sep and not pattern:
         raise PolicyError(f"empty name glob after ':' in {spec!r}: write {kind} or {kind}:GLOB")
-    if kind != "*" and kind not in BOUNDARY_KINDS:
-        raise UnknownNameError("boundary kind", kind, [*BOUNDARY_KINDS, "*"])
+    if kind != "*" and kind not in POLICY_KINDS:
+        raise UnknownNameError("boundary kind", kind, [*POLICY_KINDS, "*"])
     return kind, pattern or "*"
 
 
@@ -149,8 +158,8 @@ class PolicySet:
 
     def __post_init__(self) -> None:
         for kind, name in self.defaults.items():
-            if kind not in BOUNDARY_KINDS:
-                raise UnknownNameError("boundary kind", kind, list(BOUNDARY_KINDS))
+            if kind not in POLICY_KINDS:
+                raise UnknownNameError("boundary kind", kind, list(POLICY_KINDS))
             get_policy(name)
 
     def policy_for(self, kind: str, name: str = "") -> Policy:

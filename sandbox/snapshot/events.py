@@ -75,6 +75,16 @@ class LLMCall(EventBase):
     duration: float = 0.0
 
 
+class MCPInfo(Strict):
+    """Where an MCP request went: the server (its ``serverInfo.name``), the JSON-RPC method,
+    and how the client reached it (``{"kind": "stdio", "command": [...]}`` or ``{"kind":
+    "http", "url": ...}``; environment values and URL credentials are never kept)."""
+
+    server: str
+    method: str
+    transport: dict[str, JsonValue] = {}
+
+
 class ToolCall(EventBase):
     kind: Literal["tool"] = "tool"
     tool_schema: dict[str, JsonValue] = {}
@@ -85,6 +95,8 @@ class ToolCall(EventBase):
     started: float = 0.0
     """Monotonic seconds since run start when the call began (start order of a race)."""
     duration: float = 0.0
+    mcp: MCPInfo | None = None
+    """Set when the call was an MCP request (``tools/call``, ``initialize`` ...)."""
 
 
 class RetrievedDoc(Strict):

@@ -38,9 +38,12 @@ IGNORED = {
     "task",
     "span",
     "parent_span",
+    "mcp",
 }
 """Fields replay does not compare. ``task`` aligns streams; ``template`` and ``variables``
-resolve into ``messages``, which are compared; ``tool_schema`` is the code's, not the run's."""
+resolve into ``messages``, which are compared; ``tool_schema`` is the code's, not the run's;
+``mcp`` (server, method, transport) is in the name already, but for the transport, which
+moves between machines."""
 
 SAMPLES: dict[str, dict[str, Any]] = {
     "llm": {"messages": [{"role": "user", "content": "hi"}], "response": "yo"},
