@@ -23,6 +23,8 @@ other than letters, digits, ``.``, ``_`` and ``-`` replaced by ``-``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import math
 import os
@@ -30,7 +32,7 @@ import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
@@ -43,6 +45,7 @@ from sandbox.errors import ReplayError
 from sandbox.snapshot.events import Event, MCPInfo, ToolCall
 from sandbox.snapshot.normalize import request_fingerprint
 
+Reach = Callable[[], AbstractContextManager[None]]
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 UNNAMED = "?"
 """The server name of a session whose ``initialize`` has not answered yet."""
@@ -55,6 +58,11 @@ class MCPServing(Protocol):
     def mcp_server(self, transport: dict[str, JsonValue]) -> tuple[str, bool]:
         """The recorded server reached through ``transport``: its name, and whether it is
         served from the recording (``True``: nothing is started or connected)."""
+        ...
+
+    def mcp_reach(self, server: str) -> AbstractContextManager[None]:
+        """Entered around each exchange with the live ``server`` over the network (a replay
+        lets it through its network guard)."""
         ...
 
 
@@ -222,7 +230,7 @@ def _session_patches(session_cls: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def _connect(
-    transport: dict[str, JsonValue], open_real: Callable[[], AbstractAsyncContextManager[Any]]
+    transport: dict[str, JsonValue], open_real: Callable[[Reach], AbstractAsyncContextManager[Any]]
 ) -> AsyncIterator[Any]:
     """Reach the server as the boundary says: the real transport, or (a recorded server on
     replay) a pair of streams with nothing behind them."""
@@ -230,8 +238,10 @@ async def _connect(
 
     seam = boundary.current()
     link = Link(transport=transport)
+    reach: Reach = contextlib.nullcontext
     if isinstance(seam, MCPServing):
         link.server, link.recorded = seam.mcp_server(transport)
+        reach = functools.partial(seam.mcp_reach, link.server)
     if link.recorded:
         feed, read = anyio.create_memory_object_stream[Any](0)
         write, sink = anyio.create_memory_object_stream[Any](math.inf)
@@ -243,7 +253,7 @@ async def _connect(
             for stream in (feed, read, write, sink):
                 stream.close()
         return
-    async with open_real() as streams:
+    async with open_real(reach) as streams:
         _LINKS[id(streams[0])] = (streams[0], link)
         try:
             yield streams
@@ -258,14 +268,14 @@ def _stdio_patch(original: Any) -> Any:
             async with original(server, errlog) as streams:
                 yield streams
             return
-        async with _connect(stdio_transport(server), lambda: original(server, errlog)) as s:
+        async with _connect(stdio_transport(server), lambda _: original(server, errlog)) as s:
             yield s
 
     return stdio_client
 
 
 @asynccontextmanager
-async def _unrecorded(given: Any) -> AsyncIterator[Any]:
+async def _unrecorded(given: Any, reach: Reach) -> AsyncIterator[Any]:
     """The HTTP client an MCP transport uses (the agent's, or the SDK's default), with its
     requests kept out of the capture: they are recorded as MCP requests already. (The
     transport sends each request in the context of the session's caller, so a context
@@ -278,7 +288,7 @@ async def _unrecorded(given: Any) -> AsyncIterator[Any]:
             self.inner = inner
 
         async def handle_async_request(self, request: Any) -> Any:
-            with boundary.bypassed():
+            with boundary.bypassed(), reach():
                 return await self.inner.handle_async_request(request)
 
         async def aclose(self) -> None:
@@ -308,9 +318,9 @@ def _http_patch(original: Any) -> Any:
             return
 
         @asynccontextmanager
-        async def real() -> AsyncIterator[Any]:
+        async def real(reach: Reach) -> AsyncIterator[Any]:
             async with (
-                _unrecorded(http_client) as client,
+                _unrecorded(http_client, reach) as client,
                 original(url, http_client=client, **kwargs) as streams,
             ):
                 yield streams

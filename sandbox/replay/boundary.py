@@ -27,6 +27,7 @@ later one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -276,6 +277,10 @@ class ReplayBoundary(Recorder):
             self._stop(exc)
             raise ReplayStopped(exc) from None
         return name, self.policies.policy_for("mcp", name).serves_recording
+
+    def mcp_reach(self, server: str) -> contextlib.AbstractContextManager[None]:
+        """A live MCP server's exchanges pass the network guard: its policy named it."""
+        return live_crossing("http", self.policies.policy_for("mcp", server))
 
     # --- serving -------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from sandbox import capture
 from sandbox.capture.mcp import recorded_result
 from sandbox.replay import replay
 from sandbox.replay.policy import PolicySet
-from sandbox.services.base import get_kind
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.events import HTTPExchange, ToolCall
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
