@@ -30,7 +30,6 @@ import math
 import os
 import re
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pydantic import BaseModel, JsonValue, TypeAdapter
 
 from sandbox.capture import boundary
 from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
+from sandbox.capture.imports import ImportPatch, Undo
 from sandbox.errors import ReplayError
 from sandbox.snapshot.events import Event, MCPInfo, ToolCall
 from sandbox.snapshot.normalize import request_fingerprint
@@ -331,18 +331,7 @@ def _http_patch(original: Any) -> Any:
     return streamable_http_client
 
 
-@dataclass
-class _State:
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    count: int = 0
-    hooked: bool = False
-    undo: list[Callable[[], None]] = field(default_factory=list)
-
-
-_STATE = _State()
-
-
-def _rebind(original: object, replacement: object) -> Callable[[], None]:
+def _rebind(original: object, replacement: object) -> Undo:
     """Point every loaded module's name for ``original`` at ``replacement`` (``from mcp
     import stdio_client`` binds the function before any patch); return the undo."""
     bound: list[tuple[object, str]] = []
@@ -363,17 +352,19 @@ def _rebind(original: object, replacement: object) -> Callable[[], None]:
     return undo
 
 
-def _apply() -> None:
+def _apply() -> Undo:
     from mcp.client import session, stdio, streamable_http
 
     cls = session.ClientSession
     originals = {attr: cls.__dict__[attr] for attr in ("__init__", "send_request")}
+    undo: list[Undo] = []
 
     def restore() -> None:
+        for step in reversed(undo):
+            step()
         for attr, original in originals.items():
             setattr(cls, attr, original)
 
-    _STATE.undo.append(restore)
     for attr, patched in _session_patches(cls).items():
         setattr(cls, attr, patched)
     for module, attr, make in (
@@ -382,40 +373,14 @@ def _apply() -> None:
     ):
         original = getattr(module, attr, None)  # not in every SDK version
         if original is not None:
-            _STATE.undo.append(_rebind(original, make(original)))
+            undo.append(_rebind(original, make(original)))
+    return restore
 
 
-def _on_import(module: object) -> None:
-    with _STATE.lock:
-        if _STATE.count > 0 and not _STATE.undo:
-            _apply()
+PATCH = ImportPatch("mcp", _apply)
 
 
-def patch_mcp() -> Callable[[], None]:
+def patch_mcp() -> Undo:
     """Capture MCP client sessions from now on (at once when ``mcp`` is imported, else when
     it is); return the undo function. Patches nest (counted)."""
-    import wrapt
-
-    with _STATE.lock:
-        _STATE.count += 1
-        if _STATE.count == 1:
-            if not _STATE.hooked:
-                _STATE.hooked = True
-                wrapt.register_post_import_hook(_on_import, "mcp")  # runs now if imported
-            elif "mcp" in sys.modules:
-                _on_import(sys.modules["mcp"])
-    undone = False
-
-    def undo() -> None:
-        nonlocal undone
-        with _STATE.lock:
-            if undone:
-                return
-            undone = True
-            _STATE.count -= 1
-            if _STATE.count == 0:
-                for step in reversed(_STATE.undo):
-                    step()
-                _STATE.undo.clear()
-
-    return undo
+    return PATCH.start()

@@ -35,6 +35,7 @@ from sandbox.capture.discovery import Discovery, ServicesMode, check_mode
 from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
+from sandbox.capture.frameworks import patch_frameworks
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.mcp import patch_mcp
@@ -310,9 +311,10 @@ class Capture:
 def start_recording(
     recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True, entropy: bool = True
 ) -> list[Callable[[], None]]:
-    """Seed the generators, patch ``uuid4``, httpx, the MCP client, the entropy sources
-    (:mod:`sandbox.capture.entropy`) and tenacity's retries; record the seeds in the
-    manifest. Return the undo functions (the recorder must be installed already)."""
+    """Seed the generators, patch ``uuid4``, httpx, the MCP client, the agent frameworks'
+    tools, the entropy sources (:mod:`sandbox.capture.entropy`) and tenacity's retries; record
+    the seeds in the manifest. Return the undo functions (the recorder must be installed
+    already)."""
     reads, stop_tracking = track_env_reads()
     recorder.env_reads = reads
     undo: list[Callable[[], None]] = [stop_tracking]
@@ -325,6 +327,7 @@ def start_recording(
     if http:
         undo.append(patch_httpx())
         undo.append(patch_mcp())
+        undo.append(patch_frameworks())
     manifest = recorder.writer.manifest
     recorder.writer.update_manifest(
         manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})

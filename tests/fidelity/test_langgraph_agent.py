@@ -1,0 +1,93 @@
+"""A LangGraph agent (``examples/langgraph_agent.py``, two LangChain tools, ChatOpenAI over
+the real ``openai`` client) captured with no change to it, and replayed with its buggy
+tool recorded or live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sandbox import capture
+from sandbox.replay import replay
+from sandbox.replay.policy import PolicySet
+from sandbox.snapshot.events import ToolCall
+from sandbox.snapshot.manifest import Entrypoint
+from sandbox.snapshot.store import DirectoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TOLD_30_DAYS = capture.ResultPredicate(path="answer", op="contains", value="30 days")
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[DirectoryStore, str]:
+    from examples import langgraph_agent
+
+    store = DirectoryStore(tmp_path_factory.mktemp("langgraph"))
+    settings = capture.run(
+        "langgraph-refund",
+        store=store,
+        seed=11,
+        entrypoint=Entrypoint(
+            kind="callable", target="examples.langgraph_agent:main", cwd=str(ROOT)
+        ),
+        packages=False,
+    )
+    with settings as rec:
+        answer = langgraph_agent.main()
+        assert "30 days" in answer
+        rec.mark_failed("the customer was given the 2023 refund window", TOLD_30_DAYS)
+    return store, rec.run_id
+
+
+def test_tool_calls_are_tool_events_with_schema_arguments_and_output(
+    captured: tuple[DirectoryStore, str],
+) -> None:
+    store, run_id = captured
+    events = store.load_events(run_id)
+    tools = [e for e in events if isinstance(e, ToolCall)]
+    assert [e.name for e in tools] == ["order_status", "refund_window"]
+    status, window = tools
+    assert status.args == {"order_id": 7}
+    assert status.tool_schema["name"] == "order_status"
+    assert status.tool_schema["parameters"]["properties"]["order_id"]["type"] == "integer"  # type: ignore[index, call-overload]
+    assert "delivered" in str(status.output)
+    assert window.args == {"country": "DE"}
+    assert window.tool_schema["description"] == (
+        "How long a customer in ``country`` has to return an order."
+    )
+    assert window.output == "30 days" and window.error is None
+    assert [e.kind for e in events].count("llm") == 3  # the model calls, through httpx
+
+
+def test_recorded_buggy_tool_reproduces_under_the_fixed_agent(
+    captured: tuple[DirectoryStore, str],
+) -> None:
+    store, run_id = captured
+    report = replay(
+        run_id,
+        store=store,
+        times=2,
+        entrypoint="examples.langgraph_agent:main_fixed",
+        policies=PolicySet.from_argv(["--recorded", "tool:refund_window"]),
+    )
+    assert report.verdict.reproduced == 2 and report.verdict.total == 2, report.describe()
+    assert report.exit_code == 1
+    window = [e for e in store.load_events(report.replays[0]) if isinstance(e, ToolCall)][-1]
+    assert window.output == "30 days"  # served from the recording: the fixed code never ran
+
+
+def test_live_fixed_tool_makes_the_failure_go(captured: tuple[DirectoryStore, str]) -> None:
+    store, run_id = captured
+    report = replay(
+        run_id,
+        store=store,
+        times=2,
+        entrypoint="examples.langgraph_agent:main_fixed",
+        policies=PolicySet.from_argv(["--live", "tool:refund_window"]),
+        miss="live",  # the fixed output changes the model's next request
+    )
+    assert report.verdict.reproduced == 0 and report.verdict.total == 2, report.describe()
+    assert report.exit_code == 0
+    window = [e for e in store.load_events(report.replays[0]) if isinstance(e, ToolCall)][-1]
+    assert window.output == "14 days"
