@@ -26,21 +26,25 @@ def _console() -> Console:
     return Console(soft_wrap=False, highlight=False)
 
 
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="Every column, whole, whatever the terminal's width.")
+]
+
+FAILURE_MIN = 12
+"""The narrowest the failure column wraps down to."""
 
 
 @app.command("list")
-def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
-    """List the runs in the store, oldest first.
+def list_runs(
+    store: StoreOption = None, as_json: JsonOption = False, wide: WideOption = False
+) -> None:
+    """List the runs in the store, oldest first: id, when, status and failure, fitted to the
+    terminal (run ids are never cut); --wide adds the entrypoint, events and size, whole.
 
     Example: sandbox list --store snapshots --json
     """
+    from cli.tables import Col, render, terminal_width
+    from sandbox.sizes import human_size
     from sandbox.snapshot.listing import summarize_runs
 
     summaries = summarize_runs(store_from(store))
@@ -50,37 +54,39 @@ def list_runs(store: StoreOption = None, as_json: JsonOption = False) -> None:
     if not summaries:
         typer.echo(f"no runs in {store_from(store).root}")
         return
-    rows = [
-        (
-            s.run_id,
-            s.created.strftime("%Y-%m-%d %H:%M:%S") if s.created else "-",
-            s.entrypoint,
-            "-" if s.events is None else str(s.events),
-            s.state,
-            s.failure,
-            _size(s.size),
-        )
-        for s in summaries
-    ]
     # Plain columns: a store of thousands of runs lists in milliseconds (a rich table takes
-    # seconds to measure and wrap them). Ids are never cut: they are copied from here.
-    header = ("id", "when", "entrypoint", "events", "status", "failure", "size")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    widths[2] = min(widths[2], 40)
-    widths[5] = min(widths[5], 60)
-    right = {3, 6}  # events, size
-    for row in [header, *rows]:
-        cells = [_fit(cell, width) for cell, width in zip(row, widths, strict=True)]
-        typer.echo(
-            "  ".join(
-                c.rjust(w) if i in right else c.ljust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-        )
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    # seconds to measure and wrap them).
+    when = "%Y-%m-%d %H:%M:%S" if wide else "%Y-%m-%d %H:%M"
+    rows = []
+    for s in summaries:
+        created = s.created.strftime(when) if s.created else "-"
+        if wide:
+            events = "-" if s.events is None else str(s.events)
+            rows.append(
+                [s.run_id, created, s.entrypoint, events, s.state, s.failure, human_size(s.size)]
+            )
+        else:
+            rows.append([s.run_id, created, s.state, s.failure])
+    if wide:
+        cols = [
+            Col("id", is_id=True),
+            Col("when"),
+            Col("entrypoint"),
+            Col("events", right=True),
+            Col("status"),
+            Col("failure"),
+            Col("size", right=True),
+        ]
+    else:
+        # The time wraps at its space ("2024-03-01" over "12:00") before an id has to fold.
+        cols = [
+            Col("id", is_id=True),
+            Col("when", wrap=len("2024-03-01")),
+            Col("status"),
+            Col("failure", wrap=FAILURE_MIN),
+        ]
+    for line in render(cols, rows, None if wide else terminal_width()):
+        typer.echo(line)
 
 
 SHOWN = 200
@@ -234,9 +240,10 @@ def export_cmd(
     Example: sandbox export duplicate-order-1 -o bug-123.tar.gz --allow 'e-mail address in *'
     """
     from sandbox.services.sharescan import export_shareable
+    from sandbox.sizes import human_size
 
     path = export_shareable(store_from(store), run, output, allow=allow or ())
-    typer.echo(f"exported {run} to {path} ({_size(path.stat().st_size)})")
+    typer.echo(f"exported {run} to {path} ({human_size(path.stat().st_size)})")
 
 
 @app.command("import")

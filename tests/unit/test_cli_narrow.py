@@ -1,0 +1,81 @@
+"""``sandbox list`` at 80 columns: every line fits, run ids are never cut, the failure wraps;
+``--wide`` shows every column whole."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from snapshot_factory import build_snapshot
+
+from cli.main import main
+from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot.manifest import Failure
+
+LONG_ID = "orders-replay-20240301T120000Z-1a2b3c"
+"""A replay's id: 37 characters."""
+LONG_FAILURE = (
+    "the payment gateway timed out after the order had committed, and the retry inserted "
+    "the same order a second time"
+)
+
+
+@pytest.fixture
+def runs(store: DirectoryStore) -> DirectoryStore:
+    build_snapshot(store, "short-1")
+    long = build_snapshot(store, LONG_ID, save=False)
+    manifest = long.manifest.model_copy(update={"failure": Failure(reason=LONG_FAILURE)})
+    store.save(type(long)(manifest, long.events))
+    return store
+
+
+def _list(capsys: pytest.CaptureFixture[str], store: DirectoryStore, *extra: str) -> list[str]:
+    code = main(["list", "--store", str(store.root), *extra])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    return out.splitlines()
+
+
+def _words(lines: list[str]) -> str:
+    return " ".join(" ".join(lines).split())
+
+
+def test_list_fits_80_columns_with_ids_whole(
+    runs: DirectoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = _list(capsys, runs)
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in "".join(lines)
+    assert re.split(r"\s{2,}", lines[0].strip()) == ["id", "when", "status", "failure"]
+    row = next(line for line in lines if line.startswith(f"{LONG_ID}  2024-03-01"))
+    assert re.split(r"\s{2,}", row)[2] == "complete"
+    assert any(line.startswith("short-1 ") for line in lines)
+    # the failure wraps over several lines, every word kept
+    failure_column = lines[0].index("failure")
+    wrapped = [line[failure_column:] for line in lines[2:]]
+    assert LONG_FAILURE in _words(wrapped)
+
+
+def test_list_folds_an_id_only_when_the_terminal_is_too_narrow_for_it(
+    runs: DirectoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    lines = _list(capsys, runs)
+    assert max(len(line) for line in lines) <= 60
+    ids = "".join(line.split(" ", 1)[0] for line in lines[2:])
+    assert LONG_ID in ids  # folded over lines, no character lost
+
+
+def test_list_wide_shows_every_column_whole(
+    runs: DirectoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = _list(capsys, runs, "--wide")
+    header = re.split(r"\s{2,}", lines[0].strip())
+    assert header == ["id", "when", "entrypoint", "events", "status", "failure", "size"]
+    row = next(line for line in lines if line.startswith(LONG_ID))
+    assert "2024-03-01 12:00:00" in row
+    assert "examples.shop:run" in row
+    assert LONG_FAILURE in row
+    assert re.search(r"\d+\.\d KB$", row.rstrip())
