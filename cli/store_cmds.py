@@ -30,7 +30,7 @@ WideOption = Annotated[
     bool, typer.Option("--wide", help="Every column, whole, whatever the terminal's width.")
 ]
 
-FAILURE_MIN = 12
+FAILURE_MIN = 10
 """The narrowest the failure column wraps down to."""
 
 
@@ -38,8 +38,8 @@ FAILURE_MIN = 12
 def list_runs(
     store: StoreOption = None, as_json: JsonOption = False, wide: WideOption = False
 ) -> None:
-    """List the runs in the store, oldest first: id, when, status and failure, fitted to the
-    terminal (run ids are never cut); --wide adds the entrypoint, events and size, whole.
+    """List the runs in the store, oldest first: id, when, events, status and failure, fitted
+    to the terminal (run ids are never cut); --wide adds the entrypoint and size, whole.
 
     Example: sandbox list --store snapshots --json
     """
@@ -60,13 +60,13 @@ def list_runs(
     rows = []
     for s in summaries:
         created = s.created.strftime(when) if s.created else "-"
+        events = "-" if s.events is None else str(s.events)
         if wide:
-            events = "-" if s.events is None else str(s.events)
             rows.append(
                 [s.run_id, created, s.entrypoint, events, s.state, s.failure, human_size(s.size)]
             )
         else:
-            rows.append([s.run_id, created, s.state, s.failure])
+            rows.append([s.run_id, created, events, s.state, s.failure])
     if wide:
         cols = [
             Col("id", is_id=True),
@@ -82,6 +82,7 @@ def list_runs(
         cols = [
             Col("id", is_id=True),
             Col("when", wrap=len("2024-03-01")),
+            Col("events", right=True),
             Col("status"),
             Col("failure", wrap=FAILURE_MIN),
         ]

@@ -47,9 +47,9 @@ def test_list_fits_80_columns_with_ids_whole(
     lines = _list(capsys, runs)
     assert max(len(line) for line in lines) <= 80
     assert "…" not in "".join(lines)
-    assert re.split(r"\s{2,}", lines[0].strip()) == ["id", "when", "status", "failure"]
+    assert re.split(r"\s{2,}", lines[0].strip()) == ["id", "when", "events", "status", "failure"]
     row = next(line for line in lines if line.startswith(f"{LONG_ID}  2024-03-01"))
-    assert re.split(r"\s{2,}", row)[2] == "complete"
+    assert re.split(r"\s{2,}", row)[2:4] == ["12", "complete"]
     assert any(line.startswith("short-1 ") for line in lines)
     # the failure wraps over several lines, every word kept
     failure_column = lines[0].index("failure")
