@@ -9,10 +9,13 @@ recorded or live per tool (``--recorded tool:NAME`` / ``--live tool:NAME``) like
 
 from __future__ import annotations
 
-from sandbox.capture.frameworks import langchain
+from sandbox.capture.frameworks import langchain, pydantic_ai
 from sandbox.capture.imports import ImportPatch, Undo
 
-INTEGRATIONS: dict[str, ImportPatch] = {"langchain": langchain.PATCH}
+INTEGRATIONS: dict[str, ImportPatch] = {
+    "langchain": langchain.PATCH,
+    "pydantic_ai": pydantic_ai.PATCH,
+}
 """Framework integrations by name."""
 
 

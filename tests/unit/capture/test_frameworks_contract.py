@@ -50,7 +50,34 @@ def _langchain() -> Harness:
     return Harness(StructuredTool.from_function, lambda tool, args: tool.invoke(args))
 
 
-HARNESSES: dict[str, Callable[[], Harness]] = {"langchain": _langchain}
+def _pydantic_ai() -> Harness:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def call(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+        def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            if len(messages) == 1:  # the user's prompt only: call the tool
+                return ModelResponse(parts=[ToolCallPart(fn.__name__, args)])
+            return ModelResponse(parts=[TextPart("done")])
+
+        result = Agent(FunctionModel(model), tools=[fn]).run_sync("go")
+        parts = [p for m in result.all_messages() for p in m.parts]
+        return next(p.content for p in parts if isinstance(p, ToolReturnPart))
+
+    return Harness(lambda fn: fn, call)
+
+
+HARNESSES: dict[str, Callable[[], Harness]] = {
+    "langchain": _langchain,
+    "pydantic_ai": _pydantic_ai,
+}
 
 
 def agent(framework: str) -> dict[str, Any]:
@@ -68,6 +95,10 @@ def agent(framework: str) -> dict[str, Any]:
 
 def agent_langchain() -> dict[str, Any]:
     return agent("langchain")
+
+
+def agent_pydantic_ai() -> dict[str, Any]:
+    return agent("pydantic_ai")
 
 
 def test_every_integration_has_a_contract_harness() -> None:
