@@ -39,17 +39,24 @@ test: engine lint types pytest
 images: setup engine
 	$(BIN)/sandbox images build
 
+# The commands exit 1 when the failure reproduced, 0 when it is gone (every run judged),
+# 2 when it could not be judged (or bad input), 3 on an internal error. Reproduced is the
+# expected result here: `replay` succeeds on 1 and 0 (saying which) and fails on 2 and 3;
+# `demo` and `ci-repro` succeed only when every captured failure reproduced.
+VERDICT = rc=$$?; \
+	if [ $$rc -eq 1 ]; then echo "make $@: the captured failure reproduced (as expected)"; \
+	elif [ $$rc -eq 0 ]; then echo "make $@: the captured failure did NOT reproduce (gone)"; \
+	elif [ $$rc -eq 2 ]; then echo "make $@: the replay could not be judged (see above)"; \
+	else echo "make $@: internal error (exit $$rc; see the traceback file named above)"; fi
+
 demo: setup engine images
 	@$(BIN)/sandbox doctor --store $(STORE) --quiet
-	$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images
+	@$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images; $(VERDICT); \
+	[ $$rc -eq 1 ]
 
-# `sandbox replay` exits 1 when the failure reproduced: the expected result here, so the
-# target succeeds on 0 and 1 (with a message saying which) and fails on 2 (could not judge).
 replay: setup engine images
 	@test -n "$(RUN)" || (echo "usage: make replay RUN=<run id>"; exit 2)
-	@$(BIN)/sandbox replay $(RUN) --store $(STORE) --times $(N); rc=$$?; \
-	if [ $$rc -eq 1 ]; then echo "make replay: the captured failure reproduced (as expected)"; \
-	elif [ $$rc -eq 0 ]; then echo "make replay: the captured failure did NOT reproduce"; fi; \
+	@$(BIN)/sandbox replay $(RUN) --store $(STORE) --times $(N); $(VERDICT); \
 	[ $$rc -le 1 ]
 
 export: setup
@@ -57,7 +64,8 @@ export: setup
 	$(BIN)/sandbox export $(RUN) --store $(STORE) -o $(RUN).tar.gz
 
 ci-repro: setup engine images
-	$(BIN)/sandbox ci-repro --store $(STORE) --in-container
+	@$(BIN)/sandbox ci-repro --store $(STORE) --in-container; $(VERDICT); \
+	[ $$rc -eq 1 ]
 
 bench: setup
 	$(BIN)/python -m bench.all

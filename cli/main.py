@@ -1,4 +1,5 @@
-"""Entry point of the ``sandbox`` command: every project error becomes one line and exit 2."""
+"""Entry point of the ``sandbox`` command: every project error becomes one line and exit 2;
+any other exception is a bug: one line naming the file that holds its traceback, exit 3."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import typer
 
 from cli import commands  # noqa: F401  (registers the commands on the app)
 from cli.app import app
+from cli.crash import INTERNAL_ERROR, crash_line
 from sandbox.errors import SandboxError
 
 MAX_ERROR_LINE = 300
@@ -20,8 +22,8 @@ def error_line(exc: SandboxError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 ok, 1 failure reproduced or check failed,
-    2 error)."""
+    """Run the CLI; return the exit code (0 ok or failure gone, 1 failure reproduced,
+    2 could not judge or bad input, 3 internal error)."""
     try:
         result = app(args=argv, prog_name="sandbox", standalone_mode=False)
     except SandboxError as exc:
@@ -39,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"sandbox: error: {exc.format_message()}", file=sys.stderr)
         return int(exc.exit_code)
+    except Exception as exc:  # a bug: never an exit code that means a verdict
+        print(crash_line(exc), file=sys.stderr)
+        return INTERNAL_ERROR
     return result if isinstance(result, int) else 0
 
 

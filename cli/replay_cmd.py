@@ -12,6 +12,8 @@ from cli.app import JsonOption, StoreOption, app, store_from
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 from sandbox.names import SERVICES_ENV
 
+OUTCOME_COLOURS = {"reproduced": "red", "gone": "green", "inconclusive": "yellow"}
+
 
 @app.command("replay", cls=PolicyOrderCommand)
 def replay_command(
@@ -74,7 +76,8 @@ def replay_command(
         ),
     ] = None,
 ) -> None:
-    """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if not.
+    """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if it
+    is gone (every run judged), 2 if a run could not be judged.
 
     Example: sandbox replay orders-20240131T235930Z-a1b2c3 --times 20
     """
@@ -125,9 +128,7 @@ def replay_command(
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:
-        colour = "red" if report.verdict.reproduced_any else "green"
-        if report.mismatch is not None and not report.verdict.reproduced_any:
-            colour = "yellow"
+        colour = OUTCOME_COLOURS[report.verdict.outcome]
         out = Console()
         out.print(f"[bold {colour}]{report.verdict.summary()}[/bold {colour}]")
         out.print(report.describe(), markup=False, highlight=False)

@@ -1,4 +1,5 @@
-"""``sandbox ci-repro``: every captured failure in the store must still reproduce."""
+"""``sandbox ci-repro``: every captured failure in the store must still reproduce (exit 1,
+the verdict's "reproduced"; 0 when one is gone; 2 when one could not be judged)."""
 
 from __future__ import annotations
 
@@ -49,10 +50,10 @@ def ci_repro(
         ),
     ] = None,
 ) -> None:
-    """Replay every captured failure in the store; exit 1 if one no longer reproduces.
+    """Replay every captured failure in the store; exit 1 if every one still reproduces.
 
-    A run captured as failed must still show its failure on replay; one that does not (or
-    cannot be replayed) is a lost reproduction. Example: sandbox ci-repro --times 3
+    A run captured as failed must still show its failure on replay; one that is gone (exit 0)
+    or could not be judged (exit 2) is a lost reproduction. Example: sandbox ci-repro --times 3
     """
     from rich.console import Console
     from rich.table import Column, Table
@@ -95,20 +96,35 @@ def ci_repro(
         "status",
     )
     for check in result.checks:
-        status = (
-            "[green]ok[/green]"
-            if check.ok
-            else f"[red]error: {check.error}[/red]"
-            if check.error
-            else "[red]LOST[/red]"
+        table.add_row(
+            check.run_id,
+            check.reason,
+            f"{check.reproduced}/{check.total}",
+            _status(check.outcome, check.error),
         )
-        table.add_row(check.run_id, check.reason, f"{check.reproduced}/{check.total}", status)
     Console(highlight=False).print(table)
-    lost = len(result.lost)
+    counts = {o: sum(1 for c in result.checks if c.outcome == o) for o in STATUS}
     if not result.checks:
         typer.echo("sandbox: no captured failures in the store", err=True)
-    elif lost:
-        typer.echo(f"sandbox: {lost} expected reproduction(s) lost", err=True)
-    else:
+    elif counts["reproduced"] == len(result.checks):
         typer.echo(f"sandbox: all {len(result.checks)} failure(s) still reproduce", err=True)
+    else:
+        typer.echo(
+            f"sandbox: {len(result.lost)} expected reproduction(s) lost: "
+            f"{counts['gone']} gone, {counts['inconclusive']} could not be judged",
+            err=True,
+        )
     raise typer.Exit(result.exit_code)
+
+
+STATUS = {
+    "reproduced": "[green]ok[/green]",
+    "gone": "[red]LOST: gone[/red]",
+    "inconclusive": "[yellow]LOST: could not judge[/yellow]",
+}
+
+
+def _status(outcome: str, error: str | None) -> str:
+    from rich.markup import escape
+
+    return STATUS[outcome] + (f" [yellow]{escape(error)}[/yellow]" if error else "")

@@ -10,8 +10,10 @@
 3. replays each captured run N times with :func:`sandbox.replay.engine.replay`, writes an HTML
    report per run, and prints a table: run, failure, reproduced k/N, first divergent step.
 
-Exits 0 when every demo's failure reproduced (in at least one of the N replays), 1 when one
-did not, 2 when something could not run.
+Exits with the verdict's codes over the demos (as ``sandbox ci-repro``): 1 when every demo's
+failure reproduced (in at least one of the N replays), 0 when one is gone (every run judged),
+2 when one could not be judged or something could not run, 3 on an internal error (a bug:
+one line naming the file that holds the traceback).
 
 The demos are the public ``capture_<name>(store) -> run id`` functions of
 :mod:`examples.capture_demo` (``capture_orders`` is the ``orders`` demo; ``capture_all`` is
@@ -33,7 +35,9 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
+from cli.crash import INTERNAL_ERROR, crash_line
 from sandbox.errors import SandboxError
+from sandbox.regress.check import CheckReport, RunCheck
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, open_store
 
@@ -109,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SandboxError as exc:
         console.print(f"[red]demo: error: {exc}[/red]")
         return 2
+    except Exception as exc:  # a bug: never an exit code that means a verdict
+        print(crash_line(exc, "demo"), file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -146,7 +153,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         "report",
         title=f"sandbox-replayer demo: each captured failure replayed {args.times} times",
     )
-    ok = True
+    checks: list[RunCheck] = []
     reports = Path(args.reports)
     for manifest in manifests:
         start = time.monotonic()
@@ -157,24 +164,27 @@ def run(args: argparse.Namespace, console: Console) -> int:
         report = replay(manifest.run_id, store=store, times=args.times, progress=progress)
         page = write_store_report(reports / f"{manifest.run_id}.html", store, report)
         verdict = report.verdict
-        reproduced = verdict.reproduced_any
-        ok = ok and reproduced
-        colour = "red" if reproduced else "yellow"
+        reason = manifest.failure.reason if manifest.failure else ""
+        checks.append(RunCheck.of(manifest.run_id, reason, verdict))
+        colour = COLOURS[verdict.outcome]
         table.add_row(
             manifest.run_id,
-            manifest.failure.reason if manifest.failure else "",
-            f"[{colour}]{verdict.reproduced}/{verdict.total}[/{colour}]",
+            reason,
+            f"[{colour}]{verdict.reproduced}/{verdict.total}[/{colour}]"
+            + ("" if verdict.outcome != "inconclusive" else " (could not judge)"),
             first_step(report),
             str(page),
         )
         console.print(f"{manifest.run_id}: {verdict.summary()} in {time.monotonic() - start:.1f} s")
     console.print(table)
-    if ok:
-        console.print("[green]every captured failure reproduced[/green]")
-        return 0
-    console.print("[red]some captured failures did not reproduce[/red]")
-    return 1
+    result = CheckReport(tuple(checks))
+    console.print(SAYS[result.exit_code])
+    return result.exit_code
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+COLOURS = {"reproduced": "red", "gone": "yellow", "inconclusive": "yellow"}
+SAYS = {
+    1: "[green]every captured failure reproduced[/green]",
+    0: "[red]some captured failures are gone[/red]",
+    2: "[red]some captured failures could not be judged[/red]",
+}

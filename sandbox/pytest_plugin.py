@@ -5,7 +5,9 @@ Fixtures:
 - ``sandbox_store``: the snapshot store (``--sandbox-store``, else ``$SANDBOX_STORE``, else
   the ``sandbox_store`` ini value, else ``./snapshots``);
 - ``replay``: a callable ``replay(run_id, times=1, **options) -> ReplayReport`` replaying a run
-  from that store (the options are those of :func:`sandbox.replay.engine.replay`);
+  from that store (the options are those of :func:`sandbox.replay.engine.replay`); when no
+  run reproduced and one could not be judged (the verdict is *inconclusive*), it fails the
+  test with the reasons: an inconclusive replay is never a pass;
 - ``replay_report``: the report of the run named by the test's ``replay`` marker.
 
 Marker, for hand-written regression tests::
@@ -56,6 +58,14 @@ def store_location(config: pytest.Config) -> str:
     return str(option or os.environ.get(STORE_ENV) or ini or DEFAULT_STORE)
 
 
+def fail_if_inconclusive(run_id: str, report: Any) -> None:
+    """Fail the test, with the reasons, when the replay could not be judged: a test never
+    passes on a replay that crashed, stopped at a recording mismatch or could not be served."""
+    verdict = report.verdict
+    if verdict.outcome == "inconclusive":
+        pytest.fail(f"replay of {run_id}: {verdict.summary()}\n{report.describe()}", pytrace=False)
+
+
 @pytest.fixture
 def sandbox_store(pytestconfig: pytest.Config) -> DirectoryStore:
     return open_store(store_location(pytestconfig))
@@ -68,7 +78,9 @@ def replay(sandbox_store: DirectoryStore) -> ReplayFn:
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
         from sandbox.replay.engine import replay as replay_run
 
-        return replay_run(run_id, store=sandbox_store, times=times, **options)
+        report = replay_run(run_id, store=sandbox_store, times=times, **options)
+        fail_if_inconclusive(run_id, report)
+        return report
 
     return run
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sandbox.errors import SandboxError
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.verdict import EXIT_CODES, Outcome, Verdict
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore
 
@@ -48,21 +48,57 @@ class RunCheck:
     reproduced: int
     total: int
     error: str | None = None
-    """Why the run could not be replayed or judged (a :class:`SandboxError`)."""
+    """Why the failure could not be judged: a :class:`SandboxError` that stopped the replay,
+    or the reasons its runs were inconclusive."""
+    gone: int = 0
+    inconclusive: int = 0
+
+    @property
+    def outcome(self) -> Outcome:
+        """As a replay's verdict: reproduced in one run at least, else inconclusive when one
+        run (or the replay) could not be judged, else gone."""
+        if self.error is None and self.reproduced > 0:
+            return "reproduced"
+        if self.error is not None or self.inconclusive > 0 or self.total == 0:
+            return "inconclusive"
+        return "gone"
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.reproduced > 0
+        return self.outcome == "reproduced"
 
     def to_json(self) -> dict[str, object]:
         return {
             "run": self.run_id,
             "reason": self.reason,
+            "outcome": self.outcome,
             "reproduced": self.reproduced,
+            "gone": self.gone,
+            "inconclusive": self.inconclusive,
             "total": self.total,
             "error": self.error,
             "ok": self.ok,
         }
+
+    @classmethod
+    def of(cls, run_id: str, reason: str, verdict: Verdict) -> RunCheck:
+        error = None
+        if verdict.outcome == "inconclusive":
+            first = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
+            error = "could not judge: " + (
+                f"{first.label.removeprefix('could not judge: ')}: {first.detail}"
+                if first is not None
+                else "no run was judged"
+            )
+        return cls(
+            run_id,
+            reason,
+            verdict.reproduced,
+            verdict.total,
+            error=error,
+            gone=verdict.gone,
+            inconclusive=verdict.inconclusive,
+        )
 
 
 @dataclass(frozen=True)
@@ -76,8 +112,15 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        """0 when every expected reproduction happened, 1 otherwise."""
-        return 1 if self.lost else 0
+        """The verdict's codes, over the captured failures: 1 when every one reproduced,
+        0 when one is gone (and every one was judged, or there are none), 2 when one could
+        not be judged. For a single run, the exit code of ``sandbox replay``."""
+        outcomes = {c.outcome for c in self.checks}
+        if "inconclusive" in outcomes:
+            return EXIT_CODES["inconclusive"]
+        if "gone" in outcomes or not outcomes:
+            return EXIT_CODES["gone"]
+        return EXIT_CODES["reproduced"]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -120,20 +163,9 @@ def check_store(
         try:
             report = replayer(manifest.run_id, store=store, times=times, **replay_options)
         except SandboxError as exc:
-            checks.append(RunCheck(manifest.run_id, reason, 0, times, error=str(exc)))
-            continue
-        verdict = report.verdict
-        mismatch = getattr(report, "mismatch", None)
-        refused = list(getattr(report, "refused", None) or [])
-        error = None
-        if refused and not verdict.reproduced_any:
-            error = f"inconclusive, a connection outside the sandbox was refused: {refused[0]}"
-        elif mismatch is not None and not verdict.reproduced_any:
-            message = mismatch.get("message") if isinstance(mismatch, dict) else mismatch
-            error = "stopped by a request the recording cannot answer: " + (
-                str(message).splitlines()[0] if str(message) else "(no message)"
+            checks.append(
+                RunCheck(manifest.run_id, reason, 0, times, error=str(exc), inconclusive=times)
             )
-        checks.append(
-            RunCheck(manifest.run_id, reason, verdict.reproduced, verdict.total, error=error)
-        )
+            continue
+        checks.append(RunCheck.of(manifest.run_id, reason, report.verdict))
     return CheckReport(tuple(checks))

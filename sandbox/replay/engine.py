@@ -5,7 +5,7 @@ every boundary served by its policy, and judge whether the recorded failure came
 
     report = replay("orders-20240131T235930Z-a1b2c3", store="snapshots", times=20)
     report.verdict.summary()      # 'failure reproduced: 20/20 runs'
-    report.exit_code              # 1 reproduced, 0 not, 2 could not be judged (a mismatch)
+    report.exit_code              # 1 reproduced, 0 gone, 2 could not be judged
 
 Each replayed run is recorded as a new run of the store (``manifest.replay_of`` names the
 original) by :class:`~sandbox.replay.boundary.ReplayBoundary`. Between runs the services
@@ -48,7 +48,7 @@ from sandbox.replay.netguard import REFUSED_EVENT
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
-from sandbox.replay.verdict import ReplayOutcome, RunVerdict, Verdict, evaluate, predicate_for
+from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import Entrypoint, Failure, Manifest, Predicate, ServiceState
 from sandbox.snapshot.store import DirectoryStore, open_store
@@ -56,6 +56,8 @@ from sandbox.snapshot.store import DirectoryStore, open_store
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
 ClockMode = Literal["frozen", "live"]
+_NOTED = frozenset({"mismatch", "refused"})
+"""Reasons for an inconclusive run that the notes explain on their own."""
 _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
 
 
@@ -90,10 +92,8 @@ class ReplayReport:
 
     @property
     def exit_code(self) -> int:
-        """1 reproduced, 0 not; 2 when a mismatch or a refused connection left the replay
-        without a verdict."""
-        if (self.mismatch is not None or self.refused) and not self.verdict.reproduced_any:
-            return 2
+        """1 reproduced, 0 gone (every run judged), 2 none reproduced and some inconclusive
+        (a mismatch, a refused connection, another exception ...)."""
         return self.verdict.exit_code
 
     def to_json(self) -> dict[str, Any]:
@@ -222,7 +222,9 @@ class _Settings:
     store: DirectoryStore
     manifest: Manifest
     recording: list[Event]
-    predicate: Predicate
+    compared: list[Event]
+    """The original log as runs are compared with it (:func:`comparable`)."""
+    expected: Expectation
     target: str
     function: Callable[[], Any]
     policies: PolicySet
@@ -264,10 +266,12 @@ def _replay_once(
     writer = s.store.begin(manifest)
     options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks, endpoints)
     served: Served
+    exit_code: int | None = None
     if s.command is not None:
         served = run_command(
             s.command, writer=writer, store=s.store, original=original.run_id, options=options
         )
+        exit_code = served.exit_code
     else:
         session = ReplaySession(writer, s.store, original, s.recording, options)
         try:
@@ -276,7 +280,7 @@ def _replay_once(
                 session.rec.set_result(value)
         except ReplayStopped:
             pass
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             session.rec.record_exception(exc)
         finally:
             session.close()
@@ -286,24 +290,23 @@ def _replay_once(
         state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
         for state in services
     ]
-    events = s.store.load_events(run_id)
-    divergence = first_divergence(comparable(s.recording), comparable(events))
-    if served.refused:
-        verdict = RunVerdict(index, False, f"inconclusive: {served.refused[0]}", divergence)
-    elif served.mismatch is not None:
-        verdict = RunVerdict(
-            index,
-            False,
-            f"stopped at {served.mismatch.kind} {served.mismatch.name!r}: "
-            "the recording has no answer",
-            divergence,
-        )
-    else:
-        outcome = ReplayOutcome.from_events(events, endpoints=endpoints, divergence=divergence)
-        evaluation = evaluate(s.predicate, outcome)
-        verdict = RunVerdict(index, evaluation.holds, evaluation.detail, divergence)
+    events = comparable(s.store.load_events(run_id))
+    divergence = first_divergence(s.compared, events)
+    stopped = served.mismatch
+    outcome = ReplayOutcome.from_events(
+        events,
+        endpoints=endpoints,
+        divergence=divergence,
+        exit_code=exit_code,
+        mismatch=None
+        if stopped is None
+        else f"stopped at {stopped.kind} {stopped.name!r}: the recording has no answer",
+        stalls=served.stalls,
+        refused=served.refused[0] if served.refused else None,
+    )
+    verdict = judge_run(index, s.expected, outcome)
     failure = (
-        Failure(reason=f"reproduced: {verdict.detail}"[:500], predicate=s.predicate)
+        Failure(reason=f"reproduced: {verdict.detail}"[:500], predicate=s.expected.predicate)
         if verdict.reproduced
         else None
     )
@@ -351,13 +354,15 @@ def replay(
     progress: ReplayProgress | None = None,
     services: Mapping[str, str] | None = None,
     trust: bool = False,
+    predicate: Predicate | None = None,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
     ``services`` (name -> endpoint) replays against services that are already up instead of
     bringing them up (no Docker): see :mod:`sandbox.replay.attached`. An imported run whose
     entrypoint is a command or code outside the project runs only with ``trust``
-    (:mod:`sandbox.replay.trust`)."""
+    (:mod:`sandbox.replay.trust`). ``predicate`` judges the runs instead of the recorded
+    failure's predicate (or gives one to a run that has none)."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -374,11 +379,14 @@ def replay(
     policy_set = policies or PolicySet()
     if clocks == "live":
         policy_set = policy_set.with_rule("live", "clock")
+    recording = st.load_events(run_id)
+    compared = comparable(recording)
     settings = _Settings(
         store=st,
         manifest=manifest,
-        recording=st.load_events(run_id),
-        predicate=predicate_for(manifest.failure),
+        recording=recording,
+        compared=compared,
+        expected=Expectation.of(manifest.failure, compared, predicate),
         target=target,
         function=resolve_entrypoint(target) if command is None else _no_function,
         policies=policy_set,
@@ -428,7 +436,7 @@ def replay(
             if run.mismatch is not None and settings.miss is MissMode.FAIL:
                 break
 
-    verdict = Verdict(settings.predicate, tuple(r.verdict for r in runs))
+    verdict = Verdict(settings.expected.predicate, tuple(r.verdict for r in runs))
     mismatch = next((r.mismatch for r in runs if r.mismatch is not None), None)
     report = ReplayReport(
         original=run_id,
@@ -510,15 +518,24 @@ def _notes(
         )
     elif v.reproduced_any:
         notes.append(
-            f"The failure reproduced in {v.reproduced} of {v.total} runs: the replay is not "
-            "fully deterministic (see the first divergence)."
+            f"The failure reproduced in {v.reproduced} of {v.total} runs ({v.gone} gone, "
+            f"{v.inconclusive} could not be judged): the replay is not fully deterministic "
+            "(see the first divergence)."
         )
-    elif override:
+    elif v.outcome == "gone":
+        with_what = f"with {override} " if override else ""
         notes.append(
-            f"The failure is gone: with {override} it reproduced in none of {v.total} runs."
+            f"The failure is gone: {with_what}every one of the {v.total} runs completed, "
+            "was judged, and did not show it."
         )
-    else:
-        notes.append(f"The failure did not reproduce in any of {v.total} runs.")
+    # (a mismatch and a refused connection have their own notes)
+    other = [r for r in v.runs if r.outcome == "inconclusive" and r.reason not in _NOTED]
+    if other:
+        reasons = ", ".join(dict.fromkeys(r.label.removeprefix("could not judge: ") for r in other))
+        notes.append(
+            f"{len(other)} of {v.total} run(s) could not be judged ({reasons}): that is not "
+            f'"the failure is gone". Run {other[0].run + 1}: {other[0].detail}.'
+        )
     if report.injected:
         notes.append(f"Recorded faults injected again: {'; '.join(report.injected)}.")
     stalls = sum(r.stalls for r in runs)

@@ -112,10 +112,7 @@ def replay_in_container(
     raw_verdict = data.get("verdict")
     if not isinstance(raw_verdict, dict):
         raise SandboxError(f"the runner's report has no verdict: {str(data)[:200]}")
-    runs = tuple(
-        RunVerdict(int(r["run"]), bool(r["reproduced"]), str(r["detail"]))
-        for r in raw_verdict.get("runs", [])
-    )
+    runs = tuple(RunVerdict.from_json(r) for r in raw_verdict.get("runs", []))
     return ContainerReplayReport(
         original=run_id,
         verdict=Verdict(predicate, runs),

@@ -12,28 +12,42 @@ A failure predicate is evaluated against the outcome of each replayed run:
   the run's detail says why;
 - :class:`~sandbox.snapshot.manifest.SQLInvariant`: the query, run read-only against the
   named service of the replay, returns at least one row.
+- :class:`~sandbox.snapshot.manifest.ExitCodePredicate`: the run's exit code compares true
+  (a function run in-process exits 0, or 1 when an exception ended it). An exit code that
+  comes from another exception than the recorded one does not count: that run is
+  inconclusive.
 
-**Exit code.** ``sandbox replay`` exits with :attr:`Verdict.exit_code`: **1 when the failure
-reproduced** in at least one of the N runs (the bug is present), **0 when it reproduced in
-none** (the bug is absent or fixed), and the CLI's usual 2 when the replay could not be judged
-(a :class:`~sandbox.errors.SandboxError`). A regression test for a fixed bug therefore asserts
-``verdict.exit_code == 0`` (``not verdict.reproduced_any``); a reproduction case before the fix
-asserts 1.
+**Three outcomes.** Each replayed run is *reproduced* (the predicate holds, or the run ended
+with the recorded exception's type at the recorded boundary), *gone* (the run completed,
+every boundary was served, the predicate does not hold) or *inconclusive*, with a reason
+(:data:`~sandbox.replay.unexpected.Reason`): a recording mismatch, a connection outside the
+sandbox refused, a different exception (named, with a hint), a non-zero exit, a sandbox
+error, a timeout, the recorded order of concurrent calls not kept. A crash is never "gone": a false "fixed" ships the bug.
+
+**Exit code.** :attr:`Verdict.exit_code`, which ``sandbox replay`` exits with: **1** when
+the failure reproduced in at least one of the N runs, **0** when every run was judged and
+none reproduced, **2** when none reproduced and at least one could not be judged. (The CLI
+also exits 2 on bad input, a :class:`~sandbox.errors.SandboxError`, and 3 on an internal
+error.) A regression test for a fixed bug asserts ``verdict.exit_code == 0``: an
+inconclusive replay fails it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
-from sandbox.errors import PredicateError, ReplayError
+from sandbox.errors import PredicateError, ReplayError, SandboxError
 from sandbox.replay.divergence import Divergence
 from sandbox.replay.jsondiff import json_equal, short
+from sandbox.replay.unexpected import REASON_TEXT, REASONS, Reason, explain
 from sandbox.snapshot.events import ErrorInfo, Event, FinalResult
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
+    ExitCodePredicate,
     Failure,
     Predicate,
     ResultPredicate,
@@ -57,6 +71,24 @@ class ReplayOutcome:
     endpoints: Mapping[str, str] = field(default_factory=dict)
     """Service name → endpoint of the restored service (for SQL invariants)."""
     divergence: Divergence | None = None
+    boundary: str | None = None
+    """The last boundary the run crossed before it ended (:func:`last_boundary`)."""
+    exit_code: int | None = None
+    """The exit code of a replayed command (``None``: a function that returned or raised)."""
+    mismatch: str | None = None
+    """What stopped the run: a request the recording cannot answer."""
+    stalls: int = 0
+    """Times the recorded order of concurrent calls could not be kept."""
+    refused: str | None = None
+    """A connection outside the sandbox that was refused (the first one)."""
+
+    @property
+    def effective_exit_code(self) -> int:
+        """The command's exit code; for a function run in-process, 1 when an exception
+        ended it, else 0."""
+        if self.exit_code is not None:
+            return self.exit_code
+        return 1 if self.error is not None else 0
 
     @classmethod
     def from_events(
@@ -65,8 +97,10 @@ class ReplayOutcome:
         *,
         endpoints: Mapping[str, str] | None = None,
         divergence: Divergence | None = None,
+        **served: Any,
     ) -> ReplayOutcome:
-        """The outcome recorded by the last ``result`` event of a replayed log."""
+        """The outcome recorded by the last ``result`` event of a replayed log; ``served``
+        sets the other fields (``exit_code``, ``mismatch``, ``stalls``, ``refused`` ...)."""
         final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
         return cls(
             error=final.error if final else None,
@@ -74,7 +108,25 @@ class ReplayOutcome:
             has_result=final is not None and final.error is None,
             endpoints=dict(endpoints or {}),
             divergence=divergence,
+            boundary=last_boundary(events),
+            **served,
         )
+
+
+def last_boundary(events: Sequence[Event]) -> str | None:
+    """Where a log ended: the last boundary crossed before its final result, as
+    ``kind name #n`` (the n-th crossing of that name); ``None`` when it crossed none."""
+    last: Event | None = None
+    count: dict[tuple[str, str], int] = {}
+    for event in events:
+        if isinstance(event, FinalResult):
+            break
+        if event.kind != "state":
+            last = event
+            count[(event.kind, event.name)] = count.get((event.kind, event.name), 0) + 1
+    if last is None:
+        return None
+    return f"{last.kind} {last.name or '(unnamed)'} #{count[(last.kind, last.name)]}"
 
 
 @dataclass(frozen=True)
@@ -218,6 +270,10 @@ def evaluate(
         holds, why = _compare(predicate.op, value, predicate.value)
         text = f"{where} = {short(value)} ({predicate.op} {short(predicate.value)})"
         return Evaluation(holds, f"{text}: {why}" if why else text)
+    if isinstance(predicate, ExitCodePredicate):
+        code = outcome.effective_exit_code
+        holds, _ = _compare(predicate.op, code, predicate.value)
+        return Evaluation(holds, f"exit code {code} ({predicate.op} {predicate.value})")
     endpoint = outcome.endpoints.get(predicate.service)
     if endpoint is None:
         raise ReplayError(
@@ -237,29 +293,176 @@ def predicate_for(failure: Failure | None) -> Predicate:
     if failure is not None and failure.error is not None:
         return ExceptionPredicate(type=failure.error.type)
     raise ReplayError(
-        "the snapshot records no failure predicate and no exception: give one to judge by"
+        "the snapshot records no failure predicate and no exception: give one to judge by "
+        "(sandbox replay --predicate ...)"
     )
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """The recorded failure as each replayed run is judged against it: the predicate, and
+    the exception that ended the recording (if one did) with the boundary it ended at."""
+
+    predicate: Predicate
+    error: ErrorInfo | None = None
+    boundary: str | None = None
+
+    @classmethod
+    def of(
+        cls, failure: Failure | None, recording: Sequence[Event], predicate: Predicate | None = None
+    ) -> Expectation:
+        """From a manifest's failure and its event log; ``predicate`` replaces the recorded
+        one."""
+        ended = ReplayOutcome.from_events(recording)
+        return cls(predicate or predicate_for(failure), ended.error, ended.boundary)
+
+    def same_exception(self, outcome: ReplayOutcome) -> bool:
+        """The run ended with the recorded exception's type at the recorded boundary."""
+        return (
+            self.error is not None
+            and outcome.error is not None
+            and type_name_matches(self.error.type, outcome.error.type)
+            and outcome.boundary == self.boundary
+        )
+
+
+Outcome = Literal["reproduced", "gone", "inconclusive"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+EXIT_CODES: dict[Outcome, int] = {"reproduced": 1, "gone": 0, "inconclusive": 2}
+
+
+@dataclass(frozen=True)
 class RunVerdict:
+    """One replayed run: *reproduced*, *gone*, or *inconclusive* with a :data:`Reason`."""
+
     run: int
-    reproduced: bool
+    outcome: Outcome
     detail: str
     divergence: Divergence | None = None
+    reason: Reason | None = None
+    """Why the run could not be judged (inconclusive runs only)."""
+
+    @property
+    def reproduced(self) -> bool:
+        return self.outcome == "reproduced"
+
+    @property
+    def label(self) -> str:
+        """``reproduced``, ``gone`` or ``could not judge: <reason>``."""
+        if self.outcome != "inconclusive":
+            return self.outcome
+        return f"could not judge: {REASON_TEXT.get(self.reason or '', 'unknown')}"
 
     def to_json(self) -> dict[str, object]:
         return {
             "run": self.run,
+            "outcome": self.outcome,
             "reproduced": self.reproduced,
+            "reason": self.reason,
             "detail": self.detail,
             "divergence": self.divergence.to_json() if self.divergence else None,
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunVerdict:
+        """A run as :meth:`to_json` wrote it (the divergence is not read back); a run
+        without an ``outcome`` (an older writer) counts as reproduced or inconclusive."""
+        raw = data.get("outcome")
+        outcome: Outcome = (
+            next(o for o in OUTCOMES if o == raw)
+            if raw in OUTCOMES
+            else "reproduced"
+            if data.get("reproduced") is True
+            else "inconclusive"
+        )
+        raw_reason = data.get("reason")
+        reason: Reason | None = None
+        if outcome == "inconclusive":
+            reason = next((r for r in REASONS if r == raw_reason), "sandbox")
+        return cls(int(data["run"]), outcome, str(data.get("detail", "")), reason=reason)
+
+
+def judge_run(
+    index: int,
+    expected: Expectation,
+    outcome: ReplayOutcome,
+    *,
+    sql: SQLRunner = run_sql,
+    environ: Mapping[str, str] | None = None,
+) -> RunVerdict:
+    """Judge one replayed run. *Reproduced*: the predicate holds (an exception predicate at
+    the recorded boundary), or the run ended with the recorded exception's type at the
+    recorded boundary. *Gone*: the run completed, every boundary was served, and the
+    predicate does not hold. Anything else is *inconclusive*, with its reason: a crash is
+    never "gone". ``environ`` is the environment the run saw (for hints)."""
+    div = outcome.divergence
+
+    def inconclusive(reason: Reason, detail: str) -> RunVerdict:
+        return RunVerdict(index, "inconclusive", detail, div, reason)
+
+    if outcome.refused is not None:
+        return inconclusive("refused", f"inconclusive: {outcome.refused}")
+    if outcome.mismatch is not None:
+        return inconclusive("mismatch", outcome.mismatch)
+    try:
+        evaluation = evaluate(expected.predicate, outcome, sql=sql)
+    except SandboxError as exc:
+        return inconclusive("sandbox", f"the predicate could not be checked: {exc}")
+    error = outcome.error
+    where = f" after {outcome.boundary}" if outcome.boundary else " before any boundary"
+    if (
+        evaluation.holds
+        and isinstance(expected.predicate, ExitCodePredicate)
+        and error is not None
+        and not expected.same_exception(outcome)
+    ):
+        evaluation = Evaluation(False, evaluation.detail)  # the exit code of another crash
+    if evaluation.holds:
+        if (
+            isinstance(expected.predicate, ExceptionPredicate)
+            and expected.error is not None
+            and type_name_matches(expected.predicate.type, expected.error.type)
+            and outcome.boundary != expected.boundary
+        ):
+            recorded = expected.boundary or "before any boundary"
+            return inconclusive(
+                "exception",
+                f"{evaluation.detail}, but{where}: the recording raised it after {recorded}",
+            )
+        return RunVerdict(index, "reproduced", evaluation.detail, div)
+    if error is not None:
+        if not isinstance(
+            expected.predicate, ExceptionPredicate | ExitCodePredicate
+        ) and expected.same_exception(outcome):
+            return RunVerdict(
+                index, "reproduced", f"raised {error.type}{where}, as the recording did", div
+            )
+        why = explain(error, os.environ if environ is None else environ)
+        return inconclusive(
+            why.reason,
+            f"the run ended with {why.describe(error)}{where}, not with the recorded failure",
+        )
+    if outcome.exit_code:
+        return inconclusive(
+            "exit",
+            f"the command exited with code {outcome.exit_code} and {evaluation.detail}",
+        )
+    if outcome.stalls and div is None:
+        # The run made the recorded calls, yet their recorded order could not be kept: an
+        # order-dependent failure may have been missed. (A run that took another path, a
+        # fix that calls other tools, stalls too: the recorded order does not apply to it.)
+        return inconclusive(
+            "order",
+            f"{evaluation.detail}, but the recorded order of concurrent calls could not be "
+            f"kept ({outcome.stalls} time(s)), so the failure may have been missed",
+        )
+    return RunVerdict(index, "gone", evaluation.detail, div)
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """The failure reproduced k times out of N; see the module docs for :attr:`exit_code`."""
+    """The N replayed runs, each reproduced, gone or inconclusive; see the module docs for
+    :attr:`exit_code`."""
 
     predicate: Predicate
     runs: tuple[RunVerdict, ...]
@@ -268,9 +471,20 @@ class Verdict:
     def total(self) -> int:
         return len(self.runs)
 
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for r in self.runs if r.outcome == outcome)
+
     @property
     def reproduced(self) -> int:
-        return sum(1 for r in self.runs if r.reproduced)
+        return self.count("reproduced")
+
+    @property
+    def gone(self) -> int:
+        return self.count("gone")
+
+    @property
+    def inconclusive(self) -> int:
+        return self.count("inconclusive")
 
     @property
     def reproduced_any(self) -> bool:
@@ -281,18 +495,48 @@ class Verdict:
         return self.reproduced / self.total if self.runs else 0.0
 
     @property
+    def outcome(self) -> Outcome:
+        """*reproduced* in at least one run; else *gone* when every run was judged (and
+        there was at least one); else *inconclusive*."""
+        if self.reproduced_any:
+            return "reproduced"
+        if self.runs and self.inconclusive == 0:
+            return "gone"
+        return "inconclusive"
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why runs could not be judged, each reason once, as text."""
+        found = dict.fromkeys(r.reason for r in self.runs if r.reason)
+        return [REASON_TEXT[r] for r in found]
+
+    @property
     def exit_code(self) -> int:
-        """1 when the failure reproduced at least once (bug present), else 0."""
-        return 1 if self.reproduced_any else 0
+        """1 reproduced (in at least one run), 0 gone (every run judged), 2 inconclusive."""
+        return EXIT_CODES[self.outcome]
 
     def summary(self) -> str:
-        word = "reproduced" if self.reproduced_any else "did not reproduce"
-        return f"failure {word}: {self.reproduced}/{self.total} runs"
+        head = {
+            "reproduced": "failure reproduced",
+            "gone": "failure gone",
+            "inconclusive": "could not judge",
+        }[self.outcome]
+        counts = f"{self.gone} gone, {self.inconclusive} inconclusive"
+        if self.reasons:
+            counts += f": {', '.join(self.reasons)}"
+        runs = f"{self.reproduced}/{self.total} runs"
+        if not self.reproduced_any:
+            runs += " reproduced"
+        return f"{head}: {runs} ({counts})"
 
     def to_json(self) -> dict[str, object]:
         return {
             "predicate": self.predicate.model_dump(mode="json"),
+            "outcome": self.outcome,
             "reproduced": self.reproduced,
+            "gone": self.gone,
+            "inconclusive": self.inconclusive,
+            "reasons": self.reasons,
             "total": self.total,
             "exit_code": self.exit_code,
             "runs": [r.to_json() for r in self.runs],
@@ -300,11 +544,15 @@ class Verdict:
 
 
 def judge(
-    predicate: Predicate, outcomes: Iterable[ReplayOutcome], *, sql: SQLRunner = run_sql
+    expected: Expectation | Predicate,
+    outcomes: Iterable[ReplayOutcome],
+    *,
+    sql: SQLRunner = run_sql,
+    environ: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """Evaluate ``predicate`` on every outcome and aggregate."""
-    runs = []
-    for i, outcome in enumerate(outcomes):
-        result = evaluate(predicate, outcome, sql=sql)
-        runs.append(RunVerdict(i, result.holds, result.detail, outcome.divergence))
-    return Verdict(predicate, tuple(runs))
+    """Judge every outcome (:func:`judge_run`) and aggregate."""
+    exp = expected if isinstance(expected, Expectation) else Expectation(expected)
+    runs = tuple(
+        judge_run(i, exp, outcome, sql=sql, environ=environ) for i, outcome in enumerate(outcomes)
+    )
+    return Verdict(exp.predicate, runs)

@@ -67,21 +67,27 @@ def _cut(value: Any, width: int) -> str:
 # --- pieces ---------------------------------------------------------------------------------
 
 
+BADGES = {"reproduced": "reproduced", "gone": "gone", "inconclusive": "could not judge"}
+"""The verdict badge: red, green, or amber (with the reasons) when a run could not be judged."""
+
+
 def _verdict_block(verdict: Verdict) -> str:
-    cls = "bad" if verdict.reproduced_any else "good"
-    word = "reproduced" if verdict.reproduced_any else "not reproduced"
+    outcome = verdict.outcome
+    why = f": {', '.join(verdict.reasons)}" if outcome == "inconclusive" else ""
     runs = "".join(
-        f"<tr class='{'bad' if r.reproduced else 'good'}'><td>{r.run + 1}</td>"
-        f"<td>{'yes' if r.reproduced else 'no'}</td><td>{e(r.detail)}</td></tr>"
+        f"<tr class='{r.outcome}'><td>{r.run + 1}</td>"
+        f"<td>{e(r.label)}</td><td>{e(r.detail)}</td></tr>"
         for r in verdict.runs
     )
     predicate = _cut(verdict.predicate.model_dump(mode="json"), DETAIL_WIDTH)
     return (
-        f"<div class='verdict {cls}' id='verdict'>{e(word)} "
+        f"<div class='verdict {outcome}' id='verdict'>{e(BADGES[outcome] + why)} "
         f"{verdict.reproduced}/{verdict.total}</div>"
+        f"<p class='counts'>{verdict.reproduced} reproduced, {verdict.gone} gone, "
+        f"{verdict.inconclusive} could not be judged</p>"
         f"<p class='predicate'>failure predicate: <code>{e(predicate)}</code></p>"
         + (
-            "<table class='runs'><thead><tr><th>run</th><th>reproduced</th><th>detail</th>"
+            "<table class='runs'><thead><tr><th>run</th><th>outcome</th><th>detail</th>"
             f"</tr></thead><tbody>{runs}</tbody></table>"
             if runs
             else ""
@@ -324,13 +330,15 @@ pre{margin:2px 0;white-space:pre-wrap;word-break:break-word}
 .meta,.note,small{color:#5b6475}
 .verdict{display:inline-block;font-size:20px;font-weight:700;padding:6px 14px;
 border-radius:6px;margin:8px 0}
-.verdict.bad{background:#fde2e1;color:#a1120b;border:1px solid #f5a3a0}
-.verdict.good{background:#dff5e3;color:#116329;border:1px solid #9bd8a8}
+.verdict.reproduced{background:#fde2e1;color:#a1120b;border:1px solid #f5a3a0}
+.verdict.gone{background:#dff5e3;color:#116329;border:1px solid #9bd8a8}
+.verdict.inconclusive{background:#fff0c2;color:#7a4a00;border:1px solid #f0b429}
 table{border-collapse:collapse;width:100%;background:#fff;margin:6px 0}
 th,td{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}
-tr.bad td:nth-child(2){color:#a1120b;font-weight:600}
-tr.good td:nth-child(2){color:#116329}
+tr.reproduced td:nth-child(2){color:#a1120b;font-weight:600}
+tr.gone td:nth-child(2){color:#116329}
+tr.inconclusive td:nth-child(2){color:#7a4a00;font-weight:600}
 tr.divergent td{background:#fff3bf;font-weight:600}
 tr.divergent td:first-child{border-left:4px solid #e8590c}
 td.summary{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;

@@ -109,8 +109,18 @@ class ResultPredicate(Strict):
     value: JsonValue = None
 
 
+class ExitCodePredicate(Strict):
+    """The failure is present when the run's exit code compares true to ``value`` (a function
+    run in-process exits 0 when it returns, 1 when an exception ends it)."""
+
+    kind: Literal["exit"] = "exit"
+    op: Literal["eq", "ne", "gt", "lt"] = "ne"
+    value: int = 0
+
+
 Predicate = Annotated[
-    ExceptionPredicate | SQLInvariant | ResultPredicate, Field(discriminator="kind")
+    ExceptionPredicate | SQLInvariant | ResultPredicate | ExitCodePredicate,
+    Field(discriminator="kind"),
 ]
 
 

@@ -71,7 +71,9 @@ def test_generated_test_fails_on_the_bug_and_passes_on_the_fix(
         result.assert_outcomes(passed=1)
     else:
         result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines(["*the same order was inserted twice: still reproduced 2/2*"])
+        result.stdout.fnmatch_lines(
+            ["*the same order was inserted twice: failure reproduced: 2/2 runs (0 gone, *"]
+        )
 
     replays = {m.run_id for m in store.list() if m.replay_of == run_id} - replays_before
     assert len(replays) == 2  # the generated test replayed from the tmp store

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -27,16 +28,16 @@ def save(store: DirectoryStore, run_id: str, **fields: object) -> None:
     store.save(Snapshot(manifest.model_copy(update=fields)))
 
 
-def verdict(reproduced: int, total: int) -> Verdict:
+def verdict(reproduced: int, total: int, *, stopped: bool = False) -> Verdict:
     bad = ReplayOutcome(error=ErrorInfo(type="DuplicateOrder", message="twice"))
-    good = ReplayOutcome()
+    other = ReplayOutcome(mismatch="stopped at tool 'x': the recording has no answer")
+    good = other if stopped else ReplayOutcome()
     return judge(PREDICATE, [bad] * reproduced + [good] * (total - reproduced))
 
 
 @dataclass
 class Report:
     verdict: Verdict
-    mismatch: dict[str, object] | None = None
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_check_reports_lost_reproductions_and_errors(filled: DirectoryStore) -> 
         if run_id == "c-broken":
             raise ReplayError("image missing")
         if run_id == "b-lost":
-            return Report(verdict(0, times), {"message": "no recorded tool 'x'\n  request: {}"})
+            return Report(verdict(0, times, stopped=True))
         return Report(verdict(2 if run_id == "a-still-fails" else 0, times))
 
     seen: list[str] = []
@@ -85,11 +86,30 @@ def test_check_reports_lost_reproductions_and_errors(filled: DirectoryStore) -> 
     ]
     assert report.checks[2].error == "image missing"
     assert report.checks[1].error == (
-        "stopped by a request the recording cannot answer: no recorded tool 'x'"
+        "could not judge: recording mismatch: stopped at tool 'x': the recording has no answer"
     )
+    assert [c.outcome for c in report.checks] == ["reproduced", "inconclusive", "inconclusive"]
     assert [c.run_id for c in report.lost] == ["b-lost", "c-broken"]
-    assert report.exit_code == 1
-    assert report.to_json()["exit_code"] == 1
+    assert report.exit_code == 2
+    assert report.to_json()["exit_code"] == 2
+
+
+def test_check_exit_code_is_the_verdicts_over_every_captured_failure(
+    filled: DirectoryStore,
+) -> None:
+    """1 when every captured failure reproduced, 0 when one is gone, 2 when one could not be
+    judged (whatever the others did)."""
+
+    def replayer(reproduced: dict[str, int]) -> Any:
+        return lambda run_id, **kw: Report(verdict(reproduced.get(run_id, 0), 2))
+
+    everyone = check_store(
+        filled, replayer=replayer(dict.fromkeys(["a-still-fails", "b-lost", "c-broken"], 1))
+    )
+    assert everyone.exit_code == 1 and everyone.lost == []
+    one_gone = check_store(filled, replayer=replayer({"a-still-fails": 2, "c-broken": 1}))
+    assert one_gone.exit_code == 0 and [c.run_id for c in one_gone.lost] == ["b-lost"]
+    assert one_gone.checks[1].outcome == "gone" and one_gone.checks[1].error is None
 
 
 def test_check_passes_when_all_reproduce_and_limits_to_runs(filled: DirectoryStore) -> None:
@@ -99,7 +119,7 @@ def test_check_passes_when_all_reproduce_and_limits_to_runs(filled: DirectorySto
         replayer=lambda run_id, **kw: Report(verdict(1, 1)),
     )
     assert [c.run_id for c in report.checks] == ["a-still-fails"]
-    assert report.exit_code == 0
+    assert report.exit_code == 1
     with pytest.raises(SandboxError, match="d-ok-run"):
         check_store(filled, runs=["d-ok-run"], replayer=lambda run_id, **kw: None)
 
@@ -110,6 +130,9 @@ def test_empty_store_passes(store: DirectoryStore) -> None:
 
 PLUGIN_CONFTEST = """
 import sandbox.replay.engine
+from sandbox.replay.verdict import ReplayOutcome, judge
+from sandbox.snapshot.events import ErrorInfo
+from sandbox.snapshot.manifest import ExceptionPredicate
 
 CALLS = []
 
@@ -117,6 +140,12 @@ CALLS = []
 class Report:
     def __init__(self, run_id, times):
         self.run_id, self.times = run_id, times
+        error = ErrorInfo(type="KeyError", message="'PRICING_URL'")
+        outcome = ReplayOutcome(error=error if run_id.startswith("crash") else None)
+        self.verdict = judge(ExceptionPredicate(type="Duplicate"), [outcome] * times, environ={})
+
+    def describe(self):
+        return "described"
 
 
 def fake_replay(run_id, *, store, times=1, **options):
@@ -148,8 +177,22 @@ def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
 
         def test_marker_missing(replay_report):
             pass
+
+        def test_inconclusive_fails(replay):
+            replay("crash-1", times=2)
+
+        @pytest.mark.replay("crash-2")
+        def test_inconclusive_marker_fails(replay_report):
+            pass
         """
     )
     result = pytester.runpytest("--sandbox-store", "elsewhere", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*replay_report needs @pytest.mark.replay*"])
+    result.assert_outcomes(passed=2, failed=1, errors=2)  # a fixture that fails: an error
+    result.stdout.fnmatch_lines(
+        [
+            "*replay_report needs @pytest.mark.replay*",
+            "*replay of crash-2: could not judge*",
+            "*replay of crash-1: could not judge: 0/2 runs reproduced (0 gone, 2 inconclusive: "
+            "a different exception)*",
+        ]
+    )

@@ -36,10 +36,12 @@ def fill(store: DirectoryStore) -> None:
         store.save(Snapshot(manifest))
 
 
-def fake(reproducing: set[str]) -> object:
+def fake(reproducing: set[str], crash: str = "") -> object:
     def replay(run_id: str, *, store: DirectoryStore, times: int = 1, **kw: object) -> Report:
         bad = ReplayOutcome(error=ErrorInfo(type="DuplicateOrder", message="twice"))
         outcome = bad if run_id in reproducing else ReplayOutcome()
+        if run_id == crash:
+            outcome = ReplayOutcome(error=ErrorInfo(type="KeyError", message="'PRICING_URL'"))
         return Report(judge(PREDICATE, [outcome] * times))
 
     return replay
@@ -64,15 +66,27 @@ def test_pytest_command_writes_the_test(
 def test_ci_repro_exit_codes(
     store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """1 when every captured failure reproduced, 0 when one is gone, 2 when one could not be
+    judged: a crashed replay is never counted as gone."""
     fill(store)
     monkeypatch.setattr(sandbox.replay.engine, "replay", fake({"orders-1", "billing-1"}))
-    assert main(["ci-repro", "--store", str(store.root), "--times", "2"]) == 0
+    assert main(["ci-repro", "--store", str(store.root), "--times", "2"]) == 1
     assert "all 2 failure(s) still reproduce" in capsys.readouterr().err
 
     monkeypatch.setattr(sandbox.replay.engine, "replay", fake({"orders-1"}))
-    assert main(["ci-repro", "--store", str(store.root), "--json"]) == 1
+    assert main(["ci-repro", "--store", str(store.root), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert {c["run"]: c["ok"] for c in data["checks"]} == {"orders-1": True, "billing-1": False}
-    assert main(["ci-repro", "--store", str(store.root)]) == 1
+    assert {c["run"]: c["outcome"] for c in data["checks"]} == {
+        "orders-1": "reproduced",
+        "billing-1": "gone",
+    }
+    assert main(["ci-repro", "--store", str(store.root)]) == 0
     captured = capsys.readouterr()
-    assert "LOST" in captured.out and "1 expected reproduction(s) lost" in captured.err
+    assert "LOST: gone" in captured.out
+    assert "1 expected reproduction(s) lost: 1 gone, 0 could not be judged" in captured.err
+
+    monkeypatch.setattr(sandbox.replay.engine, "replay", fake({"orders-1"}, crash="billing-1"))
+    assert main(["ci-repro", "--store", str(store.root)]) == 2
+    captured = capsys.readouterr()
+    assert "LOST: could not judge" in captured.out and "KeyError" in captured.out
+    assert "1 expected reproduction(s) lost: 0 gone, 1 could not be judged" in captured.err

@@ -70,7 +70,7 @@ def test_source_is_valid_python_naming_the_run_and_failure() -> None:
     assert "orders-20240301T120000Z-1a2b3c" in doc
     assert "order placed twice after a committed timeout" in doc
     assert "SELECT sku FROM orders" in doc and "db (postgres)" in doc
-    assert "fails while the bug is present" in doc
+    assert "it fails while the\nbug is present, and when a run could not be judged" in doc
     assert constants(source) == {
         "RUN_ID": "orders-20240301T120000Z-1a2b3c",
         "FAILURE": "order placed twice after a committed timeout",
@@ -80,7 +80,8 @@ def test_source_is_valid_python_naming_the_run_and_failure() -> None:
     }
     functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert functions == ["_store_path", "test_replay_orders_20240301t120000z_1a2b3c"]
-    assert "assert verdict.exit_code == 0" in source
+    assert 'assert verdict.outcome != "inconclusive", summary' in source
+    assert 'assert verdict.outcome == "gone", summary' in source
     assert "@pytest.mark.docker" in source
 
 
@@ -174,6 +175,8 @@ def fake_replay(run_id, *, store, times=1, entrypoint=None, **kw):
     CALLS.append((run_id, str(store.root), times, entrypoint))
     fixed = entrypoint == "fixed:run"
     error = None if fixed else ErrorInfo(type="DuplicateOrder", message="twice")
+    if entrypoint == "crash:run":
+        error = ErrorInfo(type="KeyError", message="'PRICING_URL'")
     outcome = ReplayOutcome(error=error)
     return Report(judge(ExceptionPredicate(type="DuplicateOrder"), [outcome] * times))
 
@@ -182,10 +185,19 @@ sandbox.replay.engine.replay = fake_replay
 """
 
 
-@pytest.mark.parametrize(("entrypoint", "passes"), [(None, False), ("fixed:run", True)])
+@pytest.mark.parametrize(
+    ("entrypoint", "expected"),
+    [
+        (None, "*: failure reproduced: 2/2 runs (0 gone, 0 inconclusive)*"),
+        ("fixed:run", None),
+        ("crash:run", "*: could not judge: 0/2 runs reproduced (0 gone, 2 inconclusive*"),
+    ],
+)
 def test_generated_test_fails_before_the_fix_and_passes_after(
-    pytester: pytest.Pytester, entrypoint: str | None, passes: bool
+    pytester: pytest.Pytester, entrypoint: str | None, expected: str | None
 ) -> None:
+    """Passes only when every run is judged and the failure is gone; a run that could not
+    be judged (here a KeyError) fails it, as the failure does."""
     pytester.makeconftest(FAKE_REPLAY)
     write_regression_test(
         pytester.path / "tests" / "test_orders.py",
@@ -195,8 +207,8 @@ def test_generated_test_fails_before_the_fix_and_passes_after(
         entrypoint=entrypoint,
     )
     result = pytester.runpytest("-p", "no:cacheprovider")
-    if passes:
+    if expected is None:
         result.assert_outcomes(passed=1)
     else:
         result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines(["*: still reproduced 2/2*", "*described*"])
+        result.stdout.fnmatch_lines([expected, "*described*"])

@@ -10,8 +10,11 @@ import report_factory
 from report_factory import HOSTILE
 
 from sandbox.errors import ReplayMismatchError
+from sandbox.replay.verdict import ReplayOutcome, judge
 from sandbox.report import render_report, write_report, write_store_report
 from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot.events import ErrorInfo
+from sandbox.snapshot.manifest import ExceptionPredicate
 
 VOID = {"meta", "br", "img", "hr", "input", "link"}
 
@@ -58,7 +61,7 @@ def test_page_shows_verdict_divergence_timelines_and_state() -> None:
     text = "".join(tags.text)
     assert "orders-1" in text and "orders-1-replay-1" in text
     assert "reproduced 1/1" in text
-    assert "class='verdict bad'" in page
+    assert "class='verdict reproduced'" in page
     # the divergent step is highlighted on both sides, expected vs actual shown
     assert page.count("class='divergent' id='divergent-3'") == 2
     assert "step 3: call #2 of tool 'place_order' in task 'main' differs" in text
@@ -69,11 +72,26 @@ def test_page_shows_verdict_divergence_timelines_and_state() -> None:
     assert f"note {HOSTILE}" in text
 
 
-def test_not_reproduced_is_green() -> None:
+def test_gone_is_green() -> None:
     original, replayed, report = report_factory.build(reproduced=False)
     page = render_report(original, replayed, report)
-    assert "class='verdict good'" in page
-    assert "not reproduced 0/1" in "".join(parse(page).text)
+    assert "class='verdict gone'" in page
+    assert "gone 0/1" in "".join(parse(page).text)
+
+
+def test_a_run_that_could_not_be_judged_is_amber_with_its_reason() -> None:
+    original, replayed, report = report_factory.build(reproduced=False)
+    report.verdict = judge(
+        ExceptionPredicate(type="DuplicateOrder"),
+        [ReplayOutcome(error=ErrorInfo(type="KeyError", message="'PRICING_URL'"))],
+        environ={},
+    )
+    page = render_report(original, replayed, report)
+    text = "".join(parse(page).text)
+    assert "class='verdict inconclusive'" in page and "verdict gone" not in page
+    assert "could not judge: a different exception 0/1" in text
+    assert "a missing environment variable (PRICING_URL is not set)" in text
+    assert ".verdict.inconclusive{background:#fff0c2" in page  # amber
 
 
 def test_untrusted_content_is_escaped_everywhere() -> None:

@@ -53,3 +53,29 @@ def test_ordered_policies_without_a_known_order() -> None:
     rules = ordered_policies([], {"live": ["tool"], "policy": ["recorded=tool:pay*"]}).rules
     assert [str(r) for r in rules] == ["live=tool", "recorded=tool:pay*"]
     assert main(["replay", "x", "--policy", "live"]) == 2  # no '=': a one-line error
+
+
+def test_an_internal_error_exits_3_naming_the_traceback_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception that is not a SandboxError (here the store cannot create the replay's
+    run: its scratch folder is a file) is a bug: exit 3, one line, the traceback in a file.
+    Never 1, which means "reproduced"."""
+    import shutil
+
+    from test_replay_engine import _capture
+
+    store = DirectoryStore(tmp_path)
+    run_id = _capture(store)
+    shutil.rmtree(tmp_path / ".tmp")
+    (tmp_path / ".tmp").write_text("not a folder")
+    assert main(["replay", run_id, "--store", str(tmp_path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("sandbox: internal error (a bug): ")
+    traceback_file = Path(err[0].rsplit("traceback in ", 1)[1])
+    try:
+        text = traceback_file.read_text()
+        assert text.startswith("Traceback") and "FileExistsError" in text
+        assert "store.py" in text and "in begin" in text
+    finally:
+        traceback_file.unlink()

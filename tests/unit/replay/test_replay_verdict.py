@@ -147,17 +147,19 @@ def test_verdict_counts_and_exit_code() -> None:
     predicate = ExceptionPredicate(type="DuplicateOrder")
     outcomes = [raised("DuplicateOrder"), returned(None), raised("DuplicateOrder")]
     verdict = judge(predicate, outcomes)
-    assert (verdict.reproduced, verdict.total, verdict.exit_code) == (2, 3, 1)
-    assert verdict.summary() == "failure reproduced: 2/3 runs"
+    assert (verdict.reproduced, verdict.gone, verdict.total, verdict.exit_code) == (2, 1, 3, 1)
+    assert verdict.summary() == "failure reproduced: 2/3 runs (1 gone, 0 inconclusive)"
     assert verdict.to_json()["runs"][1] == {  # type: ignore[index]
         "run": 1,
+        "outcome": "gone",
         "reproduced": False,
+        "reason": None,
         "detail": "the run ended without an exception",
         "divergence": None,
     }
     fixed = judge(predicate, [returned(None)] * 3)
-    assert (fixed.reproduced, fixed.exit_code, fixed.reproduced_any) == (0, 0, False)
-    assert fixed.summary() == "failure did not reproduce: 0/3 runs"
+    assert (fixed.outcome, fixed.exit_code, fixed.reproduced_any) == ("gone", 0, False)
+    assert fixed.summary() == "failure gone: 0/3 runs reproduced (3 gone, 0 inconclusive)"
 
 
 def test_predicate_for_failure() -> None:
