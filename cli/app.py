@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sandbox.names import STORE_ENV
+from sandbox.names import PREDICATE_FORMS, STORE_ENV
 
 if TYPE_CHECKING:
     from sandbox.snapshot.store import DirectoryStore
@@ -30,6 +30,14 @@ StoreOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
+PredicateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--predicate",
+        help=f"Judge by this failure predicate instead of the recorded one: {PREDICATE_FORMS}.",
+        show_default=False,
+    ),
+]
 
 
 def store_from(location: str | None) -> DirectoryStore:

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from cli.app import StoreOption, app, store_from
+from sandbox.names import PREDICATE_FORMS
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -44,21 +45,31 @@ def capture(
         Path | None,
         typer.Option("--mask-file", help="Masking rules in TOML: [mask.SERVICE] TARGET = METHOD."),
     ] = None,
+    fail_if: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-if",
+            help=f"The failure predicate, checked when the program ends: {PREDICATE_FORMS}.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a program with capture on; keep its output and exit code.
 
-    Example: sandbox capture --name checkout -- python agent.py --order 42
+    Example: sandbox capture --name checkout --fail-if 'exit!=0' -- python agent.py
     """
-    from sandbox.capture.command import capture_command
     from sandbox.capture.redact import RedactionConfig
+    from sandbox.replay.failif import capture_failing_if
     from sandbox.services.masking import load_mask_file, parse_mask_options
+    from sandbox.snapshot.predicate_syntax import parse_predicate
 
     masks = load_mask_file(mask_file) if mask_file is not None else {}
     for service, rules in parse_mask_options(mask or ()).items():
         masks.setdefault(service, {}).update(rules)
 
-    result = capture_command(
+    result = capture_failing_if(
         command,
+        parse_predicate(fail_if) if fail_if is not None else None,
         name=name,
         store=store_from(store),
         seed=seed,
@@ -68,6 +79,8 @@ def capture(
         services=services,
     )
     outcome = "failed" if result.failed else "ok"
+    if fail_if is not None and result.manifest.failure is not None:
+        typer.echo(f"sandbox: --fail-if {fail_if}: {result.manifest.failure.reason}", err=True)
     typer.echo(
         f"sandbox: captured run {result.run_id} ({outcome}, exit code {result.exit_code})",
         err=True,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import StoreOption, app, store_from
+from cli.app import PredicateOption, StoreOption, app, store_from
 
 
 @app.command("pytest")
@@ -22,6 +22,7 @@ def pytest_cmd(
         str | None,
         typer.Option("--entrypoint", help="Replay this entrypoint instead of the recorded one."),
     ] = None,
+    predicate: PredicateOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write a pytest file that replays RUN and fails while its failure still reproduces.
@@ -29,6 +30,7 @@ def pytest_cmd(
     Example: sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5
     """
     from sandbox.regress import write_regression_test
+    from sandbox.snapshot.predicate_syntax import parse_predicate
 
     opened = store_from(store)
     manifest = opened.load_manifest(run)
@@ -37,8 +39,14 @@ def pytest_cmd(
     if output.exists() and not force:
         raise typer.BadParameter(f"{output} exists (use --force)", param_hint="--output")
     path = write_regression_test(
-        output, manifest, store=opened.root, times=times, entrypoint=entrypoint, overwrite=True
+        output,
+        manifest,
+        store=opened.root,
+        times=times,
+        entrypoint=entrypoint,
+        predicate=parse_predicate(predicate) if predicate is not None else None,
+        overwrite=True,
     )
-    if manifest.failure is None:
+    if manifest.failure is None and predicate is None:
         typer.echo(f"sandbox: warning: run {run} records no failure", err=True)
     typer.echo(f"sandbox: wrote {path}", err=True)

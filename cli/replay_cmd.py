@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import JsonOption, PredicateOption, StoreOption, app, store_from
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 from sandbox.names import SERVICES_ENV
 
@@ -52,6 +52,7 @@ def replay_command(
         str | None,
         typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
     ] = None,
+    predicate: PredicateOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
     html: Annotated[
@@ -83,6 +84,7 @@ def replay_command(
     """
     from sandbox.replay.attached import load_services
     from sandbox.replay.engine import replay as run_replay
+    from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(
         ctx.meta.get(ORDER_KEY, ()),
@@ -119,6 +121,7 @@ def replay_command(
             progress=progress,
             services=services,
             trust=trust,
+            predicate=parse_predicate(predicate) if predicate is not None else None,
         )
     if html is not None:
         from sandbox.report import write_store_report

@@ -8,3 +8,8 @@ SERVICES_ENV = "SANDBOX_SERVICES_JSON"
 """Environment variable naming a services JSON file (as ``--services-json``)."""
 BASE_ENV = "SANDBOX_BASE_IMAGE"
 """Environment variable naming the base image (default: the locally built one)."""
+PREDICATE_FORMS = (
+    "exit!=0 | exit==N | exception=Type[:message] | sql:SERVICE=QUERY | result:PATH OP VALUE "
+    "(OP: == != > < contains not_contains)"
+)
+"""The one-line failure predicate forms (:mod:`sandbox.snapshot.predicate_syntax`)."""

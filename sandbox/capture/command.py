@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +19,15 @@ from sandbox.capture.discovery import check_mode
 from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
 from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.run import Capture, finish_manifest
+from sandbox.capture.scrub import redact_manifest
 from sandbox.errors import CaptureError
-from sandbox.snapshot.events import FinalResult, StateTransition
-from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest
+from sandbox.snapshot.events import Event, FinalResult, StateTransition
+from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest, Predicate
 from sandbox.snapshot.store import DirectoryStore, parse_events
+
+Judge = Callable[[Predicate, Manifest, Sequence[Event], int], tuple[bool, str]]
+"""``(predicate, manifest, events, exit code) -> (holds, detail)``: checks a ``--fail-if``
+predicate against a finished capture (given by the replay layer, which judges predicates)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ class CommandResult:
 
     @property
     def failed(self) -> bool:
-        return self.manifest.failure is not None
+        return self.manifest.failure is not None and self.manifest.failure.observed
 
 
 def child_environment(base: Mapping[str, str], settings: str) -> dict[str, str]:
@@ -54,12 +59,20 @@ def capture_command(
     run_id: str | None = None,
     blob_threshold: int = BLOB_THRESHOLD,
     services: str = "auto",
+    fail_if: Predicate | None = None,
+    judge: Judge | None = None,
     **popen: Any,
 ) -> CommandResult:
     """Run ``command`` with capture on; return its exit code and the finished manifest.
     ``services`` is ``auto`` (capture each service the program connects to) or ``none``
     (record the endpoints only): see :mod:`sandbox.capture.discovery`.
-    Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``)."""
+    Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``).
+
+    ``fail_if`` is the failure predicate of the run: ``judge`` (required with it) says
+    whether it held when the program ended, which marks the run failed
+    (:func:`sandbox.replay.failif.capture_failing_if` gives both)."""
+    if fail_if is not None and judge is None:
+        raise CaptureError("a --fail-if predicate needs a judge to check it at capture")
     if not command:
         raise CaptureError("nothing to capture: give the command after --")
     base = dict(os.environ if environ is None else environ)
@@ -74,7 +87,7 @@ def capture_command(
         entrypoint=Entrypoint(kind="command", command=list(command), cwd=cwd or os.getcwd()),
         blob_threshold=blob_threshold,
     )
-    store, writer, _, run_seed = capture.begin()
+    store, writer, redactor, run_seed = capture.begin()
     writer.close()  # the child appends; we only finish the manifest
     run = writer.manifest.run_id
     env = child_environment(
@@ -92,18 +105,37 @@ def capture_command(
         raise CaptureError(f"cannot run {command[0]!r}: {exc}") from None
     if code < 0:  # killed by a signal, as a shell reports it
         code = 128 - code
-    manifest = store.load_manifest(run)  # the child added its seeds
-    failure = _failure(store, run, code)
+    manifest = store.load_manifest(run)  # the child added its seeds and services
+    events = parse_events(store.read_events_bytes(run), allow_torn_tail=True)
+    failure = (
+        _failure(events, code)
+        if fail_if is None or judge is None
+        else _judged(fail_if, judge(fail_if, manifest, events, code), events)
+    )
     writer.manifest = manifest
     finished = finish_manifest(
-        store, manifest.model_copy(update={"failure": failure}), writer, exit_code=code
+        store,
+        redact_manifest(manifest.model_copy(update={"failure": failure}), redactor),
+        writer,
+        exit_code=code,
     )
     return CommandResult(run, code, finished)
 
 
-def _failure(store: DirectoryStore, run_id: str, code: int) -> Failure | None:
+def _judged(predicate: Predicate, held: tuple[bool, str], events: Sequence[Event]) -> Failure:
+    """The failure a ``--fail-if`` predicate describes: observed when it held."""
+    holds, detail = held
+    final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
+    return Failure(
+        observed=holds,
+        reason=f"{'' if holds else 'not observed: '}{detail}"[:500],
+        predicate=predicate,
+        error=final.error if final is not None else None,
+    )
+
+
+def _failure(events: Sequence[Event], code: int) -> Failure | None:
     """The failure the child marked, else the exception that ended it, else its exit code."""
-    events = parse_events(store.read_events_bytes(run_id), allow_torn_tail=True)
     for event in reversed(events):
         if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
             return Failure.model_validate(event.data["failure"])

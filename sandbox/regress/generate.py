@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 
 from sandbox.names import STORE_ENV
-from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.manifest import Manifest, Predicate
+from sandbox.snapshot.predicate_syntax import predicate_text
 from sandbox.snapshot.store import atomic_write
 
 DOC_WIDTH = 88
@@ -122,22 +123,24 @@ def regression_source(
     store: str,
     times: int = 1,
     entrypoint: str | None = None,
+    predicate: Predicate | None = None,
 ) -> str:
     """The text of a regression test module for the run ``manifest`` describes.
 
     ``store`` is the store location as the test should find it: a path relative to the test
     file's folder (or absolute). ``$SANDBOX_STORE`` overrides it when the test runs.
+    ``predicate`` judges the replays instead of the recorded one; it enters the file as its
+    text (:mod:`sandbox.snapshot.predicate_syntax`), parsed when the test runs.
     """
     if times < 1:
         raise ValueError("times must be at least 1")
     failure = manifest.failure
     reason = failure.reason if failure and failure.reason else "(no reason recorded)"
-    predicate = (
-        failure.predicate.model_dump(mode="json")
-        if failure and failure.predicate
-        else (
-            {"kind": "exception", "type": failure.error.type} if failure and failure.error else None
-        )
+    shown = predicate or (failure.predicate if failure else None)
+    judged_by = (
+        predicate_text(shown)
+        if shown is not None
+        else (f"exception={failure.error.type}" if failure and failure.error else None)
     )
     ep = manifest.entrypoint
     captured_ep = (
@@ -152,7 +155,7 @@ def regression_source(
         + doc_text(", ".join(f"{s.name} ({s.kind})" for s in manifest.services)),
         *_wrap("Entrypoint", doc_text(captured_ep or "(not recorded)")),
         *_wrap("Failure", doc_text(reason)),
-        *_wrap("Predicate", doc_text(predicate) if predicate else "(the recorded exception)"),
+        *_wrap("Predicate", doc_text(judged_by) if judged_by else "(the recorded exception)"),
         "",
         f"The run is replayed {times} time(s) in the sandbox: the services restored to their",
         "captured state, clocks frozen, model calls answered from the recording. The test",
@@ -177,6 +180,7 @@ def regression_source(
         "import pytest",
         "",
         "from sandbox.replay.engine import replay",
+        "from sandbox.snapshot.predicate_syntax import parse_predicate",
         "from sandbox.snapshot.store import open_store",
         "",
         *py_assign("RUN_ID", manifest.run_id),
@@ -184,6 +188,7 @@ def regression_source(
         f"TIMES = {times!r}",
         *py_assign("ENTRYPOINT", entrypoint),
         *py_assign("STORE", store),
+        *py_assign("PREDICATE", predicate_text(predicate) if predicate is not None else None),
         "",
         "",
         "def _store_path() -> Path:",
@@ -197,7 +202,9 @@ def regression_source(
         f"def {regression_test_name(manifest.run_id)}() -> None:",
         '    """Every replayed run is judged, and the recorded failure is gone."""',
         "    store = open_store(_store_path())",
-        "    report = replay(RUN_ID, store=store, times=TIMES, entrypoint=ENTRYPOINT)",
+        "    predicate = parse_predicate(PREDICATE) if PREDICATE is not None else None",
+        "    report = replay(RUN_ID, store=store, times=TIMES, entrypoint=ENTRYPOINT, "
+        "predicate=predicate)",
         "    verdict = report.verdict",
         '    summary = f"{FAILURE}: {verdict.summary()}\\n" + report.describe()',
         '    assert verdict.outcome != "inconclusive", summary',
@@ -214,6 +221,7 @@ def write_regression_test(
     store: str | os.PathLike[str],
     times: int = 1,
     entrypoint: str | None = None,
+    predicate: Predicate | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Write the test module for ``manifest`` to ``path`` (atomically); the store is referred
@@ -225,6 +233,8 @@ def write_regression_test(
         raise FileExistsError(f"{out} exists; pass overwrite to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
     relative = os.path.relpath(Path(store).resolve(), out.parent.resolve())
-    source = regression_source(manifest, store=relative, times=times, entrypoint=entrypoint)
+    source = regression_source(
+        manifest, store=relative, times=times, entrypoint=entrypoint, predicate=predicate
+    )
     atomic_write(out, source.encode("utf-8"))
     return out

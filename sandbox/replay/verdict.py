@@ -22,7 +22,8 @@ with the recorded exception's type at the recorded boundary), *gone* (the run co
 every boundary was served, the predicate does not hold) or *inconclusive*, with a reason
 (:data:`~sandbox.replay.unexpected.Reason`): a recording mismatch, a connection outside the
 sandbox refused, a different exception (named, with a hint), a non-zero exit, a sandbox
-error, a timeout, the recorded order of concurrent calls not kept. A crash is never "gone": a false "fixed" ships the bug.
+error, a timeout, the recorded order of concurrent calls not kept. A crash is never "gone":
+a false "fixed" ships the bug.
 
 **Exit code.** :attr:`Verdict.exit_code`, which ``sandbox replay`` exits with: **1** when
 the failure reproduced in at least one of the N runs, **0** when every run was judged and
