@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
@@ -124,6 +124,9 @@ _jsonable = jsonable_value  # the former private name
 
 class Recorder:
     """Records one run. Thread- and task-safe."""
+
+    replaying: ClassVar[bool] = False
+    """A replay's recorder: ``capture.run`` inside the replay hands over to it."""
 
     def __init__(
         self,

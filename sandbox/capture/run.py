@@ -159,6 +159,11 @@ class Capture:
     def __enter__(self) -> Recorder:
         if self._recorder is not None:
             raise CaptureError("this capture is already running; use a new run(...)")
+        active = boundary.current()
+        if isinstance(active, Recorder) and active.replaying:
+            # Inside a replay this block *is* the run being replayed: hand over to the
+            # replay's recorder (no second run; an escaping exception is the replay's).
+            return active
         store, writer, redactor, seed = self.begin()
         recorder = Recorder(
             writer,

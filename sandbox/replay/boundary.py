@@ -207,6 +207,8 @@ def route(call: Call) -> Route:
 class ReplayBoundary(Recorder):
     """Replays one run against a recording; see the module documentation."""
 
+    replaying = True
+
     def __init__(
         self,
         writer: RunWriter,
