@@ -45,13 +45,16 @@ def test_ci_repro_in_the_runner_container(
     args = ["ci-repro", "--store", str(store), "--in-container", "--times", "2", "--json"]
     code = main(args)
     out = capsys.readouterr()
-    assert code == 0, out.out + out.err
+    assert code == 1, out.out + out.err  # 1: every captured failure reproduced
     report = json.loads(out.out)
     assert report["checks"] == [
         {
             "run": DEMO_RUN_ID,
             "reason": "the same order was inserted twice",
+            "outcome": "reproduced",
             "reproduced": 2,
+            "gone": 0,
+            "inconclusive": 0,
             "total": 2,
             "error": None,
             "ok": True,
@@ -93,7 +96,8 @@ def test_a_lost_reproduction_fails_in_the_runner_container(
     store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The committed run, its recorded entrypoint pointed at the fixed agent: the failure no
-    longer comes back in the container, and ci-repro says so with exit 1."""
+    longer comes back in the container (every run judged), and ci-repro says so with exit 0:
+    the failure is gone."""
     monkeypatch.chdir(REPO)
     path = store / "runs" / DEMO_RUN_ID / "manifest.json"
     manifest = json.loads(path.read_text())
@@ -101,8 +105,8 @@ def test_a_lost_reproduction_fails_in_the_runner_container(
     path.write_text(json.dumps(manifest, indent=2))
     code = main(["ci-repro", "--store", str(store), "--in-container", "--json"])
     out = capsys.readouterr()
-    assert code == 1, out.out + out.err
+    assert code == 0, out.out + out.err
     (check,) = json.loads(out.out)["checks"]
-    assert check["error"] is None, check  # judged, not stopped
+    assert check["error"] is None and check["outcome"] == "gone", check  # judged, not stopped
     assert check["reproduced"] == 0 and check["total"] == 1 and not check["ok"], check
     assert _labelled() == []
