@@ -114,6 +114,11 @@ class ReplayOutcome:
         )
 
 
+_NOT_BOUNDARIES = frozenset({"state", "random", "clock"})
+"""Kinds that are not where a failure surfaces: agent states, and values served (entropy is
+drawn process-wide, so its count differs between capture and replay)."""
+
+
 def last_boundary(events: Sequence[Event]) -> str | None:
     """Where a log ended: the last boundary crossed before its final result, as
     ``kind name #n`` (the n-th crossing of that name); ``None`` when it crossed none."""
@@ -122,7 +127,7 @@ def last_boundary(events: Sequence[Event]) -> str | None:
     for event in events:
         if isinstance(event, FinalResult):
             break
-        if event.kind != "state":
+        if event.kind not in _NOT_BOUNDARIES:
             last = event
             count[(event.kind, event.name)] = count.get((event.kind, event.name), 0) + 1
     if last is None:
