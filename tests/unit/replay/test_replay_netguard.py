@@ -171,6 +171,7 @@ def test_a_reach_outside_the_sandbox_is_refused_and_the_replay_is_inconclusive(
     assert report.exit_code == 2
     assert report.verdict.reproduced == 0
     assert [r.detail.startswith("inconclusive: ") for r in report.verdict.runs] == [True, True]
+    assert [(r.outcome, r.reason) for r in report.verdict.runs] == [("inconclusive", "refused")] * 2
     (line,) = report.refused
     assert f"replay refused a connection to {target}" in line
     assert f"--live 'http:{target}'" in line
