@@ -162,6 +162,12 @@ def show(
             f"{', '.join(touched.clients)}: {state}",
             markup=False,
         )
+    if manifest.labels.get("imported_from"):
+        console.print(
+            f"  state       none: imported from {manifest.labels['imported_from']} (no service "
+            "state, seeds or environment); replay serves the calls the trace recorded",
+            markup=False,
+        )
     console.print(f"  failure     {failure_text(manifest) or '-'}")
     if manifest.event_count is not None:
         console.print(f"  events      {manifest.event_count}")

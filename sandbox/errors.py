@@ -187,3 +187,14 @@ class MissingEnvironmentError(ReplayError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+# --- OpenTelemetry -------------------------------------------------------------------------
+
+
+class OTelError(SandboxError):
+    """A run cannot be sent to an OpenTelemetry collector, or written as a trace."""
+
+
+class OTelImportError(OTelError, ValueError):
+    """An OTLP/JSON file cannot be read, or holds no trace a run can be made of."""

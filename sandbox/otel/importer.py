@@ -1,0 +1,597 @@
+"""An OTLP/JSON trace as a run of the store, every boundary served from the trace.
+
+The trace is read from the GenAI semantic conventions, with OpenInference attributes where
+the GenAI ones are missing: a span whose ``gen_ai.operation.name`` is ``chat`` (or
+``text_completion``), or whose ``openinference.span.kind`` is ``LLM``, is a model call; an
+``execute_tool`` (or ``TOOL``) span a tool call; the root span the run (its ``output.value``
+the final result). A model call becomes the two events capture writes for one: the HTTP
+exchange, with the provider's response body rebuilt from the recorded answer, and the
+``llm`` event inside it, so that replay serves the agent's real SDK client from it.
+
+The run has no environment state (no services, no seeds): ``sandbox show`` says it was
+imported. Its failure is the one ``sandbox otel export`` wrote (``sandbox.failure``), the
+exception the root span ended with, or the predicate given to :func:`import_otlp_json`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue, ValidationError
+
+from sandbox.errors import OTelImportError
+from sandbox.otel import messages
+from sandbox.otel.attributes import OPERATION, PARAMS, SPAN_KIND, USAGE_IN, USAGE_OUT
+from sandbox.snapshot.events import (
+    ErrorInfo,
+    Event,
+    FinalResult,
+    HTTPExchange,
+    LLMCall,
+    ToolCall,
+)
+from sandbox.snapshot.manifest import (
+    RUN_ID_PATTERN,
+    Clock,
+    Entrypoint,
+    Failure,
+    Manifest,
+    ModelInfo,
+    Predicate,
+)
+from sandbox.snapshot.snapshot import Snapshot
+from sandbox.snapshot.store import DirectoryStore, check_run_id
+
+MAX_TRACE_BYTES = 64 * 1024 * 1024
+"""An OTLP/JSON file larger than this is refused before it is parsed."""
+
+IMPORT_SEED = 0
+"""A trace records no seed; replay seeds the agent's generators (and so patches its HTTP
+clients, through which the model calls are served) with this one."""
+
+SOURCE_LABEL = "imported_from"
+SOURCE = "opentelemetry"
+
+CHAT_API = "openai.chat"
+MESSAGES_API = "anthropic.messages"
+_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+_DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1/chat/completions",
+    "anthropic": "https://api.anthropic.com/v1/messages",
+}
+
+
+@dataclass
+class SpanRecord:
+    """One span of the file, with its attributes decoded."""
+
+    span_id: str
+    parent_id: str
+    trace_id: str
+    name: str
+    start: float
+    end: float
+    attributes: dict[str, Any]
+    error: ErrorInfo | None = None
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _any_value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as Python (``None`` for what is not one)."""
+    value = _obj(value)
+    if "stringValue" in value:
+        return str(value["stringValue"])
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "boolValue" in value:
+        return value["boolValue"] is True
+    if "arrayValue" in value:
+        items = _obj(value["arrayValue"]).get("values")
+        return [_any_value(v) for v in items] if isinstance(items, list) else []
+    if "kvlistValue" in value:
+        return _attributes(_obj(value["kvlistValue"]).get("values"))
+    return None
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    if not isinstance(items, list):
+        return {}
+    return {
+        str(kv["key"]): _any_value(kv.get("value"))
+        for kv in items
+        if isinstance(kv, dict) and "key" in kv
+    }
+
+
+def _error_of(span: Mapping[str, Any]) -> ErrorInfo | None:
+    status = _obj(span.get("status"))
+    if status.get("code") not in (2, "STATUS_CODE_ERROR"):
+        return None
+    events = span.get("events")
+    for event in events if isinstance(events, list) else []:
+        if isinstance(event, dict) and event.get("name") == "exception":
+            attrs = _attributes(event.get("attributes"))
+            return ErrorInfo(
+                type=str(attrs.get("exception.type", "Exception")),
+                message=str(attrs.get("exception.message", "")),
+            )
+    return ErrorInfo(type="Exception", message=str(status.get("message", "")))
+
+
+def read_spans(data: bytes) -> list[SpanRecord]:
+    """Every span of an OTLP/JSON ``ExportTraceServiceRequest`` (or a JSON Lines file of
+    them, as a collector's file exporter writes)."""
+    if len(data) > MAX_TRACE_BYTES:
+        raise OTelImportError(f"the trace file is larger than {MAX_TRACE_BYTES} bytes")
+    documents: list[Any] = []
+    try:
+        text = data.decode("utf-8")
+        try:
+            documents.append(json.loads(text))
+        except ValueError:
+            documents.extend(json.loads(line) for line in text.splitlines() if line.strip())
+    except (ValueError, RecursionError) as exc:
+        raise OTelImportError(f"not OTLP/JSON: {exc}") from None
+    spans: list[SpanRecord] = []
+    for doc in documents:
+        if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
+            raise OTelImportError("not OTLP/JSON: expected an object with 'resourceSpans'")
+        for resource in _objects(doc["resourceSpans"]):
+            for scope in _objects(resource.get("scopeSpans")):
+                spans.extend(_span(raw) for raw in _objects(scope.get("spans")))
+    if not spans:
+        raise OTelImportError("the file holds no spans")
+    return spans
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON list (anything else in it is not OTLP)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise OTelImportError("not OTLP/JSON: expected a list of objects")
+    return value
+
+
+def _seconds(nanos: Any) -> float:
+    """Nanoseconds since the epoch (a JSON string or number) as seconds, 0 when absent."""
+    value = int(nanos or 0)
+    if not 0 <= value < 2**63:
+        raise ValueError(f"time {value} ns is out of range")
+    return value / 1e9
+
+
+def _span(raw: dict[str, Any]) -> SpanRecord:
+    if not raw.get("spanId"):
+        raise OTelImportError("not OTLP/JSON: a span without a spanId")
+    try:
+        return SpanRecord(
+            span_id=str(raw["spanId"]),
+            parent_id=str(raw.get("parentSpanId") or ""),
+            trace_id=str(raw.get("traceId") or ""),
+            name=str(raw.get("name", "")),
+            start=_seconds(raw.get("startTimeUnixNano")),
+            end=_seconds(raw.get("endTimeUnixNano")),
+            attributes=_attributes(raw.get("attributes")),
+            error=_error_of(raw),
+        )
+    except (TypeError, ValueError) as exc:
+        raise OTelImportError(f"span {raw.get('spanId')}: {exc}") from None
+
+
+def _json(value: Any, default: Any = None) -> Any:
+    if not isinstance(value, str):
+        return default if value is None else value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _kind(span: SpanRecord) -> str | None:
+    operation = span.attributes.get(OPERATION)
+    oi = span.attributes.get(SPAN_KIND)
+    if operation in _LLM_OPERATIONS or (operation is None and oi == "LLM"):
+        return "llm"
+    if operation == "execute_tool" or (operation is None and oi == "TOOL"):
+        return "tool"
+    return None
+
+
+def _indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """``prefix.{i}.rest`` attributes (OpenInference's flattening) as a list of dicts."""
+    found: dict[int, dict[str, Any]] = {}
+    for key, value in attrs.items():
+        if not key.startswith(prefix + "."):
+            continue
+        index, _, rest = key[len(prefix) + 1 :].partition(".")
+        if index.isdigit():
+            found.setdefault(int(index), {})[rest] = value
+    return [found[i] for i in sorted(found)]
+
+
+def _openinference_wire(attrs: Mapping[str, Any], prefix: str) -> list[JsonValue]:
+    out: list[JsonValue] = []
+    for flat in _indexed(attrs, prefix):
+        message: dict[str, JsonValue] = {
+            "role": flat.get("message.role"),
+            "content": flat.get("message.content"),
+        }
+        if flat.get("message.tool_call_id") is not None:
+            message["tool_call_id"] = flat["message.tool_call_id"]
+        calls = _indexed(flat, "message.tool_calls")
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.get("tool_call.id"),
+                    "type": "function",
+                    "function": {
+                        "name": c.get("tool_call.function.name"),
+                        "arguments": c.get("tool_call.function.arguments"),
+                    },
+                }
+                for c in calls
+            ]
+        out.append(message)
+    return out
+
+
+def _params(attrs: Mapping[str, Any]) -> dict[str, JsonValue]:
+    given = _json(attrs.get("llm.invocation_parameters"))
+    if isinstance(given, dict):
+        return given
+    params: dict[str, JsonValue] = {}
+    for name, key in PARAMS.items():
+        if key in attrs and key not in {PARAMS[p] for p in params}:
+            value = attrs[key]
+            params[name] = value if not isinstance(value, tuple) else list(value)
+    return params
+
+
+def _tools(attrs: Mapping[str, Any]) -> list[JsonValue]:
+    given = _json(attrs.get("gen_ai.tool.definitions"))
+    if isinstance(given, list):
+        return given
+    return [_json(t.get("tool.json_schema")) for t in _indexed(attrs, "llm.tools")]
+
+
+def _usage(attrs: Mapping[str, Any], provider: str) -> dict[str, JsonValue]:
+    names = (USAGE_IN[1], USAGE_OUT[1]) if provider == "anthropic" else (USAGE_IN[0], USAGE_OUT[0])
+    usage: dict[str, JsonValue] = {}
+    for name, keys in zip(
+        names,
+        (
+            ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
+            ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+        ),
+        strict=True,
+    ):
+        value = next((attrs[k] for k in keys if isinstance(attrs.get(k), int)), None)
+        if value is not None:
+            usage[name] = value
+    if provider != "anthropic" and len(usage) == 2:
+        usage["total_tokens"] = int(usage[names[0]]) + int(usage[names[1]])  # type: ignore[arg-type]
+    return usage
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A model call read from a span."""
+
+    provider: str
+    api: str
+    model: str
+    messages: list[JsonValue]
+    params: dict[str, JsonValue]
+    tools: list[JsonValue]
+    response: dict[str, Any]
+    usage: dict[str, JsonValue]
+    response_id: str
+    url: str
+
+
+def model_call(span: SpanRecord) -> ModelCall:
+    attrs = span.attributes
+    provider = str(
+        attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or attrs.get("llm.provider")
+    )
+    provider = provider if provider in _DEFAULT_URLS else "openai"
+    api = str(
+        attrs.get("sandbox.llm.api") or (MESSAGES_API if provider == "anthropic" else CHAT_API)
+    )
+    model = str(attrs.get("gen_ai.request.model") or attrs.get("llm.model_name") or "")
+    given_in = _json(attrs.get("gen_ai.input.messages"))
+    wire_messages: list[JsonValue] = (
+        messages.from_genai(given_in)
+        if isinstance(given_in, list)
+        else _openinference_wire(attrs, "llm.input_messages")
+    )
+    given_out = _json(attrs.get("gen_ai.output.messages"))
+    if isinstance(given_out, list):
+        response = messages.response_from_genai(given_out)
+    else:
+        out = _openinference_wire(attrs, "llm.output_messages")
+        response = messages.response_from_genai(messages.to_genai(out))
+    reasons = attrs.get("gen_ai.response.finish_reasons")
+    if response.get("stop_reason") is None and isinstance(reasons, list) and reasons:
+        response["stop_reason"] = reasons[0]
+    host, port = attrs.get("server.address"), attrs.get("server.port")
+    url = str(attrs.get("url.full") or _DEFAULT_URLS[provider])
+    if isinstance(host, str) and "url.full" not in attrs:
+        path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
+        url = f"https://{host}{f':{port}' if port else ''}{path}"
+    return ModelCall(
+        provider=provider,
+        api=api,
+        model=model,
+        messages=wire_messages,
+        params=_params(attrs),
+        tools=_tools(attrs),
+        response=response,
+        usage=_usage(attrs, provider),
+        response_id=str(attrs.get("gen_ai.response.id") or f"imported-{span.span_id}"),
+        url=url,
+    )
+
+
+def response_body(call: ModelCall, created: int) -> dict[str, JsonValue]:
+    """The provider's response body for a recorded answer (what the SDK client parses)."""
+    text = call.response.get("text")
+    calls = [c for c in call.response.get("tool_calls") or [] if isinstance(c, dict)]
+    if call.provider == "anthropic":
+        content: list[JsonValue] = [{"type": "text", "text": text}] if text else []
+        content.extend(
+            {
+                "type": "tool_use",
+                "id": c.get("id"),
+                "name": c.get("name"),
+                "input": _json(c.get("arguments"), {}),
+            }
+            for c in calls
+        )
+        return {
+            "id": call.response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": call.model,
+            "content": content,
+            "stop_reason": call.response.get("stop_reason") or "end_turn",
+            "usage": call.usage or {"input_tokens": 0, "output_tokens": 0},
+        }
+    message: dict[str, JsonValue] = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c.get("id"),
+                "type": "function",
+                "function": {"name": c.get("name"), "arguments": c.get("arguments")},
+            }
+            for c in calls
+        ]
+    body: dict[str, JsonValue] = {
+        "id": call.response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": call.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": call.response.get("stop_reason") or "stop",
+            }
+        ],
+    }
+    if call.usage:
+        body["usage"] = call.usage
+    return body
+
+
+def _request_body(call: ModelCall) -> dict[str, JsonValue]:
+    body: dict[str, JsonValue] = {"model": call.model, "messages": call.messages, **call.params}
+    if call.tools:
+        body["tools"] = call.tools
+    return body
+
+
+def pick_trace(spans: list[SpanRecord], trace_id: str | None) -> list[SpanRecord]:
+    traces = sorted({s.trace_id for s in spans})
+    if trace_id is None and len(traces) == 1:
+        trace_id = traces[0]
+    if trace_id is None:
+        raise OTelImportError(
+            f"the file holds {len(traces)} traces ({', '.join(traces[:5])}): name one"
+        )
+    chosen = [s for s in spans if s.trace_id == trace_id]
+    if not chosen:
+        raise OTelImportError(f"no trace {trace_id} in the file; it has {', '.join(traces[:5])}")
+    return chosen
+
+
+class _Events:
+    """Builds the event log in completion order, allocating seqs and boundary spans."""
+
+    def __init__(self, origin: float) -> None:
+        self.origin = origin
+        self.events: list[Event] = []
+        self.next_span = 0
+
+    def add(self, cls: type[Any], end: float, **fields: Any) -> Event:
+        event: Event = cls(
+            seq=len(self.events), wall=end, mono=max(0.0, end - self.origin), **fields
+        )
+        self.events.append(event)
+        return event
+
+    def span(self) -> int:
+        self.next_span += 1
+        return self.next_span - 1
+
+
+def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) -> list[ModelCall]:
+    calls: list[ModelCall] = []
+    boundary = [s for s in spans if s is not root and _kind(s) is not None]
+    for s in sorted(boundary, key=lambda s: (s.end, s.start)):
+        task = str(s.attributes.get("sandbox.task") or "main")
+        duration = max(0.0, s.end - s.start)
+        if _kind(s) == "llm":
+            call = model_call(s)
+            calls.append(call)
+            http_span = log.span()
+            body = response_body(call, int(s.start))
+            log.add(
+                HTTPExchange,
+                s.end,
+                task=task,
+                name=f"POST {call.url}",
+                span=http_span,
+                method="POST",
+                url=call.url,
+                request_headers={"content-type": "application/json"},
+                request_body=_request_body(call),
+                status=200 if s.error is None else None,
+                response_headers={"content-type": "application/json"},
+                response_body=body if s.error is None else None,
+                error=s.error,
+                duration=duration,
+            )
+            log.add(
+                LLMCall,
+                s.end,
+                task=task,
+                name=call.model,
+                span=log.span(),
+                parent_span=http_span,
+                provider=call.provider,
+                model=call.model,
+                messages=call.messages,
+                params=call.params,
+                tools=call.tools,
+                response=call.response if s.error is None else None,
+                usage=call.usage,
+                provider_meta={"api": call.api, "id": call.response_id, "model": call.model},
+                error=s.error,
+                duration=duration,
+            )
+        else:
+            attrs = s.attributes
+            name = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or s.name)
+            args = _json(attrs.get("gen_ai.tool.call.arguments") or attrs.get("input.value"), {})
+            output = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
+            log.add(
+                ToolCall,
+                s.end,
+                task=task,
+                name=name,
+                span=log.span(),
+                args=args if isinstance(args, dict) else {"input": args},
+                output=None if s.error else _json(output),
+                error=s.error,
+                started=max(0.0, s.start - log.origin),
+                duration=duration,
+            )
+    return calls
+
+
+def _failure(root: SpanRecord | None, predicate: Predicate | None) -> Failure | None:
+    if predicate is not None:
+        return Failure(predicate=predicate, reason="given at import")
+    given = root.attributes.get("sandbox.failure") if root is not None else None
+    if isinstance(given, str):
+        try:
+            return Failure.model_validate_json(given)
+        except ValidationError as exc:
+            raise OTelImportError(
+                f"sandbox.failure of the root span: {exc.errors()[0]['msg']}"
+            ) from None
+    if root is not None and root.error is not None:
+        return Failure(reason="the root span ended in an error", error=root.error)
+    return None
+
+
+def _run_id(root: SpanRecord | None, trace_id: str, run_id: str | None) -> str:
+    if run_id is not None:
+        return check_run_id(run_id)
+    given = root.attributes.get("sandbox.run_id") if root is not None else None
+    if isinstance(given, str) and re.match(RUN_ID_PATTERN, given):
+        return f"{given}-otel"[:128]
+    return f"otel-{trace_id[:16] or 'trace'}"
+
+
+def snapshot_from_spans(
+    spans: list[SpanRecord],
+    *,
+    run_id: str | None = None,
+    entrypoint: str | None = None,
+    predicate: Predicate | None = None,
+) -> Snapshot:
+    """A run of the store from the spans of one trace."""
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
+    root = min(roots, key=lambda s: s.start) if roots else None
+    begin = min(s.start for s in spans)
+    end = max(s.end for s in spans)
+    log = _Events(begin)
+    calls = _boundaries(root, spans, log)
+    if root is not None and (root.error is not None or "output.value" in root.attributes):
+        log.add(
+            FinalResult,
+            end,
+            value=None if root.error else _json(root.attributes.get("output.value")),
+            error=root.error,
+        )
+    started = datetime.fromtimestamp(begin, UTC)
+    target = entrypoint or (root.attributes.get("sandbox.entrypoint") if root else None)
+    models = {(c.provider, c.model): c.params for c in calls}
+    try:
+        manifest = Manifest(
+            run_id=_run_id(root, spans[0].trace_id, run_id),
+            name=str(root.attributes.get("sandbox.name") or root.name) if root else "otel",
+            created=started,
+            status="complete",
+            entrypoint=Entrypoint(kind="callable", target=str(target)) if target else None,
+            models=[ModelInfo(provider=p, model=m, params=v) for (p, m), v in models.items()],
+            clock=Clock(start=started),
+            seeds={"run": IMPORT_SEED},
+            failure=_failure(root, predicate),
+            labels={SOURCE_LABEL: SOURCE, "otel.trace_id": spans[0].trace_id},
+        )
+    except ValidationError as exc:
+        raise OTelImportError(f"cannot make a run of the trace: {exc.errors()[0]['msg']}") from None
+    return Snapshot(manifest, log.events)
+
+
+def import_otlp_json(
+    store: DirectoryStore,
+    path: str | Path,
+    *,
+    run_id: str | None = None,
+    trace_id: str | None = None,
+    entrypoint: str | None = None,
+    predicate: Predicate | None = None,
+    force: bool = False,
+) -> Snapshot:
+    """Read an OTLP/JSON file and save its trace as a run of ``store``."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise OTelImportError(f"cannot read {path}: {exc.strerror}") from None
+    spans = pick_trace(read_spans(data), trace_id)
+    snapshot = snapshot_from_spans(spans, run_id=run_id, entrypoint=entrypoint, predicate=predicate)
+    store.save(snapshot, overwrite=force)
+    return snapshot
+
+
+def imported_from(manifest: Manifest) -> str | None:
+    """What a run was imported from (``opentelemetry``), or ``None`` for a captured run."""
+    return manifest.labels.get(SOURCE_LABEL)
