@@ -1,0 +1,130 @@
+"""The Phoenix round trip: a captured run sent with ``sandbox otel export --endpoint`` to a
+real Arize Phoenix server (started here on free loopback ports, its data in a temporary
+folder, its telemetry and external resources off), and read back through Phoenix's REST API
+with its model, messages and tool calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import Captured
+from otel_agent import USER
+
+from cli.main import main
+
+STARTUP_SECONDS = 180
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def phoenix(tmp_path: Path) -> Iterator[str]:
+    """A Phoenix server; yields its base URL."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix"),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+        "PHOENIX_ALLOW_EXTERNAL_RESOURCES": "false",
+    }
+    log = (tmp_path / "phoenix.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from phoenix.server.main import main; main()", "serve"],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"Phoenix exited with {server.returncode}: see {log.name}")
+            try:
+                if httpx.get(f"{url}/v1/projects", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"Phoenix did not answer within {STARTUP_SECONDS} s: see {log.name}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        log.close()
+
+
+def _spans(url: str, project: str, expected: int) -> list[dict[str, Any]]:
+    """The project's spans, once Phoenix has ingested ``expected`` of them (it writes in the
+    background)."""
+    deadline = time.monotonic() + 30
+    while True:
+        reply = httpx.get(f"{url}/v1/projects/{project}/spans", params={"limit": 100}, timeout=10)
+        spans: list[dict[str, Any]] = reply.json()["data"] if reply.status_code == 200 else []
+        if len(spans) >= expected or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.5)
+
+
+def test_phoenix_returns_the_exported_run_with_its_model_messages_and_tool_calls(
+    captured: Captured, phoenix: str, capsys: Any
+) -> None:
+    code = main(
+        [
+            "otel", "export", captured.run_id, "--endpoint", phoenix,
+            "--project", "kettle", "--store", str(captured.store.root),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    sent = int(capsys.readouterr().out.split()[1])  # "sent N spans of RUN to URL"
+    spans = _spans(phoenix, "kettle", sent)
+    assert len(spans) == sent
+
+    (root,) = [s for s in spans if s["parent_id"] is None]
+    assert root["name"] == "kettle"
+    assert root["span_kind"] == "CHAIN"
+    assert root["attributes"]["sandbox.run_id"] == captured.run_id
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+
+    llm = sorted((s for s in spans if s["span_kind"] == "LLM"), key=lambda s: s["start_time"])
+    assert [s["name"] for s in llm] == ["chat scripted-1", "chat scripted-1"]
+    assert all(s["parent_id"] == root["context"]["span_id"] for s in llm)
+    first, second = (s["attributes"] for s in llm)
+    assert first["llm.model_name"] == first["gen_ai.request.model"] == "scripted-1"
+    assert first["llm.input_messages.1.message.role"] == "user"
+    assert first["llm.input_messages.1.message.content"] == USER
+    call = "llm.output_messages.0.message.tool_calls.0.tool_call"
+    assert first[f"{call}.function.name"] == "check_stock"
+    assert json.loads(first[f"{call}.function.arguments"]) == {"sku": "K-7"}
+    assert second["llm.input_messages.3.message.role"] == "tool"
+    assert second["llm.output_messages.0.message.content"] == "Yes, K-7 is in stock (0 left)."
+    assert json.loads(second["gen_ai.output.messages"])[0]["finish_reason"] == "stop"
+
+    (tool,) = [s for s in spans if s["span_kind"] == "TOOL"]
+    assert tool["name"] == "execute_tool check_stock"
+    assert tool["attributes"]["tool.name"] == "check_stock"
+    assert json.loads(tool["attributes"]["output.value"]) == {"sku": "K-7", "qty": 0}
