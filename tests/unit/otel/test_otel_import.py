@@ -78,6 +78,39 @@ def test_import_of_an_exported_run_replays_with_the_model_server_stopped(
     assert tool.output == {"sku": "K-7", "qty": 0}
 
 
+def test_import_reads_openinference_attributes_when_the_genai_ones_are_absent(
+    captured: Captured, tmp_path: Path, capsys: Any
+) -> None:
+    """A trace with only the OpenInference attributes (what Phoenix's own instrumentations
+    write) gives the same model requests, so the replay matches them exactly."""
+    store = ["--store", str(captured.store.root)]
+    trace = tmp_path / "trace.json"
+    assert main(["otel", "export", captured.run_id, "--file", str(trace), *store]) == 0
+    body = json.loads(trace.read_text())
+    for resource in body["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                span["attributes"] = [
+                    a for a in span["attributes"] if not a["key"].startswith("gen_ai.")
+                ]
+    trace.write_text(json.dumps(body))
+    assert main(["otel", "import", str(trace), "--run-id", "kettle-oi", *store]) == 0
+    for got, want in zip(
+        _model_calls(captured, "kettle-oi"), _model_calls(captured, captured.run_id), strict=True
+    ):
+        assert (got.messages, got.params, got.tools) == (want.messages, want.params, want.tools)
+        assert isinstance(got.response, dict) and isinstance(want.response, dict)
+        # OpenInference's output messages carry no finish reason: only the answer itself.
+        assert got.response["stop_reason"] is None
+        assert {**got.response, "stop_reason": want.response["stop_reason"]} == want.response
+    report = _replay_json(captured, "kettle-oi", capsys=capsys)
+    assert (report["exit_code"], report["verdict"]["reproduced"], report["mismatch"]) == (
+        1,
+        1,
+        None,
+    )
+
+
 def test_import_of_a_trace_from_the_openai_v2_instrumentation_replays_the_agent(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
