@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
-from pydantic import JsonValue
 
 from sandbox.otel import messages
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, Retrieval, ToolCall
@@ -94,25 +93,6 @@ def _openinference_messages(prefix: str, wire: list[Any]) -> Attributes:
     return out
 
 
-def _answer_as_wire(response: Any) -> list[Any]:
-    """The recorded answer as one wire-format assistant message."""
-    if not isinstance(response, dict):
-        return []
-    message: dict[str, JsonValue] = {"role": "assistant", "content": response.get("text")}
-    calls = response.get("tool_calls") or []
-    if isinstance(calls, list) and calls:
-        message["tool_calls"] = [
-            {
-                "id": c.get("id"),
-                "type": "function",
-                "function": {"name": c.get("name"), "arguments": c.get("arguments")},
-            }
-            for c in calls
-            if isinstance(c, dict)
-        ]
-    return [message]
-
-
 def llm_attributes(event: LLMCall) -> Attributes:
     out: Attributes = {
         SPAN_KIND: "LLM",
@@ -149,7 +129,9 @@ def llm_attributes(event: LLMCall) -> Attributes:
             out[key] = event.provider_meta[meta]
     out.update(_usage(event.usage))
     out.update(_openinference_messages("llm.input_messages", event.messages))
-    out.update(_openinference_messages("llm.output_messages", _answer_as_wire(event.response)))
+    out.update(
+        _openinference_messages("llm.output_messages", [messages.answer_message(event.response)])
+    )
     return out
 
 

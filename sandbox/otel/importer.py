@@ -233,14 +233,11 @@ def _openinference_wire(attrs: Mapping[str, Any], prefix: str) -> list[JsonValue
         calls = _indexed(flat, "message.tool_calls")
         if calls:
             message["tool_calls"] = [
-                {
-                    "id": c.get("tool_call.id"),
-                    "type": "function",
-                    "function": {
-                        "name": c.get("tool_call.function.name"),
-                        "arguments": c.get("tool_call.function.arguments"),
-                    },
-                }
+                messages.wire_tool_call(
+                    c.get("tool_call.id"),
+                    c.get("tool_call.function.name"),
+                    c.get("tool_call.function.arguments"),
+                )
                 for c in calls
             ]
         out.append(message)
@@ -369,16 +366,7 @@ def response_body(call: ModelCall, created: int) -> dict[str, JsonValue]:
             "stop_reason": call.response.get("stop_reason") or "end_turn",
             "usage": call.usage or {"input_tokens": 0, "output_tokens": 0},
         }
-    message: dict[str, JsonValue] = {"role": "assistant", "content": text}
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": c.get("id"),
-                "type": "function",
-                "function": {"name": c.get("name"), "arguments": c.get("arguments")},
-            }
-            for c in calls
-        ]
+    message = messages.answer_message(call.response)
     body: dict[str, JsonValue] = {
         "id": call.response_id,
         "object": "chat.completion",

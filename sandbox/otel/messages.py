@@ -73,6 +73,24 @@ def to_genai(messages: list[Any]) -> list[Message]:
     return out
 
 
+def wire_tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """One tool call of an assistant message, in the OpenAI chat wire format."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def answer_message(response: Any) -> dict[str, Any] | None:
+    """A recorded answer as the wire-format assistant message the agent received."""
+    if not isinstance(response, dict):
+        return None
+    message: dict[str, Any] = {"role": "assistant", "content": response.get("text")}
+    calls = [c for c in response.get("tool_calls") or [] if isinstance(c, dict)]
+    if calls:
+        message["tool_calls"] = [
+            wire_tool_call(c.get("id"), c.get("name"), c.get("arguments")) for c in calls
+        ]
+    return message
+
+
 def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -103,14 +121,7 @@ def from_genai(messages: list[Any]) -> list[JsonValue]:
         wire: dict[str, JsonValue] = {"role": role, "content": _joined_text(parts)}
         if calls:
             wire["tool_calls"] = [
-                {
-                    "id": c.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": c.get("name"),
-                        "arguments": _arguments(c.get("arguments")),
-                    },
-                }
+                wire_tool_call(c.get("id"), c.get("name"), _arguments(c.get("arguments")))
                 for c in calls
             ]
         out.append(wire)
