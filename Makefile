@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PHOENIX_VENV ?= .venv-phoenix
 RUN    ?=
 N      ?= 5
 STORE  ?= snapshots
@@ -11,13 +12,21 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 
 .PHONY: setup engine test lint types pytest images demo replay export ci-repro bench clean gc
 
-setup: $(STAMP)
+setup: $(STAMP) $(PHOENIX_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# Arize Phoenix, the trace viewer the OpenTelemetry tests export to, in a venv of its own:
+# it is a server we talk to over HTTP, and its dependencies pin versions ours do not accept.
+$(PHOENIX_VENV)/.installed:
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/pip install -q 'arize-phoenix>=12'
+	touch $@
 
 # A Docker engine that answers: provisioned (Debian's docker.io, dockerd started) when none
 # does and we are root on a Debian-like system; otherwise one line saying how to start one.
@@ -74,4 +83,4 @@ gc: setup
 	$(BIN)/sandbox gc
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .ruff_cache .pytest_cache

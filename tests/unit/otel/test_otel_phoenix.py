@@ -1,7 +1,10 @@
 """The Phoenix round trip: a captured run sent with ``sandbox otel export --endpoint`` to a
 real Arize Phoenix server (started here on free loopback ports, its data in a temporary
 folder, its telemetry and external resources off), and read back through Phoenix's REST API
-with its model, messages and tool calls."""
+with its model, messages and tool calls.
+
+Phoenix runs from its own venv (``make setup`` makes ``.venv-phoenix``; ``$SANDBOX_PHOENIX``
+names another ``phoenix`` program): without it the test skips, and fails when ``CI=true``."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,17 @@ from otel_agent import USER
 from cli.main import main
 
 STARTUP_SECONDS = 180
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _phoenix_program() -> Path:
+    program = Path(os.environ.get("SANDBOX_PHOENIX") or REPO / ".venv-phoenix" / "bin" / "phoenix")
+    if not program.is_file():
+        problem = f"no Phoenix server program at {program} (make setup installs it)"
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return program
 
 
 def _free_port() -> int:
@@ -35,6 +48,7 @@ def _free_port() -> int:
 @pytest.fixture
 def phoenix(tmp_path: Path) -> Iterator[str]:
     """A Phoenix server; yields its base URL."""
+    program = _phoenix_program()
     port = _free_port()
     env = {
         **os.environ,
@@ -47,7 +61,7 @@ def phoenix(tmp_path: Path) -> Iterator[str]:
     }
     log = (tmp_path / "phoenix.log").open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-c", "from phoenix.server.main import main; main()", "serve"],
+        [str(program), "serve"],
         env=env,
         cwd=tmp_path,
         stdout=log,
