@@ -10,10 +10,11 @@ from sandbox.replay.divergence import (
     diff_states,
     first_divergence,
 )
-from sandbox.replay.engine import ReplayReport, replay
+from sandbox.replay.engine import replay
 from sandbox.replay.jsondiff import MISSING, FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
 from sandbox.replay.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
+from sandbox.replay.report import ReplayReport
 from sandbox.replay.semantics import BOUNDARY_KINDS, request_of, response_of, semantic_view
 from sandbox.replay.verdict import (
     Evaluation,

@@ -51,6 +51,7 @@ from sandbox.replay.mcp import RecordedServers, policy_target
 from sandbox.replay.netguard import live_crossing
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import Policy, PolicySet
+from sandbox.replay.report import mismatch_json
 from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import (
     Event,
@@ -530,14 +531,7 @@ class ReplayBoundary(Recorder):
             None,
             name=MISMATCH_EVENT,
             target="stopped",
-            data={
-                "kind": exc.kind,
-                "name": exc.name,
-                "message": str(exc),
-                "expected": jsonable_value(exc.expected),
-                "actual": jsonable_value(exc.actual),
-                "diff": jsonable_value(exc.diff),
-            },
+            data=mismatch_json(exc),
         )
 
     def _check_stopped(self) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
@@ -42,10 +42,10 @@ from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
 from sandbox.replay.environment import applied, recorded_timezone, restored_environment
-from sandbox.replay.jsondiff import short
 from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT
 from sandbox.replay.policy import PolicySet
+from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay_notes
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
 from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
@@ -55,89 +55,7 @@ from sandbox.snapshot.store import DirectoryStore, open_store
 
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
-ClockMode = Literal["frozen", "live"]
-_NOTED = frozenset({"mismatch", "refused"})
-"""Reasons for an inconclusive run that the notes explain on their own."""
 _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
-
-
-# --- the report ----------------------------------------------------------------------------
-
-
-@dataclass
-class ReplayReport:
-    """What N replays of a run showed."""
-
-    original: str
-    replays: list[str]
-    verdict: Verdict
-    divergences: list[Divergence | None]
-    """First divergence from the original, per replayed run."""
-    state_diffs: list[list[StateDiff]]
-    """How each replayed run's end state differs from the original's: rows, keys and files
-    missing, extra or changed (:mod:`sandbox.replay.endstate`), per replayed run."""
-    mismatch: dict[str, Any] | None
-    """The request the recording could not answer (miss mode ``fail``), when one stopped it."""
-    notes: list[str]
-    entrypoint: str
-    policies: str
-    clocks: ClockMode = "frozen"
-    enforce_order: bool = True
-    drift: list[str] = field(default_factory=list)
-    injected: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    refused: list[str] = field(default_factory=list)
-    """Connections outside the sandbox that were refused: the runs that saw one are
-    inconclusive (:mod:`sandbox.replay.netguard`)."""
-
-    @property
-    def exit_code(self) -> int:
-        """1 reproduced, 0 gone (every run judged), 2 none reproduced and some inconclusive
-        (a mismatch, a refused connection, another exception ...)."""
-        return self.verdict.exit_code
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "original": self.original,
-            "replays": list(self.replays),
-            "entrypoint": self.entrypoint,
-            "policies": self.policies,
-            "clocks": self.clocks,
-            "enforce_order": self.enforce_order,
-            "verdict": self.verdict.to_json(),
-            "exit_code": self.exit_code,
-            "divergences": [d.to_json() if d else None for d in self.divergences],
-            "state_diffs": [[d.to_json() for d in run] for run in self.state_diffs],
-            "mismatch": self.mismatch,
-            "drift": list(self.drift),
-            "injected": list(self.injected),
-            "notes": list(self.notes),
-            "refused": list(self.refused),
-            "seconds": round(self.seconds, 3),
-        }
-
-    def describe(self) -> str:
-        """A few readable paragraphs: verdict, notes, mismatch, first divergence."""
-        lines = [
-            f"replay of {self.original} ({self.entrypoint}): {self.verdict.summary()}",
-            f"  policies: {self.policies}; clocks {self.clocks}; "
-            f"order {'enforced' if self.enforce_order else 'not enforced'}",
-        ]
-        lines.extend(f"  - {note}" for note in self.notes)
-        if self.mismatch is not None:
-            lines.append("mismatch:")
-            lines.extend(f"  {line}" for line in str(self.mismatch["message"]).splitlines())
-        first = next((d for d in self.divergences if d is not None), None)
-        if first is not None:
-            lines.append("first divergence (first run that diverged):")
-            lines.extend(f"  {line}" for line in first.describe().splitlines())
-        ends = next((run for run in self.state_diffs if run), None)
-        if ends:
-            lines.append("end state (first run whose end state differs from the original's):")
-            lines.extend(f"  {d.status}: {d.describe()}" for d in ends[:12])
-            if len(ends) > 12:
-                lines.append(f"  ... and {len(ends) - 12} more differences")
-        return "\n".join(lines)
 
 
 # --- running -------------------------------------------------------------------------------
@@ -444,7 +362,7 @@ def replay(
         verdict=verdict,
         divergences=[r.divergence for r in runs],
         state_diffs=[r.state_diffs for r in runs],
-        mismatch=_mismatch_json(mismatch) if mismatch is not None else None,
+        mismatch=mismatch_json(mismatch) if mismatch is not None else None,
         notes=[],
         entrypoint=target,
         policies=policy_set.describe(),
@@ -462,95 +380,11 @@ def replay(
         seconds=time.monotonic() - began,
         refused=sorted({line for r in runs for line in r.refused}),
     )
-    report.notes = _notes(report, runs, manifest, entrypoint, times)
+    report.notes = replay_notes(
+        report,
+        refused_runs=sum(1 for r in runs if r.refused),
+        stalls=sum(r.stalls for r in runs),
+        times=times,
+        override=entrypoint,
+    )
     return report
-
-
-def _mismatch_json(exc: ReplayMismatchError) -> dict[str, Any]:
-    return {
-        "kind": exc.kind,
-        "name": exc.name,
-        "message": str(exc),
-        "expected": exc.expected,
-        "actual": exc.actual,
-        "diff": exc.diff,
-        "candidates": exc.candidates,
-    }
-
-
-def _notes(
-    report: ReplayReport,
-    runs: Sequence[_Run],
-    manifest: Manifest,
-    override: str | None,
-    times: int,
-) -> list[str]:
-    notes: list[str] = []
-    v = report.verdict
-    if report.refused:
-        hit = sum(1 for r in runs if r.refused)
-        notes.append(
-            f"Inconclusive in {hit} of {len(runs)} run(s): the agent tried to reach outside "
-            f"the sandbox and was refused ({report.refused[0]})."
-        )
-    if report.mismatch is not None:
-        m = report.mismatch
-        what = f"{m['kind']} call {m['name']!r}" if m["name"] else f"{m['kind']} call"
-        notes.append(
-            f"The replay stopped at a {what} that the recording cannot answer: the agent's "
-            "request changed since the capture (code or prompt), so the failure could not be "
-            "judged. The mismatch below shows what differs."
-        )
-        for diff in m["diff"][:3]:
-            notes.append(
-                f"At {diff.get('path') or 'the request'}: the recording has "
-                f"{short(diff.get('expected'), 120)}, "
-                f"the replay sent {short(diff.get('actual'), 120)}."
-            )
-        if len(runs) < times:
-            notes.append(f"Stopped after run {len(runs)} of {times}: every run would stop there.")
-    elif v.reproduced == v.total:
-        notes.append(f"The failure reproduced in every run ({v.reproduced}/{v.total}).")
-    elif report.refused:
-        notes.append(
-            f"The failure reproduced in {v.reproduced} of {v.total} runs; a run that was "
-            "refused a connection is never counted as gone."
-        )
-    elif v.reproduced_any:
-        notes.append(
-            f"The failure reproduced in {v.reproduced} of {v.total} runs ({v.gone} gone, "
-            f"{v.inconclusive} could not be judged): the replay is not fully deterministic "
-            "(see the first divergence)."
-        )
-    elif v.outcome == "gone":
-        with_what = f"with {override} " if override else ""
-        notes.append(
-            f"The failure is gone: {with_what}every one of the {v.total} runs completed, "
-            "was judged, and did not show it."
-        )
-    # (a mismatch and a refused connection have their own notes)
-    other = [r for r in v.runs if r.outcome == "inconclusive" and r.reason not in _NOTED]
-    if other:
-        reasons = ", ".join(dict.fromkeys(r.label.removeprefix("could not judge: ") for r in other))
-        notes.append(
-            f"{len(other)} of {v.total} run(s) could not be judged ({reasons}): that is not "
-            f'"the failure is gone". Run {other[0].run + 1}: {other[0].detail}.'
-        )
-    if report.injected:
-        notes.append(f"Recorded faults injected again: {'; '.join(report.injected)}.")
-    stalls = sum(r.stalls for r in runs)
-    if stalls:
-        notes.append(
-            f"The recorded order of concurrent calls could not be kept in {stalls} run(s): "
-            "the replay took another path, so enforcement was dropped there."
-        )
-    if report.clocks == "live":
-        notes.append("Clocks were live: no frozen time in the agent or the containers.")
-    if report.drift:
-        notes.append(f"{len(report.drift)} spied call(s) drifted from the recording.")
-    changed = {d.service for run in report.state_diffs for d in run}
-    if changed and not report.mismatch:
-        notes.append(
-            "End state differs from the original's in: " + ", ".join(sorted(changed)) + "."
-        )
-    return notes

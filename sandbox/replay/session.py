@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from sandbox.capture import boundary as seam
 from sandbox.capture.children import follow_children
@@ -29,11 +29,11 @@ from sandbox.replay.netguard import REFUSED_EVENT, NetGuard, endpoint_of
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import PolicySet, parse_rule
 from sandbox.replay.redirect import Redirect
+from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
-ClockMode = Literal["frozen", "live"]
 OF_VAR = "SANDBOX_REPLAY_OF"
 RUN_VAR = "SANDBOX_REPLAY_RUN_ID"
 OPTIONS_VAR = "SANDBOX_REPLAY_OPTIONS"
@@ -102,17 +102,7 @@ class Served:
     def to_json(self) -> dict[str, Any]:
         m = self.mismatch
         return {
-            "mismatch": None
-            if m is None
-            else {
-                "message": str(m),
-                "kind": m.kind,
-                "name": m.name,
-                "actual": m.actual,
-                "expected": m.expected,
-                "diff": m.diff,
-                "candidates": m.candidates,
-            },
+            "mismatch": None if m is None else mismatch_json(m),
             "drift": [
                 {
                     "kind": d.kind,
@@ -135,17 +125,7 @@ class Served:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Served:
         raw = data.get("mismatch")
-        mismatch = None
-        if raw is not None:
-            mismatch = ReplayMismatchError(
-                str(raw["message"]),
-                kind=raw.get("kind"),
-                name=raw.get("name"),
-                actual=raw.get("actual"),
-                expected=raw.get("expected"),
-                diff=raw.get("diff"),
-                candidates=raw.get("candidates"),
-            )
+        mismatch = None if raw is None else mismatch_from_json(raw)
         drift = [
             Drift(
                 d["kind"],
