@@ -30,14 +30,12 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Generic, TypeVar
 
 from pydantic import JsonValue
 
-from sandbox.capture import llm
 from sandbox.capture.boundary import Adapter, Call, Outcome, RecordedError
 from sandbox.capture.clock import Clock
 from sandbox.capture.http import HTTPAdapter
@@ -52,22 +50,19 @@ from sandbox.replay.netguard import live_crossing
 from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import Policy, PolicySet
 from sandbox.replay.report import mismatch_json
-from sandbox.replay.semantics import request_of
+from sandbox.replay.routing import Route, prepare_recording, route
 from sandbox.snapshot.events import (
     Event,
     HTTPExchange,
-    LLMCall,
     RetryAttempt,
     StateTransition,
     Timeout,
     ToolCall,
 )
-from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 T = TypeVar("T")
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MISMATCH_EVENT = "sandbox.replay.mismatch"
 LIVE_ON_MISS = frozenset({"clock", "random", "retry", "timeout"})
 """Kinds served live when the recording has no answer (a fixed agent may draw more ids)."""
@@ -106,100 +101,6 @@ class Injection:
     attempt: int | None
     error: str
     ran_live: bool
-
-
-@dataclass(frozen=True)
-class Route:
-    """How a crossing is looked up: the kind and name it is matched as, and its request."""
-
-    kind: str
-    name: str
-    request: JsonValue
-    order_name: str
-
-
-# --- canonical names -----------------------------------------------------------------------
-
-
-def canonical_url(url: str) -> str:
-    """``url`` normalized, with the port of a loopback host dropped (local servers move)."""
-    url = normalize_url(url)
-    parts = urlsplit(url)
-    if parts.hostname in LOOPBACK and parts.port is not None:
-        return urlunsplit(parts._replace(netloc="127.0.0.1"))
-    if parts.hostname in LOOPBACK:
-        return urlunsplit(parts._replace(netloc="127.0.0.1"))
-    return url
-
-
-def canonical_http_name(name: str) -> str:
-    method, sep, url = name.partition(" ")
-    return f"{method} {canonical_url(url)}" if sep else name
-
-
-def canonical_name(kind: str, name: str) -> str:
-    return canonical_http_name(name) if kind == "http" else name
-
-
-def legacy_llm_fingerprint(event: Event) -> bool:
-    """A model call fingerprinted under its API name (``openai.chat``) instead of the model
-    name it is matched under: what captures made before they agreed with replay."""
-    api = event.provider_meta.get("api") if isinstance(event, LLMCall) else None
-    return (
-        isinstance(api, str)
-        and api != event.name
-        and event.fingerprint == request_fingerprint("llm", api, request_of(event))
-    )
-
-
-def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) -> list[Event]:
-    """The recorded events as the replay matches them: HTTP calls with loopback ports
-    dropped; model calls keep the fingerprint the capture took under the model's name (an
-    older snapshot's, taken under the API name, is dropped: the matcher then fingerprints the
-    recorded request)."""
-    out: list[Event] = []
-    for event in events:
-        if event.kind == "llm" and legacy_llm_fingerprint(event):
-            out.append(event.model_copy(update={"fingerprint": None}))
-        elif isinstance(event, HTTPExchange):
-            body: Any = event.request_body
-            if event.request_blob is not None:
-                raw = blobs(event.request_blob.sha256)
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-            name = canonical_http_name(event.name)
-            request = {"method": event.method, "url": canonical_url(event.url), "body": body}
-            out.append(
-                event.model_copy(
-                    update={"name": name, "fingerprint": request_fingerprint("http", name, request)}
-                )
-            )
-        else:
-            out.append(event)
-    return out
-
-
-def route(call: Call) -> Route:
-    """What the crossing is matched as: a model call by its meaning, HTTP by canonical URL."""
-    if call.kind != "http" or not isinstance(call.request, dict):
-        return Route(call.kind, call.name, call.request, call.name)
-    order_name = canonical_http_name(call.name)
-    method = str(call.request.get("method", ""))
-    url = str(call.request.get("url", ""))
-    api = llm.endpoint_kind(method, urlsplit(url).path)
-    if api is not None:
-        parsed = llm.parse_request(api, call.request.get("body"))
-        request: JsonValue = {
-            "model": parsed.model,
-            "messages": parsed.messages,
-            "params": parsed.params,
-            "tools": parsed.tools,
-        }
-        return Route("llm", parsed.model, request, order_name)
-    request = {**call.request, "url": canonical_url(url)}
-    return Route("http", order_name, request, order_name)
 
 
 # --- the boundary --------------------------------------------------------------------------
@@ -249,24 +150,32 @@ class ReplayBoundary(Recorder):
     # --- Boundary ------------------------------------------------------------------------
 
     def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
-        self._check_stopped()
-        where = route(call)
+        where = self._route(call)
         position = self.turnstile.enter(call.task, call.kind, where.order_name)
         try:
-            return self._serve(call, where, perform, adapter)
+            serving = self._serving(call, where, adapter)
+            if isinstance(serving, _Answered):
+                return serving.value
+            with serving.running():
+                value = perform()
+            return serving.succeeded(value)
         finally:
             self.turnstile.leave(position)
 
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T:
-        """:meth:`call` for async crossings: the same policies, recorded order (the task
-        waits for its turn, the event loop runs on) and injected retry faults."""
-        self._check_stopped()
-        where = route(call)
+        """:meth:`call` for async crossings: the task waits for its turn (the event loop
+        runs on), then the same serving (:meth:`_serving`)."""
+        where = self._route(call)
         position = await self.turnstile.aenter(call.task, call.kind, where.order_name)
         try:
-            return await self._aserve(call, where, perform, adapter)
+            serving = self._serving(call, where, adapter)
+            if isinstance(serving, _Answered):
+                return serving.value
+            with serving.running():
+                value = await perform()
+            return serving.succeeded(value)
         finally:
             self.turnstile.leave(position)
 
@@ -297,23 +206,28 @@ class ReplayBoundary(Recorder):
             return policy, None
         return None, self._match(where)
 
-    def _serve(self, call: Call, where: Route, perform: Callable[[], T], adapter: Adapter[T]) -> T:
-        if call.kind == "retry":
-            return self._serve_attempt(call, where, perform, adapter)
-        policy, event = self._plan(call, where)
-        if event is None:
-            return self._run_live(call, where, perform, adapter, policy)
-        return self._serve_recorded(call, where, adapter, event)
+    def _route(self, call: Call) -> Route:
+        self._check_stopped()
+        return route(call)
 
-    async def _aserve(
-        self, call: Call, where: Route, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
-    ) -> T:
+    def _serving(self, call: Call, where: Route, adapter: Adapter[T]) -> _Answered[T] | _Live[T]:
+        """How a crossing is served, for the sync and the async path alike: answered from the
+        recording (or failed as recorded) now, or a :class:`_Live` run of ``perform()``."""
         if call.kind == "retry":
-            return await self._aserve_attempt(call, where, perform, adapter)
+            return self._serving_attempt(call, where, adapter)
         policy, event = self._plan(call, where)
         if event is None:
-            return await self._arun_live(call, where, perform, adapter, policy)
-        return self._serve_recorded(call, where, adapter, event)
+            return self._live(call, where, adapter, policy)
+        return _Answered(self._serve_recorded(call, where, adapter, event))
+
+    def _live(
+        self, call: Call, where: Route, adapter: Adapter[T], policy: Policy | None
+    ) -> _Live[T]:
+        """A live run; the clock moves to the start of its recorded counterpart."""
+        counterpart = self._counterparts.match(where.kind, where.name, where.request)
+        if counterpart is not None:
+            self.replay_clock.reach(counterpart.wall - _duration(counterpart))
+        return _Live(self, call, where, adapter, policy, counterpart, self.clock.monotonic())
 
     def _match(self, where: Route) -> Event | None:
         try:
@@ -365,74 +279,6 @@ class ReplayBoundary(Recorder):
             adapter.emit_exchange(call, self, response, response.content, None)
         return response  # type: ignore[no-any-return]
 
-    def _run_live(
-        self,
-        call: Call,
-        where: Route,
-        perform: Callable[[], T],
-        adapter: Adapter[T],
-        policy: Policy | None,
-    ) -> T:
-        counterpart = self._live_begins(where)
-        start = self.clock.monotonic()
-        try:
-            with live_crossing(where.kind, policy):
-                value = perform()
-        except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
-            raise
-        finally:
-            self._live_ends(counterpart)
-        return self._live_done(call, where, adapter, policy, counterpart, value, start)
-
-    async def _arun_live(
-        self,
-        call: Call,
-        where: Route,
-        perform: Callable[[], Awaitable[T]],
-        adapter: Adapter[T],
-        policy: Policy | None,
-    ) -> T:
-        counterpart = self._live_begins(where)
-        start = self.clock.monotonic()
-        try:
-            with live_crossing(where.kind, policy):
-                value = await perform()
-        except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
-            raise
-        finally:
-            self._live_ends(counterpart)
-        return self._live_done(call, where, adapter, policy, counterpart, value, start)
-
-    def _live_begins(self, where: Route) -> Event | None:
-        """The recorded counterpart of a live call; the clock moves to its start."""
-        counterpart = self._counterparts.match(where.kind, where.name, where.request)
-        if counterpart is not None:
-            self.replay_clock.reach(counterpart.wall - _duration(counterpart))
-        return counterpart
-
-    def _live_ends(self, counterpart: Event | None) -> None:
-        if counterpart is not None:
-            self.replay_clock.reach(counterpart.wall)
-
-    def _live_done(
-        self,
-        call: Call,
-        where: Route,
-        adapter: Adapter[T],
-        policy: Policy | None,
-        counterpart: Event | None,
-        value: T,
-        start: float,
-    ) -> T:
-        result = adapter.record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
-        )
-        if policy is not None and policy.reports_drift and counterpart is not None:
-            self._spy(call, where, counterpart, value)
-        return result
-
     def _recorded_fault(self, where: Route) -> tuple[RetryAttempt, bool] | None:
         """The recorded failure of this retry attempt, and whether the attempt runs live
         first (it committed before failing at capture); ``None``: it succeeded, run live."""
@@ -456,42 +302,18 @@ class ReplayBoundary(Recorder):
         adapter.record(call, Outcome(error=injected, duration=duration), self)
         return injected
 
-    def _serve_attempt(
-        self, call: Call, where: Route, perform: Callable[[], T], adapter: Adapter[T]
-    ) -> T:
+    def _serving_attempt(
+        self, call: Call, where: Route, adapter: Adapter[T]
+    ) -> _Answered[T] | _Live[T]:
         """A retry attempt: run live, and fail as the recorded attempt failed."""
         fault = self._recorded_fault(where)
         if fault is None:
-            return self._run_live(call, where, perform, adapter, None)
+            return self._live(call, where, adapter, None)
         event, runs_first = fault
         if not runs_first:
             raise self._fail_attempt(call, adapter, event, None)
-        start = self.clock.monotonic()
-        try:
-            perform()
-        except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
-            raise
-        # It succeeded live but failed at capture (after committing): fail it the same way.
-        raise self._fail_attempt(call, adapter, event, start)
-
-    async def _aserve_attempt(
-        self, call: Call, where: Route, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
-    ) -> T:
-        """:meth:`_serve_attempt` for an async retry loop."""
-        fault = self._recorded_fault(where)
-        if fault is None:
-            return await self._arun_live(call, where, perform, adapter, None)
-        event, runs_first = fault
-        if not runs_first:
-            raise self._fail_attempt(call, adapter, event, None)
-        start = self.clock.monotonic()
-        try:
-            await perform()
-        except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
-            raise
-        raise self._fail_attempt(call, adapter, event, start)
+        # It runs live, then fails as at capture (where it failed after committing).
+        return _Live(self, call, where, adapter, None, None, self.clock.monotonic(), fault=event)
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -541,6 +363,58 @@ class ReplayBoundary(Recorder):
     def unused(self) -> list[Event]:
         """Recorded events no recorded-policy request was answered with."""
         return self._recorded.unused()
+
+
+@dataclass(frozen=True)
+class _Answered(Generic[T]):
+    """A crossing answered without running ``perform()``."""
+
+    value: T
+
+
+@dataclass
+class _Live(Generic[T]):
+    """A crossing that runs ``perform()``: the sync and async shells run it inside
+    :meth:`running` and hand its value to :meth:`succeeded`."""
+
+    boundary: ReplayBoundary
+    call: Call
+    where: Route
+    adapter: Adapter[T]
+    policy: Policy | None
+    counterpart: Event | None
+    started: float
+    fault: RetryAttempt | None = None
+    """The recorded failure of this retry attempt, raised once it has run."""
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Around ``perform()``: the network guard lets a live policy through, and a failure
+        is recorded before it reaches the agent."""
+        b = self.boundary
+        try:
+            with live_crossing(self.where.kind, self.policy):
+                yield
+        except BaseException as exc:
+            duration = b.clock.monotonic() - self.started
+            self.adapter.record(self.call, Outcome(error=exc, duration=duration), b)
+            raise
+        finally:
+            self._ends()
+
+    def succeeded(self, value: T) -> T:
+        b = self.boundary
+        if self.fault is not None:
+            raise b._fail_attempt(self.call, self.adapter, self.fault, self.started)
+        duration = b.clock.monotonic() - self.started
+        result = self.adapter.record(self.call, Outcome(value=value, duration=duration), b)
+        if self.policy is not None and self.policy.reports_drift and self.counterpart is not None:
+            b._spy(self.call, self.where, self.counterpart, value)
+        return result
+
+    def _ends(self) -> None:
+        if self.counterpart is not None:
+            self.boundary.replay_clock.reach(self.counterpart.wall)
 
 
 def _duration(event: Event) -> float:

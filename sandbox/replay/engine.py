@@ -30,14 +30,7 @@ from typing import Any
 from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, UnknownNameError
-from sandbox.replay.boundary import (
-    MISMATCH_EVENT,
-    Drift,
-    Injection,
-    ReplayStopped,
-    canonical_name,
-    canonical_url,
-)
+from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
@@ -46,6 +39,7 @@ from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay_notes
+from sandbox.replay.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
 from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run

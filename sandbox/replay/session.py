@@ -21,7 +21,7 @@ from sandbox.capture.children import follow_children
 from sandbox.capture.entropy import URANDOM
 from sandbox.capture.run import start_recording
 from sandbox.errors import NetworkRefusedError, ReplayMismatchError
-from sandbox.replay.boundary import Drift, Injection, ReplayBoundary, canonical_name
+from sandbox.replay.boundary import Drift, Injection, ReplayBoundary
 from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
 from sandbox.replay.jsondiff import MISSING, FieldDiff
 from sandbox.replay.matcher import MissMode
@@ -30,6 +30,7 @@ from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import PolicySet, parse_rule
 from sandbox.replay.redirect import Redirect
 from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
+from sandbox.replay.routing import canonical_name
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter

@@ -11,7 +11,7 @@ import httpx
 import openai
 
 from sandbox import capture
-from sandbox.replay.boundary import legacy_llm_fingerprint
+from sandbox.replay.routing import legacy_llm_fingerprint
 from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint

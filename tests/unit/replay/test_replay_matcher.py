@@ -6,8 +6,8 @@ import pytest
 from replay_events import clock, http, llm, tool
 
 from sandbox.errors import ReplayMismatchError, UnknownNameError
-from sandbox.replay.boundary import legacy_llm_fingerprint, prepare_recording
 from sandbox.replay.matcher import Matcher, fingerprint_of
+from sandbox.replay.routing import legacy_llm_fingerprint, prepare_recording
 from sandbox.replay.semantics import request_of
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.normalize import request_fingerprint

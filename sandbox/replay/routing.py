@@ -1,0 +1,117 @@
+"""Request routing for the replay: what a crossing is matched as, and the recording as the
+replay matches it.
+
+A model call made over HTTP is matched on its meaning (model, messages, parameters, tools),
+not on the exchange, so a local model server on another port still matches; an HTTP call to
+a loopback address ignores the port for the same reason (:func:`canonical_url`). Recorded
+events get the same canonical names and fingerprints (:func:`prepare_recording`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import JsonValue
+
+from sandbox.capture import llm
+from sandbox.capture.boundary import Call
+from sandbox.replay.semantics import request_of
+from sandbox.snapshot.events import Event, HTTPExchange, LLMCall
+from sandbox.snapshot.normalize import normalize_url, request_fingerprint
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a crossing is looked up: the kind and name it is matched as, and its request."""
+
+    kind: str
+    name: str
+    request: JsonValue
+    order_name: str
+
+
+def canonical_url(url: str) -> str:
+    """``url`` normalized, with the port of a loopback host dropped (local servers move)."""
+    url = normalize_url(url)
+    parts = urlsplit(url)
+    if parts.hostname in LOOPBACK and parts.port is not None:
+        return urlunsplit(parts._replace(netloc="127.0.0.1"))
+    if parts.hostname in LOOPBACK:
+        return urlunsplit(parts._replace(netloc="127.0.0.1"))
+    return url
+
+
+def canonical_http_name(name: str) -> str:
+    method, sep, url = name.partition(" ")
+    return f"{method} {canonical_url(url)}" if sep else name
+
+
+def canonical_name(kind: str, name: str) -> str:
+    return canonical_http_name(name) if kind == "http" else name
+
+
+def legacy_llm_fingerprint(event: Event) -> bool:
+    """A model call fingerprinted under its API name (``openai.chat``) instead of the model
+    name it is matched under: what captures made before they agreed with replay."""
+    api = event.provider_meta.get("api") if isinstance(event, LLMCall) else None
+    return (
+        isinstance(api, str)
+        and api != event.name
+        and event.fingerprint == request_fingerprint("llm", api, request_of(event))
+    )
+
+
+def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) -> list[Event]:
+    """The recorded events as the replay matches them: HTTP calls with loopback ports
+    dropped; model calls keep the fingerprint the capture took under the model's name (an
+    older snapshot's, taken under the API name, is dropped: the matcher then fingerprints the
+    recorded request)."""
+    out: list[Event] = []
+    for event in events:
+        if event.kind == "llm" and legacy_llm_fingerprint(event):
+            out.append(event.model_copy(update={"fingerprint": None}))
+        elif isinstance(event, HTTPExchange):
+            body: Any = event.request_body
+            if event.request_blob is not None:
+                raw = blobs(event.request_blob.sha256)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+            name = canonical_http_name(event.name)
+            request = {"method": event.method, "url": canonical_url(event.url), "body": body}
+            out.append(
+                event.model_copy(
+                    update={"name": name, "fingerprint": request_fingerprint("http", name, request)}
+                )
+            )
+        else:
+            out.append(event)
+    return out
+
+
+def route(call: Call) -> Route:
+    """What the crossing is matched as: a model call by its meaning, HTTP by canonical URL."""
+    if call.kind != "http" or not isinstance(call.request, dict):
+        return Route(call.kind, call.name, call.request, call.name)
+    order_name = canonical_http_name(call.name)
+    method = str(call.request.get("method", ""))
+    url = str(call.request.get("url", ""))
+    api = llm.endpoint_kind(method, urlsplit(url).path)
+    if api is not None:
+        parsed = llm.parse_request(api, call.request.get("body"))
+        request: JsonValue = {
+            "model": parsed.model,
+            "messages": parsed.messages,
+            "params": parsed.params,
+            "tools": parsed.tools,
+        }
+        return Route("llm", parsed.model, request, order_name)
+    request = {**call.request, "url": canonical_url(url)}
+    return Route("http", order_name, request, order_name)
