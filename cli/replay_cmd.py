@@ -52,6 +52,37 @@ def replay_command(
         str | None,
         typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
     ] = None,
+    until: Annotated[
+        int | None,
+        typer.Option(
+            "--until",
+            min=0,
+            help="Fork: serve the steps before STEP (a seq 'sandbox show' prints) as a replay "
+            "does, and run live from STEP on (model calls live, no injected faults).",
+            metavar="STEP",
+        ),
+    ] = None,
+    override: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--override",
+            help="Fork: answer step STEP with this response instead of the recorded one "
+            "(STEP=JSON or STEP=FILE), and run live after it.",
+            metavar="STEP=JSON|FILE",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Fork: the model of the live model calls."),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            help="Fork: a parameter of the live model calls (repeatable), e.g. temperature=0.2.",
+            metavar="KEY=VALUE",
+        ),
+    ] = None,
     predicate: PredicateOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
@@ -80,10 +111,14 @@ def replay_command(
     """Replay a captured run in frozen containers; exit 1 if the failure reproduced, 0 if it
     is gone (every run judged), 2 if a run could not be judged.
 
+    With --until, --override, --model or --param each run is a fork: stored as a run whose
+    manifest names its parent and the edits (compare it with 'sandbox diff PARENT FORK').
+
     Example: sandbox replay orders-20240131T235930Z-a1b2c3 --times 20
     """
     from sandbox.replay.attached import load_services
     from sandbox.replay.engine import replay as run_replay
+    from sandbox.replay.fork import fork_edits
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(
@@ -91,6 +126,7 @@ def replay_command(
         {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
     )
     services = load_services(services_json) if services_json is not None else None
+    fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -122,6 +158,7 @@ def replay_command(
             services=services,
             trust=trust,
             predicate=parse_predicate(predicate) if predicate is not None else None,
+            fork=fork,
         )
     if html is not None:
         from sandbox.report import write_store_report

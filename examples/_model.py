@@ -17,6 +17,9 @@ from typing import Any
 MODEL = "scripted-1"
 Script = Callable[[list[dict[str, Any]]], dict[str, Any]]
 """Messages -> ``{"content": str}`` or ``{"tool_calls": [{"name", "arguments"}]}``."""
+RECEIVED: list[dict[str, Any]] = []
+"""Every request body the scripted models of this process were sent, in order (what a test
+checks a live model call against)."""
 
 
 def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
@@ -55,6 +58,7 @@ def scripted_model(script: Script) -> Iterator[Any]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
+            RECEIVED.append(body)
             messages = body.get("messages", [])
             data = json.dumps(completion(script(messages), turn_of(messages))).encode()
             self.send_response(200)

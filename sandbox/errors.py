@@ -170,6 +170,11 @@ class PolicyError(ReplayError, ValueError):
     """A replay policy rule (``--live 'tool:db.*'``) cannot be parsed."""
 
 
+class ForkError(ReplayError, ValueError):
+    """A fork's edits do not fit its parent run: a step that does not exist or cannot be
+    overridden, an override that is not JSON, a parameter without ``=``."""
+
+
 class PredicateError(ReplayError):
     """A failure predicate cannot be evaluated: it is malformed, or its query failed."""
 

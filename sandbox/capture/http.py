@@ -213,6 +213,22 @@ class HTTPAdapter:
 
     # --- replay --------------------------------------------------------------------------
 
+    def rewrite_json(self, edit: Callable[[Any], Any]) -> None:
+        """Send ``edit(body)`` instead of this request's JSON body (a fork's live model call
+        with another model or parameters); a body that is not JSON is left alone."""
+        try:
+            body = json.loads(self.body or b"")
+        except ValueError:
+            return
+        edited = edit(body)
+        if edited == body:
+            return
+        data = json.dumps(edited).encode()
+        self.request.headers["content-length"] = str(len(data))
+        self.request.stream = self.module.ByteStream(data)
+        self.request._content = data
+        self.body = data
+
     def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
         assert isinstance(event, HTTPExchange)
         if event.error is not None and event.status is None:

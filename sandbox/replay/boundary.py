@@ -32,7 +32,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
 
@@ -43,6 +43,7 @@ from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import rebuild_error
+from sandbox.replay.fork import Fork
 from sandbox.replay.jsondiff import FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
 from sandbox.replay.mcp import RecordedServers, policy_target
@@ -54,14 +55,17 @@ from sandbox.replay.routing import Route, prepare_recording, route
 from sandbox.snapshot.events import (
     Event,
     HTTPExchange,
+    LLMCall,
     RetryAttempt,
     StateTransition,
     Timeout,
     ToolCall,
 )
+from sandbox.snapshot.manifest import ForkEdits
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 T = TypeVar("T")
+ServedAs = Literal["recorded", "live", "override"]
 
 MISMATCH_EVENT = "sandbox.replay.mismatch"
 LIVE_ON_MISS = frozenset({"clock", "random", "retry", "timeout"})
@@ -123,11 +127,17 @@ class ReplayBoundary(Recorder):
         replay_clock: ReplayClock | None = None,
         clock: Clock | None = None,
         blob_threshold: int = BLOB_THRESHOLD,
+        fork: ForkEdits | None = None,
     ) -> None:
         super().__init__(writer, store, clock=clock, blob_threshold=blob_threshold)
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)
+        self.fork: Fork | None = None
+        self._served: dict[int, ServedAs] = {}
+        if fork is not None:
+            self.fork = Fork(fork, prepared, self.policies, self.blobs, store.put_blob)
+            prepared = self.fork.recording
         self._recorded = Matcher(prepared, on_miss=miss)
         self._counterparts = Matcher(prepared, on_miss=MissMode.LIVE)
         self._http_by_span = {
@@ -202,9 +212,28 @@ class ReplayBoundary(Recorder):
         if call.kind == "random" and call.name.endswith(".seed"):
             return None, None
         policy = self.policies.policy_for(*policy_target(where.kind, where.name))
+        if self.fork is not None:
+            return self._plan_fork(call, where, self.fork, policy)
         if not policy.serves_recording:
             return policy, None
         return None, self._match(where)
+
+    def _plan_fork(
+        self, call: Call, where: Route, fork: Fork, policy: Policy
+    ) -> tuple[Policy | None, Event | None]:
+        """:meth:`_plan` in a fork (:mod:`sandbox.replay.fork`): an overridden step answers
+        with its override; at the fork and after it, the fork's policies serve."""
+        matcher = self._recorded if policy.serves_recording else self._counterparts
+        upcoming = matcher.peek(where.kind, where.name, where.request)
+        if upcoming is not None and upcoming.seq in fork.overridden:
+            matcher.match(where.kind, where.name, where.request)
+            self._note_served(call, "override")
+            return None, upcoming
+        if fork.reached(upcoming, latch_on_miss=where.kind not in LIVE_ON_MISS):
+            policy = fork.after.policy_for(*policy_target(where.kind, where.name))
+        event = self._match(where) if policy.serves_recording else None
+        self._note_served(call, "live" if event is None else "recorded")
+        return (None if policy.serves_recording else policy), event
 
     def _route(self, call: Call) -> Route:
         self._check_stopped()
@@ -223,7 +252,10 @@ class ReplayBoundary(Recorder):
     def _live(
         self, call: Call, where: Route, adapter: Adapter[T], policy: Policy | None
     ) -> _Live[T]:
-        """A live run; the clock moves to the start of its recorded counterpart."""
+        """A live run; the clock moves to the start of its recorded counterpart. A fork's
+        live model call goes out with the fork's model and parameters."""
+        if self.fork is not None and where.kind == "llm" and isinstance(adapter, HTTPAdapter):
+            adapter.rewrite_json(self.fork.request_body)
         counterpart = self._counterparts.match(where.kind, where.name, where.request)
         if counterpart is not None:
             self.replay_clock.reach(counterpart.wall - _duration(counterpart))
@@ -233,7 +265,7 @@ class ReplayBoundary(Recorder):
         try:
             return self._recorded.match(where.kind, where.name, where.request)
         except ReplayMismatchError as exc:
-            if where.kind in LIVE_ON_MISS:
+            if where.kind in LIVE_ON_MISS or (self.fork is not None and self.fork.past):
                 with self._state_lock:
                     self.served_live_on_miss += 1
                 return None
@@ -279,13 +311,16 @@ class ReplayBoundary(Recorder):
             adapter.emit_exchange(call, self, response, response.content, None)
         return response  # type: ignore[no-any-return]
 
-    def _recorded_fault(self, where: Route) -> tuple[RetryAttempt, bool] | None:
+    def _recorded_fault(self, call: Call, where: Route) -> tuple[RetryAttempt, bool] | None:
         """The recorded failure of this retry attempt, and whether the attempt runs live
         first (it committed before failing at capture); ``None``: it succeeded, run live."""
-        policy = self.policies.policy_for("retry", where.name)
+        policies = self.fork.after if self.fork is not None and self.fork.past else self.policies
+        policy = policies.policy_for("retry", where.name)
         event = self._match(where) if policy.serves_recording else None
         if not isinstance(event, RetryAttempt) or event.error is None:
+            self._note_served(call, "live")
             return None
+        self._note_served(call, "recorded")
         timeout = self._timeouts.get(event.span) if event.span is not None else None
         # Timed out before anything committed: running it would add a side effect.
         return event, not (timeout is not None and timeout.committed is not True)
@@ -306,7 +341,7 @@ class ReplayBoundary(Recorder):
         self, call: Call, where: Route, adapter: Adapter[T]
     ) -> _Answered[T] | _Live[T]:
         """A retry attempt: run live, and fail as the recorded attempt failed."""
-        fault = self._recorded_fault(where)
+        fault = self._recorded_fault(call, where)
         if fault is None:
             return self._live(call, where, adapter, None)
         event, runs_first = fault
@@ -316,6 +351,20 @@ class ReplayBoundary(Recorder):
         return _Live(self, call, where, adapter, None, None, self.clock.monotonic(), fault=event)
 
     # --- bookkeeping ---------------------------------------------------------------------
+
+    def _note_served(self, call: Call, how: ServedAs) -> None:
+        if self.fork is not None:
+            self._served[call.span] = how
+
+    def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
+        """:meth:`Recorder.emit`; in a fork, the event says how its crossing was served."""
+        if self._served:
+            span = call.span if call is not None else fields.get("parent_span")
+            if isinstance(span, int) and (call is not None or event_type is LLMCall):
+                how = self._served.get(span)
+                if how is not None:
+                    fields["served"] = how
+        return super().emit(event_type, call, **fields)
 
     def _note_injection(self, call: Call, event: RetryAttempt, *, ran_live: bool) -> None:
         assert event.error is not None

@@ -29,7 +29,7 @@ from typing import Any
 
 from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
-from sandbox.errors import ReplayError, ReplayMismatchError, UnknownNameError
+from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
@@ -44,7 +44,14 @@ from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
 from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
 from sandbox.snapshot.events import Event, HTTPExchange
-from sandbox.snapshot.manifest import Entrypoint, Failure, Manifest, Predicate, ServiceState
+from sandbox.snapshot.manifest import (
+    Entrypoint,
+    Failure,
+    ForkEdits,
+    Manifest,
+    Predicate,
+    ServiceState,
+)
 from sandbox.snapshot.store import DirectoryStore, open_store
 
 ReplayProgress = Callable[[str, int, int], None]
@@ -144,6 +151,7 @@ class _Settings:
     enforce_order: bool
     clocks: ClockMode
     command: Entrypoint | None = None
+    fork: ForkEdits | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
 
 
@@ -151,7 +159,7 @@ def _replay_once(
     s: _Settings, index: int, endpoints: Mapping[str, str], services: Sequence[ServiceState]
 ) -> _Run:
     original = s.manifest
-    run_id = make_run_id(f"{original.name or 'run'}-replay", time.time())
+    run_id = make_run_id(f"{original.name or 'run'}-{_what(s.fork)}", time.time())
     manifest = original.model_copy(
         update={
             "run_id": run_id,
@@ -165,6 +173,7 @@ def _replay_once(
             "event_count": None,
             "events_sha256": None,
             "replay_of": original.run_id,
+            "fork": s.fork,
             "labels": {
                 **original.labels,
                 "replay.policies": s.policies.describe(),
@@ -176,7 +185,7 @@ def _replay_once(
         }
     )
     writer = s.store.begin(manifest)
-    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks, endpoints)
+    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks, endpoints, s.fork)
     served: Served
     exit_code: int | None = None
     if s.command is not None:
@@ -198,10 +207,7 @@ def _replay_once(
             session.close()
         served = session.served()
 
-    after = [
-        state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
-        for state in services
-    ]
+    after = [_end_state(s, state, endpoints) for state in services]
     events = comparable(s.store.load_events(run_id))
     divergence = first_divergence(s.compared, events)
     stopped = served.mismatch
@@ -241,6 +247,22 @@ def _replay_once(
     )
 
 
+def _what(fork: ForkEdits | None) -> str:
+    return "replay" if fork is None else "fork"
+
+
+def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) -> ServiceState:
+    """A replayed run's end state: its hash; a fork keeps the dump too (``sandbox diff``
+    shows its rows against another run's)."""
+    endpoint = endpoints.get(state.name)
+    if s.fork is not None and endpoint is not None:
+        from sandbox.services.capture import capture_end_state
+
+        with contextlib.suppress(SandboxError):
+            return capture_end_state(state, endpoint, s.store)
+    return state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
+
+
 def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
     from sandbox.services.registry import get_kind
 
@@ -267,6 +289,7 @@ def replay(
     services: Mapping[str, str] | None = None,
     trust: bool = False,
     predicate: Predicate | None = None,
+    fork: ForkEdits | None = None,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
@@ -274,7 +297,8 @@ def replay(
     bringing them up (no Docker): see :mod:`sandbox.replay.attached`. An imported run whose
     entrypoint is a command or code outside the project runs only with ``trust``
     (:mod:`sandbox.replay.trust`). ``predicate`` judges the runs instead of the recorded
-    failure's predicate (or gives one to a run that has none)."""
+    failure's predicate (or gives one to a run that has none). ``fork`` makes each run a
+    fork of ``run_id`` with these edits (:mod:`sandbox.replay.fork`)."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -306,6 +330,7 @@ def replay(
         enforce_order=enforce_order,
         clocks=clocks,
         command=command,
+        fork=fork,
     )
 
     def tell(message: str, done: int) -> None:
@@ -373,6 +398,7 @@ def replay(
         ),
         seconds=time.monotonic() - began,
         refused=sorted({line for r in runs for line in r.refused}),
+        fork=fork,
     )
     report.notes = replay_notes(
         report,

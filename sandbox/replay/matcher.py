@@ -123,6 +123,15 @@ class Matcher:
                 return event
         raise self.mismatch(kind, name, request, repeat=(nth, len(recorded)), position=position)
 
+    def peek(self, kind: str, name: str, request: Any) -> Event | None:
+        """The recorded event :meth:`match` would answer this request with next (by
+        fingerprint), without taking it; ``None`` when the recording has none."""
+        key = (kind, name, request_fingerprint(kind, name, request))
+        with self._lock:
+            recorded = self._by_fingerprint.get(key, [])
+            nth = self._served.get(key, 0)
+            return recorded[nth] if nth < len(recorded) else None
+
     def unused(self) -> list[Event]:
         """Recorded boundary events no request has been answered with yet (in log order)."""
         with self._lock:

@@ -15,8 +15,10 @@ from typing import Any, Literal
 from sandbox.capture.recorder import jsonable_value
 from sandbox.errors import ReplayMismatchError
 from sandbox.replay.divergence import Divergence, StateDiff
+from sandbox.replay.fork import describe_edits
 from sandbox.replay.jsondiff import short
 from sandbox.replay.verdict import Verdict
+from sandbox.snapshot.manifest import ForkEdits
 
 ClockMode = Literal["frozen", "live"]
 _NOTED = frozenset({"mismatch", "refused"})
@@ -74,6 +76,8 @@ class ReplayReport:
     refused: list[str] = field(default_factory=list)
     """Connections outside the sandbox that were refused: the runs that saw one are
     inconclusive (:mod:`sandbox.replay.netguard`)."""
+    fork: ForkEdits | None = None
+    """The edits when the runs are forks (:mod:`sandbox.replay.fork`)."""
 
     @property
     def exit_code(self) -> int:
@@ -99,12 +103,14 @@ class ReplayReport:
             "notes": list(self.notes),
             "refused": list(self.refused),
             "seconds": round(self.seconds, 3),
+            "fork": None if self.fork is None else self.fork.model_dump(mode="json"),
         }
 
     def describe(self) -> str:
         """A few readable paragraphs: verdict, notes, mismatch, first divergence."""
+        what = "replay" if self.fork is None else f"fork ({describe_edits(self.fork)})"
         lines = [
-            f"replay of {self.original} ({self.entrypoint}): {self.verdict.summary()}",
+            f"{what} of {self.original} ({self.entrypoint}): {self.verdict.summary()}",
             f"  policies: {self.policies}; clocks {self.clocks}; "
             f"order {'enforced' if self.enforce_order else 'not enforced'}",
         ]

@@ -32,7 +32,7 @@ from sandbox.replay.redirect import Redirect
 from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
 from sandbox.replay.routing import canonical_name
 from sandbox.snapshot.events import Event, StateTransition
-from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.manifest import ForkEdits, Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 OF_VAR = "SANDBOX_REPLAY_OF"
@@ -50,6 +50,8 @@ class ReplayOptions:
     clocks: ClockMode = "frozen"
     sandbox: Mapping[str, str] = field(default_factory=dict)
     """Service name -> its endpoint in the sandbox: what the agent may connect to."""
+    fork: ForkEdits | None = None
+    """A fork's edits (:mod:`sandbox.replay.fork`); ``None`` for a replay."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class ReplayOptions:
             "enforce_order": self.enforce_order,
             "clocks": self.clocks,
             "sandbox": dict(self.sandbox),
+            "fork": None if self.fork is None else self.fork.model_dump(mode="json"),
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class ReplayOptions:
             enforce_order=bool(data.get("enforce_order", True)),
             clocks=clocks,
             sandbox={str(k): str(v) for k, v in dict(data.get("sandbox") or {}).items()},
+            fork=None if data.get("fork") is None else ForkEdits.model_validate(data["fork"]),
         )
 
 
@@ -210,6 +214,7 @@ class ReplaySession:
                     recording, enabled=options.enforce_order, canonical_name=canonical_name
                 ),
                 replay_clock=self.clock,
+                fork=options.fork,
             )
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())

@@ -56,6 +56,9 @@ class EventBase(Strict):
     a nested event is written: nesting is recorded with spans (``parent_span``)."""
     parent_span: int | None = None
     """``span`` of the enclosing boundary call, when there is one."""
+    served: Literal["recorded", "live", "override"] | None = None
+    """In a fork, how the crossing was served: from the recording, live, or with the
+    response the fork put in its place (``None`` in captures and plain replays)."""
 
 
 class LLMCall(EventBase):

@@ -140,6 +140,27 @@ class Provenance(Strict):
     bundle_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)]
 
 
+class ForkOverride(Strict):
+    """One recorded response replaced in a fork: the step (event ``seq``) and what it
+    answers with instead (an assistant message or a provider response, a tool output, a
+    list of documents, an HTTP body)."""
+
+    step: Annotated[int, Field(ge=0)]
+    value: JsonValue = None
+
+
+class ForkEdits(Strict):
+    """How a fork departs from its parent (``replay_of``): the step from which it runs live,
+    the responses it replaced, and the model and parameters of its live model calls."""
+
+    until: Annotated[int, Field(ge=0)] | None = None
+    """The first step (event ``seq`` of the parent) served live; ``None``: just after the
+    last override, or from the start when only the model or its parameters change."""
+    overrides: list[ForkOverride] = []
+    model: str | None = None
+    params: dict[str, JsonValue] = {}
+
+
 class Manifest(Strict):
     schema_version: int = SCHEMA_VERSION
     run_id: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
@@ -170,6 +191,9 @@ class Manifest(Strict):
     events_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)] | None = None
     """SHA-256 of ``events.jsonl`` as finished: a flipped byte in the log is detected."""
     replay_of: str | None = None
+    fork: ForkEdits | None = None
+    """Set on a fork (``sandbox replay --until/--override/--model/--param``): its edits;
+    ``replay_of`` names its parent."""
     provenance: Provenance | None = None
     """Set on runs brought in by ``sandbox import`` (untrusted); ``None`` for local captures."""
     labels: dict[str, str] = {}

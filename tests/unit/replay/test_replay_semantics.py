@@ -19,6 +19,7 @@ from sandbox.snapshot.events import (
 
 IGNORED = {
     "seq",
+    "served",
     "parent",
     "wall",
     "mono",

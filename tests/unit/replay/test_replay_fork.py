@@ -1,0 +1,128 @@
+"""What a fork's edits mean: parsing them, the step they fork at, the responses they put in
+place of the recorded ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sandbox.errors import ForkError
+from sandbox.replay.fork import Fork, fork_edits, parse_override, parse_param
+from sandbox.replay.policy import PolicySet
+from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, ToolCall
+from sandbox.snapshot.manifest import ForkEdits, ForkOverride
+
+
+def _no_blob(key: str) -> bytes:
+    raise AssertionError(f"no blob expected, asked for {key}")
+
+
+def _recording() -> list[Event]:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+    }
+    return [
+        HTTPExchange(
+            seq=0,
+            wall=1.0,
+            mono=0.1,
+            span=0,
+            name="POST http://127.0.0.1/v1/chat/completions",
+            method="POST",
+            url="http://127.0.0.1/v1/chat/completions",
+            status=200,
+            response_body=body,
+        ),
+        LLMCall(seq=1, wall=1.0, mono=0.1, parent_span=0, provider_meta={"api": "openai.chat"}),
+        ToolCall(seq=2, wall=2.0, mono=0.2, span=1, name="lookup", output={"ok": True}),
+    ]
+
+
+def _fork(edits: ForkEdits) -> Fork:
+    return Fork(edits, _recording(), PolicySet(), _no_blob, lambda data, media: pytest.fail())
+
+
+def test_an_override_is_json_or_a_file(tmp_path: Path) -> None:
+    assert parse_override('3={"eligible": false}') == ForkOverride(
+        step=3, value={"eligible": False}
+    )
+    assert parse_override('3="plain text"').value == "plain text"
+    answer = tmp_path / "answer.json"
+    answer.write_text('{"content": "no"}')
+    assert parse_override(f"7={answer}") == ForkOverride(step=7, value={"content": "no"})
+    text = tmp_path / "note.txt"
+    text.write_text("not json at all")
+    assert parse_override(f"7={text}").value == "not json at all"
+    with pytest.raises(ForkError, match="neither JSON nor a file"):
+        parse_override("3=nothing-here")
+    with pytest.raises(ForkError, match="STEP=JSON"):
+        parse_override("three=1")
+
+
+def test_a_param_value_is_json_when_it_parses() -> None:
+    assert parse_param("temperature=0.7") == ("temperature", 0.7)
+    assert parse_param("stop=END") == ("stop", "END")
+    with pytest.raises(ForkError, match="KEY=VALUE"):
+        parse_param("temperature")
+
+
+def test_no_edits_is_no_fork() -> None:
+    assert fork_edits() is None
+    assert fork_edits(until=4) == ForkEdits(until=4)
+
+
+def test_the_fork_is_after_the_last_override_unless_until_says() -> None:
+    assert _fork(ForkEdits(overrides=[ForkOverride(step=2, value=1)])).at == 3
+    assert _fork(ForkEdits(until=1)).at == 1
+    assert _fork(ForkEdits(model="other")).at == 0  # a swapped model: live from the start
+    with pytest.raises(ForkError, match="must come before --until"):
+        _fork(ForkEdits(until=2, overrides=[ForkOverride(step=2, value=1)]))
+    with pytest.raises(ForkError, match=r"steps are 0\.\.2"):
+        _fork(ForkEdits(overrides=[ForkOverride(step=9, value=1)]))
+
+
+def test_a_tool_override_replaces_its_output() -> None:
+    fork = _fork(ForkEdits(overrides=[ForkOverride(step=2, value={"ok": False})]))
+    tool = fork.recording[2]
+    assert isinstance(tool, ToolCall) and tool.output == {"ok": False}
+    assert fork.overridden == {2}
+
+
+def test_a_model_override_edits_the_exchange_it_is_answered_from() -> None:
+    calls = [{"name": "refund", "arguments": {"order": 7}}]
+    for step in (0, 1):  # the HTTP exchange or the model call: the same step
+        fork = _fork(ForkEdits(overrides=[ForkOverride(step=step, value={"tool_calls": calls})]))
+        assert fork.overridden == {1}
+        exchange = fork.recording[0]
+        assert isinstance(exchange, HTTPExchange) and isinstance(exchange.response_body, dict)
+        choice = exchange.response_body["choices"][0]
+        assert choice["finish_reason"] == "tool_calls"
+        wire = choice["message"]["tool_calls"][0]["function"]
+        assert wire["name"] == "refund" and json.loads(wire["arguments"]) == {"order": 7}
+        assert exchange.response_body["id"] == "chatcmpl-1"  # the rest of the body is kept
+
+
+def test_only_responses_can_be_overridden() -> None:
+    recording = [*_recording(), LLMCall(seq=3, wall=3.0, mono=0.3)]
+    with pytest.raises(ForkError, match="no HTTP exchange"):
+        Fork(
+            ForkEdits(overrides=[ForkOverride(step=3, value="x")]),
+            recording,
+            PolicySet(),
+            _no_blob,
+            lambda data, media: pytest.fail(),
+        )
+
+
+def test_the_model_and_params_edit_a_live_request() -> None:
+    fork = _fork(ForkEdits(model="other", params={"temperature": 0.2}))
+    sent = fork.request_body({"model": "m", "messages": [], "temperature": 1})
+    assert sent == {"model": "other", "messages": [], "temperature": 0.2}
+    assert _fork(ForkEdits(until=1)).request_body({"model": "m"}) == {"model": "m"}
