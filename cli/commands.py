@@ -2,6 +2,7 @@
 
 from cli import (
     capture_cmd,  # noqa: F401
+    diff_cmd,  # noqa: F401
     doctor_cmd,  # noqa: F401
     env_cmds,  # noqa: F401
     otel_cmd,  # noqa: F401

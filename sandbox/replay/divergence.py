@@ -201,6 +201,24 @@ def first_divergence(
     return _build(reason, i, key, k, expected, counterpart)
 
 
+def unmatched_steps(a: Sequence[Event], b: Sequence[Event]) -> tuple[list[Event], list[Event]]:
+    """The steps only one log has, aligned as :func:`first_divergence` aligns them: the k-th
+    event of a stream ``(task, kind, name)`` in ``a`` beyond that stream's length in ``b``,
+    and the other way round."""
+    return _beyond(a, Counter(map(_stream_key, b))), _beyond(b, Counter(map(_stream_key, a)))
+
+
+def _beyond(events: Sequence[Event], lengths: Counter[StreamKey]) -> list[Event]:
+    seen: dict[StreamKey, int] = defaultdict(int)
+    out: list[Event] = []
+    for event in events:
+        key = _stream_key(event)
+        seen[key] += 1
+        if seen[key] > lengths.get(key, 0):
+            out.append(event)
+    return out
+
+
 def _same_task_position(
     target: Sequence[Event], source: Sequence[Event], index: int
 ) -> Event | None:
