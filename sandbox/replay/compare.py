@@ -142,9 +142,7 @@ def compare_runs(store: Store, a: str, b: str) -> RunComparison:
     )
 
 
-def _unshadowed(
-    events: list[Event], other: Manifest, run_id: str, notes: list[str]
-) -> list[Event]:
+def _unshadowed(events: list[Event], other: Manifest, run_id: str, notes: list[str]) -> list[Event]:
     """``events`` without what ran inside the calls ``other`` (a fork of this run) overrode:
     the override answers for the whole call, so what the call did inside is not compared."""
     if other.fork is None or other.replay_of != run_id or not other.fork.overrides:
