@@ -14,6 +14,7 @@ from sandbox.errors import UnsafePathError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from sandbox.snapshot.events import Event
     from sandbox.snapshot.store import DirectoryStore
     from sandbox.snapshot.verify import VerifyReport
 
@@ -180,8 +181,13 @@ def show(
             break
         typer.echo(
             f"{event.seq:>6}  {f'+{event.mono:.3f}s':>10}  {event.task:<10.10}  {event.kind:<9}  "
-            f"{event.name:<24.24}  {event_summary(event)}"
+            f"{event.name:<24.24}  {_served(event)}{event_summary(event)}"
         )
+
+
+def _served(event: Event) -> str:
+    """``[live] `` in a fork's timeline: how the crossing was served."""
+    return f"[{event.served}] " if event.served else ""
 
 
 def _is_run(store: DirectoryStore, target: str) -> bool:

@@ -27,7 +27,6 @@ from sandbox.replay.divergence import (
     Divergence,
     EventSummary,
     StateDiff,
-    diff_states,
     first_divergence,
     unmatched_steps,
 )
@@ -196,7 +195,12 @@ def _service_difference(
         return []
     if a.after is not None and b.after is not None:
         try:
-            return diff_states({a.name: _places(store, a)}, {b.name: _places(store, b)})
+            before, after = _places(store, a), _places(store, b)
+            return [
+                StateDiff(a.name, where, before.get(where, MISSING), after.get(where, MISSING))
+                for where in dict.fromkeys([*before, *after])
+                if before.get(where, MISSING) != after.get(where, MISSING)
+            ]
         except SandboxError as exc:
             notes.append(f"{a.name}: the end-state dumps could not be read ({exc})")
     else:

@@ -79,3 +79,36 @@ def test_an_internal_error_exits_3_naming_the_traceback_file(
         assert "store.py" in text and "in begin" in text
     finally:
         traceback_file.unlink()
+
+
+def test_fork_and_diff_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--override`` makes the run a fork stored with its edits; ``sandbox diff`` names the
+    overridden step; a step the run lacks is one error line and exit 2."""
+    from test_replay_engine import _capture
+
+    store = DirectoryStore(tmp_path)
+    run_id = _capture(store)
+    step = next(e.seq for e in store.load_events(run_id) if e.kind == "tool")
+    args = ["--store", str(tmp_path)]
+    code = main(["replay", run_id, "--override", f'{step}="edited"', "--json", *args])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["exit_code"] == 1  # two writes still: the retry is unchanged
+    assert data["fork"] == {
+        "until": None,
+        "overrides": [{"step": step, "value": "edited"}],
+        "model": None,
+        "params": {},
+    }
+    fork_id = data["replays"][0]
+    assert store.load_manifest(fork_id).replay_of == run_id
+    assert main(["diff", run_id, fork_id, "--json", *args]) == 1
+    diff = json.loads(capsys.readouterr().out)
+    assert diff["step"] == step and diff["relation"].startswith("B is a fork of A")
+    assert main(["diff", run_id, run_id, *args]) == 0
+    assert "no difference" in capsys.readouterr().out
+    assert main(["replay", run_id, "--override", "999=1", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "step 999 is not in the run" in err[0]
+    assert main(["diff", run_id, "no-such-run", *args]) == 2
