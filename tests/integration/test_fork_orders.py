@@ -4,11 +4,12 @@ against the agent's scripted model, with the model and its parameters changed.""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from examples import _model
-from sandbox.replay import replay
+from sandbox.replay import ReplayReport, replay
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.manifest import ForkEdits
 from sandbox.snapshot.store import DirectoryStore
@@ -38,23 +39,31 @@ def _second_model_call(store: DirectoryStore, run_id: str) -> int:
     return exchange.seq
 
 
+def _fork_at_the_confirmation(
+    captured: tuple[DirectoryStore, str], **edits: Any
+) -> tuple[ForkEdits, ReplayReport]:
+    """A fork live from the model's second call, with what the scripted model receives
+    from then on in :data:`examples._model.RECEIVED`."""
+    store, run_id = captured
+    fork = ForkEdits(until=_second_model_call(store, run_id), **edits)
+    _model.RECEIVED.clear()
+    return fork, replay(run_id, store=store, fork=fork)
+
+
 def test_until_serves_the_recording_before_the_step_and_runs_live_after(
     captured: tuple[DirectoryStore, str],
 ) -> None:
     store, run_id = captured
-    step = _second_model_call(store, run_id)
-    _model.RECEIVED.clear()
-    report = replay(run_id, store=store, fork=ForkEdits(until=step))
-    assert report.fork == ForkEdits(until=step)
+    edits, report = _fork_at_the_confirmation(captured)
+    assert report.fork == edits
     # The fork is after the duplicate insert: the failure is still there.
     assert report.verdict.reproduced == 1, report.describe()
     fork = store.load_manifest(report.replays[0])
-    assert fork.replay_of == run_id and fork.fork == ForkEdits(until=step)
+    assert fork.replay_of == run_id and fork.fork == edits
     events = store.load_events(report.replays[0])
     served = [(e.kind, e.name, e.served) for e in events if e.served is not None]
-    models = [(e.served, e.messages[-1]) for e in _model_calls(events)]
     # The first model call came from the recording, the second from the live scripted model.
-    assert [how for how, _ in models] == ["recorded", "live"], served
+    assert [e.served for e in _model_calls(events)] == ["recorded", "live"], served
     assert _model.RECEIVED and len(_model.RECEIVED) == 1
     assert _model.RECEIVED[0]["messages"][-1]["role"] == "tool"
     # Before the fork: tools live against the restored database, the gateway's charges from
@@ -72,11 +81,10 @@ def test_until_serves_the_recording_before_the_step_and_runs_live_after(
 def test_model_and_params_reach_the_live_model_request(
     captured: tuple[DirectoryStore, str],
 ) -> None:
-    store, run_id = captured
-    step = _second_model_call(store, run_id)
-    _model.RECEIVED.clear()
-    edits = ForkEdits(until=step, model="scripted-2", params={"temperature": 0.25, "seed": 3})
-    report = replay(run_id, store=store, fork=edits)
+    store, _ = captured
+    _, report = _fork_at_the_confirmation(
+        captured, model="scripted-2", params={"temperature": 0.25, "seed": 3}
+    )
     assert report.verdict.total == 1 and report.mismatch is None, report.describe()
     assert len(_model.RECEIVED) == 1
     sent = _model.RECEIVED[0]
