@@ -123,7 +123,10 @@ def replay(
     environment with none of the agent's variables but the API key (redacted at capture, so
     the user supplies it)."""
     done = subprocess.run(
-        [SANDBOX, "replay", run_id, "--store", str(store.root), "--times", str(times), "--json"],
+        [
+            *(SANDBOX, "replay", run_id, "--store", str(store.root), "--times", str(times)),
+            *("--json", *extra),
+        ],
         env=dict(env if env is not None else base_env(OPENAI_API_KEY=API_KEY)),
         cwd=cwd or store.root,
         capture_output=True,
