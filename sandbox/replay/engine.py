@@ -35,6 +35,7 @@ from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
 from sandbox.replay.environment import applied, recorded_timezone, restored_environment
+from sandbox.replay.fork import stored_edits
 from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT
 from sandbox.replay.policy import PolicySet
@@ -173,7 +174,7 @@ def _replay_once(
             "event_count": None,
             "events_sha256": None,
             "replay_of": original.run_id,
-            "fork": s.fork,
+            "fork": None if s.fork is None else stored_edits(s.fork, s.store.placeholder_key()),
             "labels": {
                 **original.labels,
                 "replay.policies": s.policies.describe(),

@@ -109,6 +109,14 @@ def fork_edits(
     )
 
 
+def stored_edits(edits: ForkEdits, key: bytes) -> ForkEdits:
+    """The edits as a fork's manifest keeps them: every string redacted as an event is (a
+    secret typed into an override is stored as its placeholder)."""
+    from sandbox.capture.redact import Redactor
+
+    return ForkEdits.model_validate(Redactor(key=key).value(edits.model_dump(mode="json")))
+
+
 def describe_edits(edits: ForkEdits) -> str:
     """``until step 13; step 11 overridden; model gpt-4o; temperature=0.2``."""
     parts = [] if edits.until is None else [f"live from step {edits.until}"]

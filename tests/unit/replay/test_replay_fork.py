@@ -126,3 +126,15 @@ def test_the_model_and_params_edit_a_live_request() -> None:
     sent = fork.request_body({"model": "m", "messages": [], "temperature": 1})
     assert sent == {"model": "other", "messages": [], "temperature": 0.2}
     assert _fork(ForkEdits(until=1)).request_body({"model": "m"}) == {"model": "m"}
+
+
+def test_a_secret_typed_into_an_override_is_stored_as_a_placeholder() -> None:
+    from sandbox.replay.fork import stored_edits
+
+    secret = "sk-live-0123456789abcdefghijklmnop"
+    edits = ForkEdits(overrides=[ForkOverride(step=2, value={"token": secret, "ok": True})])
+    stored = stored_edits(edits, b"k" * 32)
+    text = stored.model_dump_json()
+    assert secret not in text
+    assert stored.overrides[0].value["ok"] is True  # type: ignore[index]
+    assert stored.overrides[0].step == 2
