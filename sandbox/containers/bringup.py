@@ -40,6 +40,7 @@ from sandbox.containers.engine import (
     Progress,
     connect,
     no_progress,
+    put_file,
     require_image,
 )
 from sandbox.containers.labels import KIND, SERVICE, Owner
@@ -59,7 +60,7 @@ from sandbox.errors import (
     StoreError,
     UnknownNameError,
 )
-from sandbox.services.base import ServiceKind
+from sandbox.services.base import ServerFileLoad, ServiceKind
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 from sandbox.snapshot.store import Store
@@ -501,11 +502,27 @@ def _restore(
             raise
         return  # nothing to restore and no kind to mark a restore point with
     if data is not None:
-        kind.restore(url, data)
+        if not _load_file(env, spec, kind, url, data):
+            kind.restore(url, data)
         env.services[spec.name] = replace(env.services[spec.name], restored=True)
         progress(f"{spec.name}: state restored ({len(data)} bytes)")
     kind.mark_restore_point(url)
     env._marked[spec.name] = kind
+
+
+def _load_file(
+    env: Environment, spec: ServiceSpec, kind: ServiceKind, url: str, data: bytes
+) -> bool:
+    """Write the capture's server file into the container and load it (see
+    :class:`ServerFileLoad`); ``False`` when the kind or the capture has none."""
+    if is_path_kind(spec.kind) or not isinstance(kind, ServerFileLoad):
+        return False
+    path = container_spec(spec.kind).state_file
+    payload = kind.server_file(data)
+    if path is None or payload is None:
+        return False
+    put_file(env.client, env._containers[spec.name], path, payload)
+    return kind.load_server_file(url, data)
 
 
 def _prepare_path(

@@ -52,3 +52,29 @@ def require_image(client: DockerClient, image: str) -> None:
             f"image {image} is not built on this machine: {MAKE_IMAGES_HINT}; images cannot be "
             "pulled here, they are built locally from images/"
         ) from None
+
+
+def put_file(client: DockerClient, container: Any, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` inside a running ``container`` (a tmpfs too, which the
+    archive API cannot reach), through ``cat`` in an exec whose standard input it is; the
+    file appears whole (written beside, then renamed)."""
+    import socket
+
+    from sandbox.errors import SandboxError
+
+    script = 'cat > "$0.part" && mv "$0.part" "$0"'
+    exec_id = client.api.exec_create(container.id, ["sh", "-c", script, path], stdin=True)["Id"]
+    stream = client.api.exec_start(exec_id, socket=True)
+    raw = getattr(stream, "_sock", stream)  # the docker SDK wraps the socket it returns
+    output = bytearray()
+    try:
+        raw.sendall(data)
+        raw.shutdown(socket.SHUT_WR)
+        while chunk := raw.recv(1 << 16):
+            output += chunk
+    finally:
+        stream.close()
+    code = client.api.exec_inspect(exec_id).get("ExitCode")
+    if code != 0:
+        said = bytes(output).decode(errors="replace").strip()[-300:]
+        raise SandboxError(f"could not write {path} in container {container.name}: {said}")

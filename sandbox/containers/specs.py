@@ -97,6 +97,10 @@ class ContainerSpec:
     every capability is dropped: a service writes only to its tmpfs mounts."""
     command: tuple[str, ...] = ()
     """Arguments after the image's entrypoint."""
+    state_file: str | None = None
+    """Where the server loads its state from a file (see
+    :class:`sandbox.services.base.ServerFileLoad`): a capture that has one is written there and
+    loaded, instead of being restored through the server."""
 
     @property
     def image_tag(self) -> str:
@@ -156,9 +160,20 @@ CONTAINER_KINDS: dict[str, ContainerSpec] = {
             # is initialised, and never starts (images/redis/Dockerfile). Keys' TTLs are
             # restored relative to the restore, so they run out as they would have.
             faketime=True,
-            storage=Storage(path=None, copies=3, base_mib=0, memory_mib=256),
+            # The data folder (a tmpfs sized to the state) holds the RDB file: the captured
+            # snapshot is written there and loaded, and it is the restore point a reset
+            # reloads (DEBUG RELOAD, hence the debug command). A SYNC (the state hash) streams
+            # from the forked child at once, never touching that file. The image's redis user
+            # is uid/gid 100/101.
+            storage=Storage(path="/data", owner=(100, 101), copies=2, base_mib=16, memory_mib=256),
+            state_file="/data/dump.rdb",
             pids_limit=64,
             tmpfs={"/tmp": "rw,size=64m,mode=1777"},
+            command=(
+                *("--dir", "/data", "--dbfilename", "dump.rdb"),
+                *("--enable-debug-command", "yes"),
+                *("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"),
+            ),
         ),
     )
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -70,6 +70,21 @@ class ServiceKind(Protocol):
         """The :meth:`describe` of a dump made by :meth:`capture`, restored for the purpose
         into a scratch target beside ``endpoint`` (never ``endpoint`` itself) that is removed
         afterwards."""
+        ...
+
+
+@runtime_checkable
+class ServerFileLoad(Protocol):
+    """A kind whose server can load a capture from a file in its container (Redis: an RDB),
+    faster than :meth:`ServiceKind.restore` through a connection."""
+
+    def server_file(self, data: bytes) -> bytes | None:
+        """The file to place for the server, or ``None`` when this capture has none."""
+        ...
+
+    def load_server_file(self, endpoint: str, data: bytes) -> bool:
+        """Load the placed file as the state and restore point (no :meth:`ServiceKind.restore`
+        needed); ``False`` when it cannot be, nothing done."""
         ...
 
 

@@ -1,21 +1,43 @@
-"""The ``redis`` service kind: every key of one database with its value and TTL.
+"""The ``redis`` service kind: one database's keys, their values and TTLs.
 
 Endpoint: ``redis://[:password@]host:port/db`` (``rediss://`` works too).
 
-The captured data is a JSON document (never pickle): each key, its ``DUMP`` payload in base64
-and its remaining time to live in milliseconds at capture (``null`` when it has none)::
+A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read them):
 
-    {"format": "sandbox-replayer/redis-dump", "format_version": 1, "redis_version": "7.0.15",
-     "keys": [{"key": "<base64>", "dump": "<base64>", "pttl": 5000}, ...]}
+- **RDB snapshot** (format 2, when the server hands one over by ``SYNC`` and the endpoint's
+  database is the only one holding keys): a header line, then the server's own RDB made
+  byte-stable (:mod:`sandbox.services.rdbfile`)::
 
-A restore runs ``FLUSHDB`` then ``RESTORE key ttl payload`` for each key, so a key that had
-5 s left at capture has 5 s left after the restore (TTLs are relative to the restore).
+      sandbox-replayer/redis-rdb
+      {"captured_ms":null,"db":0,"expiring":0,"format_version":2,"hash_version":2,...}
+      REDIS0010...
 
-The state hash covers, for every key in byte order, its type, its logical value (a list in
-order, a set sorted, a sorted set in score order with its scores, a hash sorted by field, a
-stream's entries) and **whether it has a TTL**, not the TTL itself: remaining TTLs tick, and
-even rounded to the second they change between two reads, so two hashes of one state would
-differ.
+  Expiry times in an RDB are absolute; ``captured_ms`` (the server's clock at capture) is
+  recorded only when some key has one, so an unchanged keyspace without TTLs is the same
+  blob every time. A sandbox loads the file at start (:meth:`RedisKind.load_server_file`,
+  one ``DEBUG RELOAD``), then sets each TTL back to what it was at capture.
+- **Key by key** (format 1: older captures, servers that refuse ``SYNC`` such as managed
+  ones, databases beside others, streams and module types): a JSON document (never pickle)
+  of each key's ``DUMP`` payload in base64 and its remaining TTL in ms at capture::
+
+      {"format": "sandbox-replayer/redis-dump", "format_version": 1, "redis_version": "7.0.15",
+       "keys": [{"key": "<base64>", "dump": "<base64>", "pttl": 5000}, ...]}
+
+  restored by ``FLUSHDB`` and ``RESTORE key ttl payload`` for each key.
+
+Either way a key that had 5 s left at capture has 5 s left after the restore.
+
+The state hash: version 2 (:mod:`sandbox.services.redisstate`) is computed from an RDB, the
+server's snapshot (or one built from ``DUMP`` payloads); version 1, for captures made before
+it and for databases holding streams or module types, covers, for every key in byte order,
+its type, its logical value and **whether it has a TTL**, read key by key. Neither covers
+the TTL itself: remaining TTLs tick, so two hashes of one state would differ.
+
+A restore point in a sandbox server (``--enable-debug-command yes``, a writable ``dir``) is
+the server's own RDB file: marking it is a ``SAVE`` (none after a load), a reset is ``DEBUG
+RELOAD NOSAVE``. The keys that have a TTL are saved without it and given it back after each
+load, so that no key runs out while the file waits and each reset restores the TTLs of the
+restore point. Elsewhere the restore point is a capture kept in memory.
 """
 
 from __future__ import annotations
@@ -25,6 +47,7 @@ import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,6 +55,7 @@ import redis
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
+from sandbox.services import rdbfile, redisstate
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
@@ -218,40 +242,230 @@ def parse_dump(data: bytes) -> dict[str, Any]:
     return doc
 
 
+RDB_MAGIC = b"sandbox-replayer/redis-rdb\n"
+RDB_FORMAT_VERSION = 2
+RDB_MEDIA_TYPE = "application/vnd.sandbox-replayer.redis-rdb"
+
+
+def pack_rdb(header: dict[str, Any], rdb: bytes) -> bytes:
+    return RDB_MAGIC + canonical_json(header) + b"\n" + rdb
+
+
+def unpack_rdb(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """Split an RDB capture into its header and the RDB bytes, checking the format."""
+    line, sep, rdb = data[len(RDB_MAGIC) :].partition(b"\n")
+    try:
+        header = json.loads(line) if sep else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict):
+        raise ServiceError("redis RDB capture has an unreadable header line")
+    if header.get("format_version") != RDB_FORMAT_VERSION:
+        raise ServiceError(
+            f"redis RDB capture has format version {header.get('format_version')!r}, this "
+            f"sandbox-replayer reads version {RDB_FORMAT_VERSION}"
+        )
+    db, captured = header.get("db"), header.get("captured_ms")
+    if not isinstance(db, int) or not 0 <= db < 1 << 16:
+        raise ServiceError(f"redis RDB capture names an invalid database {db!r}")
+    if captured is not None and not isinstance(captured, int):
+        raise ServiceError(f"redis RDB capture has an invalid capture time {captured!r}")
+    return header, rdb
+
+
+def is_rdb(data: bytes) -> bool:
+    return data.startswith(RDB_MAGIC)
+
+
+def _db(endpoint: str) -> int:
+    raw = (urlsplit(endpoint).path or "/0").strip("/") or "0"
+    if not raw.isdigit():
+        raise ServiceError(f"invalid redis endpoint: database {raw!r} is not a number")
+    return int(raw)
+
+
+def _now_ms(client: redis.Redis) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _config(client: redis.Redis, name: str) -> str | None:
+    """A server setting, or ``None`` when ``CONFIG`` is refused (managed servers)."""
+    try:
+        found: Any = client.config_get(name)
+    except redis.ResponseError:
+        return None
+    value = found.get(name.encode(), found.get(name))
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _diskless(client: redis.Redis) -> bool:
+    """Whether ``SYNC`` can stream from the forked child at once (no save on the server's
+    disk, no waiting for other replicas)."""
+    return _config(client, "repl-diskless-sync") == "yes" and _config(
+        client, "repl-diskless-sync-delay"
+    ) in ("0",)
+
+
+def _only_db(client: redis.Redis, db: int) -> bool:
+    """Whether ``db`` is the only database holding keys (an RDB holds them all)."""
+    info: dict[str, Any] = client.info("keyspace")
+    return all(name == f"db{db}" for name in info)
+
+
+def _snapshot(client: redis.Redis, endpoint: str) -> bytes:
+    """The server's RDB, byte-stable (:func:`rdbfile.stable`)."""
+    return rdbfile.stable(rdbfile.fetch(endpoint, diskless=_diskless(client)))
+
+
+def _dump_entries(client: redis.Redis) -> tuple[list[dict[str, Any]], int]:
+    """Every key's ``DUMP`` payload and PTTL (key by key, in byte order), and the server's
+    clock when they were read."""
+    entries = []
+    now = _now_ms(client)
+    for batch in _batches(_keys(client)):
+        pipe = client.pipeline(transaction=True)  # a key's DUMP and PTTL agree
+        for key in batch:
+            pipe.dump(key)
+            pipe.pttl(key)
+        answers = pipe.execute()
+        for i, key in enumerate(batch):
+            payload, pttl = answers[2 * i], answers[2 * i + 1]
+            if payload is None or pttl == -2:  # expired since the scan
+                continue
+            entries.append(
+                {"key": _b64(key), "dump": _b64(payload), "pttl": pttl if pttl >= 0 else None}
+            )
+    return entries, now
+
+
+def _entries_rdb(db: int, entries: list[dict[str, Any]], now: int) -> bytes:
+    return rdbfile.from_dumps(
+        db,
+        [
+            rdbfile.Entry(
+                _unb64(e["key"], "key"),
+                _unb64(e["dump"], "payload"),
+                None if e["pttl"] is None else now + int(e["pttl"]),
+            )
+            for e in entries
+        ],
+    )
+
+
+def _hash_v2(client: redis.Redis, endpoint: str, db: int) -> str | None:
+    """The version-2 hash of the database, from the server's snapshot (or its ``DUMP``
+    payloads when it refuses ``SYNC``); ``None`` when it holds keys an RDB reader skips."""
+    try:
+        try:
+            return _digest(rdbfile.keys(_snapshot(client, endpoint), db), db)
+        except rdbfile.SyncRefused:
+            entries, now = _dump_entries(client)
+            rdb = _entries_rdb(db, entries, now)
+            return _digest(rdbfile.keys(rdb, db, expected=len(entries)), db)
+    except rdbfile.Unreadable:
+        return None
+
+
+def _digest(keys: Iterator[rdbfile.Key], db: int) -> str:
+    summary = redisstate.summarize(keys, db)
+    assert summary is not None  # the keys are those of ``db``
+    return summary.state_hash
+
+
+@dataclass
+class _Point:
+    """A restore point kept as the server's RDB file: the keys that have a TTL (saved
+    without it) and their TTL at the restore point."""
+
+    ttls: list[tuple[bytes, int]]
+    fresh: bool = False
+    """Set by a load: the file is the restore point already."""
+
+
 class RedisKind:
-    """Capture with ``DUMP``/``PTTL``, restore with ``FLUSHDB``/``RESTORE``."""
+    """Capture as an RDB snapshot (else ``DUMP``/``PTTL``), restore by loading it (else
+    ``RESTORE``), reset by reloading the server's RDB file."""
 
     name: ClassVar[str] = "redis"
 
     def __init__(self) -> None:
-        self._points: dict[str, bytes] = {}
+        self._points: dict[str, _Point | bytes] = {}
+        self._hash_versions: dict[str, int] = {}
+        """Hash version of the capture restored at an endpoint (1 for old captures)."""
+
+    # --- capture ---------------------------------------------------------------------------
 
     def capture(self, endpoint: str) -> CapturedState:
+        db = _db(endpoint)
         with _connect(endpoint) as client:
             version = _server_version(client)
-            entries = []
-            for batch in _batches(_keys(client)):
-                pipe = client.pipeline(transaction=True)  # a key's DUMP and PTTL agree
-                for key in batch:
-                    pipe.dump(key)
-                    pipe.pttl(key)
-                answers = pipe.execute()
-                for i, key in enumerate(batch):
-                    payload, pttl = answers[2 * i], answers[2 * i + 1]
-                    if payload is None or pttl == -2:  # expired since the scan
-                        continue
-                    entries.append(
-                        {
-                            "key": _b64(key),
-                            "dump": _b64(payload),
-                            "pttl": pttl if pttl >= 0 else None,
-                        }
-                    )
-            state_hash = _hash(client)
+            meta: dict[str, JsonValue] = {"database": str(db)}
+            memory: dict[str, Any] = client.info("memory")
+            meta["state_bytes"] = int(memory.get("used_memory_dataset", 0) or 0)
+            if _only_db(client, db):
+                found = self._capture_rdb(client, endpoint, db, version, meta)
+                if found is not None:
+                    return found
+            return self._capture_keys(client, endpoint, db, version, meta)
+
+    def _capture_rdb(
+        self,
+        client: redis.Redis,
+        endpoint: str,
+        db: int,
+        version: str,
+        meta: dict[str, JsonValue],
+    ) -> CapturedState | None:
+        """Format 2, or ``None`` when the server refuses ``SYNC``, another database got keys
+        meanwhile, or the database holds keys an RDB reader skips."""
+        now = _now_ms(client)
+        try:
+            rdb = _snapshot(client, endpoint)
+            summary = redisstate.summarize(rdbfile.keys(rdb), db)
+        except (rdbfile.SyncRefused, rdbfile.Unreadable):
+            return None
+        if summary is None or not _only_db(client, db):
+            return None  # another database holds keys
+        expiring = len(summary.expiries)
+        header = {
+            "format_version": RDB_FORMAT_VERSION,
+            "redis_version": version,
+            "db": db,
+            "hash_version": redisstate.HASH_VERSION,
+            "keys": summary.keys,
+            "expiring": expiring,
+            "captured_ms": now if expiring else None,
+            "first_expiry_ms": min(summary.expiries) if expiring else None,
+        }
+        return CapturedState(
+            data=pack_rdb(header, rdb),
+            state_hash=summary.state_hash,
+            version=version,
+            media_type=RDB_MEDIA_TYPE,
+            meta={**meta, "keys": summary.keys},
+        )
+
+    def _capture_keys(
+        self,
+        client: redis.Redis,
+        endpoint: str,
+        db: int,
+        version: str,
+        meta: dict[str, JsonValue],
+    ) -> CapturedState:
+        entries, now = _dump_entries(client)
+        try:
+            rdb = _entries_rdb(db, entries, now)
+            state_hash = _digest(rdbfile.keys(rdb, db, expected=len(entries)), db)
+            hash_version = redisstate.HASH_VERSION
+        except rdbfile.Unreadable:
+            state_hash, hash_version = _hash(client), 1
         doc = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "redis_version": version,
+            "hash_version": hash_version,
             "keys": entries,
         }
         return CapturedState(
@@ -259,22 +473,24 @@ class RedisKind:
             state_hash=state_hash,
             version=version,
             media_type=MEDIA_TYPE,
-            meta={"keys": len(entries)},
+            meta={**meta, "keys": len(entries)},
         )
 
+    # --- restore ---------------------------------------------------------------------------
+
     def restore(self, endpoint: str, data: bytes) -> None:
+        """Replace the endpoint's database with a capture, with commands (``RESTORE`` for
+        format 1, ordinary writes for format 2); TTLs run from now."""
+        if is_rdb(data):
+            header, rdb = unpack_rdb(data)
+            keys = rdbfile.keys(rdb, header["db"], expected=header.get("keys"))
+            with _connect(endpoint) as client:
+                client.flushdb()
+                redisstate.write(client, keys, header.get("captured_ms"))
+            self._hash_versions[endpoint] = redisstate.HASH_VERSION
+            return
         doc = parse_dump(data)
-        entries = []
-        for i, entry in enumerate(doc["keys"]):
-            if not isinstance(entry, dict):
-                raise ServiceError(f"redis capture: key entry {i} is not an object")
-            pttl = entry.get("pttl")
-            if pttl is not None and (not isinstance(pttl, int) or pttl < 0):
-                raise ServiceError(f"redis capture: key entry {i} has an invalid pttl {pttl!r}")
-            # PTTL 0 means "about to expire"; RESTORE with 0 would mean "never".
-            ttl = 0 if pttl is None else max(pttl, 1)
-            key = _unb64(entry.get("key"), f"key entry {i}")
-            entries.append((key, ttl, _unb64(entry.get("dump"), f"payload of key entry {i}")))
+        entries = _restore_entries(doc)
         with _connect(endpoint) as client:
             client.flushdb()
             for start in range(0, len(entries), _BATCH):
@@ -284,18 +500,44 @@ class RedisKind:
                 try:
                     pipe.execute()
                 except redis.ResponseError as exc:
-                    dumped, target = doc.get("redis_version"), _server_version(client)
-                    if "payload version" in str(exc):
-                        raise ServiceVersionError(
-                            f"the redis capture comes from redis {dumped} but {_where(endpoint)} "
-                            f"runs redis {target}, which cannot read its DUMP payloads ({exc}): "
-                            f"restore it into a redis {dumped} or newer image"
-                        ) from None
-                    raise ServiceError(f"redis restore into {_where(endpoint)}: {exc}") from None
+                    raise _restore_error(client, endpoint, doc, exc) from None
+        self._hash_versions[endpoint] = int(doc.get("hash_version", 1))
+
+    def server_file(self, data: bytes) -> bytes | None:
+        """The file a sandbox server loads this capture from (its RDB), or ``None`` for a
+        key-by-key capture."""
+        return unpack_rdb(data)[1] if is_rdb(data) else None
+
+    def load_server_file(self, endpoint: str, data: bytes) -> bool:
+        """Load the server's RDB file, placed there from :meth:`server_file`, as the state
+        and restore point; ``False`` (nothing done) when the server's clock has passed a
+        key's expiry (the load would drop the key: :meth:`restore` keeps it)."""
+        header, rdb = unpack_rdb(data)
+        db, captured = header["db"], header.get("captured_ms")
+        first = header.get("first_expiry_ms")
+        with _connect(endpoint) as client:
+            if isinstance(first, int) and _now_ms(client) >= first:
+                return False
+            _reload(client)
+            ttls = []
+            if captured is not None:
+                keys = rdbfile.keys(rdb, db, expected=header.get("keys"))
+                ttls = [(k.key, max(k.expires_ms - captured, 1)) for k in keys if k.expires_ms]
+            if ttls:
+                _save_point(client, ttls)
+            self._points[endpoint] = _Point(ttls, fresh=True)
+        self._hash_versions[endpoint] = redisstate.HASH_VERSION
+        return True
+
+    # --- hash and describe -----------------------------------------------------------------
 
     def state_hash(self, endpoint: str) -> str:
+        """The hash, in the version of the capture restored there (2 by default)."""
         with _connect(endpoint) as client:
-            return _hash(client)
+            if self._hash_versions.get(endpoint, redisstate.HASH_VERSION) == 1:
+                return _hash(client)
+            found = _hash_v2(client, endpoint, _db(endpoint))
+            return found if found is not None else _hash(client)
 
     def describe(self, endpoint: str, *, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
         """See :func:`describe_state`."""
@@ -308,28 +550,120 @@ class RedisKind:
         """Restore ``data`` into database :data:`SCRATCH_DB` of the same server, describe it,
         flush it."""
         parts = urlsplit(endpoint)
-        current = (parts.path or "/0").strip("/") or "0"
-        number = SCRATCH_DB if current != str(SCRATCH_DB) else SCRATCH_DB - 1
+        number = SCRATCH_DB if _db(endpoint) != SCRATCH_DB else SCRATCH_DB - 1
         scratch = urlunsplit(parts._replace(path=f"/{number}"))
+        versions = dict(self._hash_versions)
         try:
             self.restore(scratch, data)
             return self.describe(scratch, limit=limit)
         finally:
+            self._hash_versions = versions
             with _connect(scratch) as client:
                 client.flushdb()
 
+    # --- restore point ---------------------------------------------------------------------
+
     def mark_restore_point(self, endpoint: str) -> None:
-        """Keep a capture of the database in memory."""
-        self._points[endpoint] = self.capture(endpoint).data
+        """Save the server's RDB file as the restore point where the server allows ``DEBUG
+        RELOAD`` (a sandbox server), else keep a capture in memory."""
+        point = self._points.get(endpoint)
+        if isinstance(point, _Point) and point.fresh:
+            point.fresh = False
+            return
+        with _connect(endpoint) as client:
+            if _config(client, "enable-debug-command") != "yes":
+                entries, _ = _dump_entries(client)
+                doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "keys": entries}
+                doc["redis_version"] = _server_version(client)
+                doc["hash_version"] = self._hash_versions.get(endpoint, redisstate.HASH_VERSION)
+                self._points[endpoint] = canonical_json(doc)
+                return
+            ttls = _ttls(client)
+            _save_point(client, ttls)
+            self._points[endpoint] = _Point(ttls)
 
     def reset(self, endpoint: str) -> None:
-        try:
-            data = self._points[endpoint]
-        except KeyError:
+        point = self._points.get(endpoint)
+        if point is None:
             raise ServiceError(
                 f"no restore point for redis at {_where(endpoint)}: call mark_restore_point first"
-            ) from None
-        self.restore(endpoint, data)
+            )
+        if isinstance(point, bytes):
+            versions = self._hash_versions.get(endpoint)
+            self.restore(endpoint, point)
+            if versions is not None:
+                self._hash_versions[endpoint] = versions
+            return
+        with _connect(endpoint) as client:
+            _reload(client)
+            _expire(client, point.ttls)
+
+
+def _restore_entries(doc: dict[str, Any]) -> list[tuple[bytes, int, bytes]]:
+    entries = []
+    for i, entry in enumerate(doc["keys"]):
+        if not isinstance(entry, dict):
+            raise ServiceError(f"redis capture: key entry {i} is not an object")
+        pttl = entry.get("pttl")
+        if pttl is not None and (not isinstance(pttl, int) or pttl < 0):
+            raise ServiceError(f"redis capture: key entry {i} has an invalid pttl {pttl!r}")
+        # PTTL 0 means "about to expire"; RESTORE with 0 would mean "never".
+        ttl = 0 if pttl is None else max(pttl, 1)
+        key = _unb64(entry.get("key"), f"key entry {i}")
+        entries.append((key, ttl, _unb64(entry.get("dump"), f"payload of key entry {i}")))
+    return entries
+
+
+def _restore_error(
+    client: redis.Redis, endpoint: str, doc: dict[str, Any], exc: redis.ResponseError
+) -> ServiceError:
+    dumped, target = doc.get("redis_version"), _server_version(client)
+    if "payload version" in str(exc):
+        return ServiceVersionError(
+            f"the redis capture comes from redis {dumped} but {_where(endpoint)} "
+            f"runs redis {target}, which cannot read its DUMP payloads ({exc}): "
+            f"restore it into a redis {dumped} or newer image"
+        )
+    return ServiceError(f"redis restore into {_where(endpoint)}: {exc}")
+
+
+def _ttls(client: redis.Redis) -> list[tuple[bytes, int]]:
+    """The keys of the client's database that have a TTL, and their TTL (ms)."""
+    info: dict[str, Any] = client.info("keyspace")
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    if not int((info.get(f"db{db}") or {}).get("expires", 0)):
+        return []
+    out = []
+    for batch in _batches(_keys(client)):
+        pipe = client.pipeline(transaction=False)
+        for key in batch:
+            pipe.pttl(key)
+        out += [(k, int(t)) for k, t in zip(batch, pipe.execute(), strict=True) if t > 0]
+    return out
+
+
+def _save_point(client: redis.Redis, ttls: list[tuple[bytes, int]]) -> None:
+    """Save the RDB file with the keys in ``ttls`` persistent, then give their TTLs back."""
+    for batch in _batches([k for k, _ in ttls]):
+        pipe = client.pipeline(transaction=False)
+        for key in batch:
+            pipe.persist(key)
+        pipe.execute()
+    client.save()
+    _expire(client, ttls)
+
+
+def _reload(client: redis.Redis) -> None:
+    """Load the server's RDB file again (``DEBUG RELOAD NOSAVE``: nothing is saved first)."""
+    client.execute_command("DEBUG", "RELOAD", "NOSAVE")  # type: ignore[no-untyped-call]
+
+
+def _expire(client: redis.Redis, ttls: list[tuple[bytes, int]]) -> None:
+    for start in range(0, len(ttls), _BATCH):
+        pipe = client.pipeline(transaction=False)
+        for key, ttl in ttls[start : start + _BATCH]:
+            pipe.pexpire(key, ttl)
+        pipe.execute()
 
 
 register(RedisKind())
