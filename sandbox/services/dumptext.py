@@ -5,7 +5,8 @@ shared.
 
 Postgres dumps are turned into SQL by ``pg_restore --data-only`` (no server needed); Redis
 values are ``DUMP`` payloads (RDB encoding): their LZF-compressed strings are decompressed
-(:func:`rdb_texts`) and their printable runs read.
+(:func:`rdb_texts`) and their printable runs read; a Redis RDB capture is read key by key
+with its logical values (:func:`sandbox.services.rdbfile.keys`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,30 @@ def redis_places(data: bytes) -> Iterator[Place]:
             yield f"redis key {key!r} value", text
 
 
+def redis_rdb_places(data: bytes) -> Iterator[Place]:
+    from sandbox.services.rdbfile import keys
+    from sandbox.services.redis import unpack_rdb
+
+    header, rdb = unpack_rdb(data)
+    for found in keys(rdb, header["db"]):
+        key = found.key.decode("utf-8", "replace")
+        yield f"redis key {key!r}", key
+        for value in _strings(found.value):
+            yield f"redis key {key!r} value", value.decode("utf-8", "replace")
+
+
+def _strings(value: object) -> Iterator[bytes]:
+    """Every string in a logical Redis value (a hash's fields and values, a set's members)."""
+    if isinstance(value, bytes):
+        yield value
+    elif isinstance(value, dict):
+        for pair in value.items():
+            yield from _strings(pair)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
 def files_places(data: bytes) -> Iterator[Place]:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         for member in tar:
@@ -188,6 +213,7 @@ def text_places(where: str, data: bytes) -> Iterator[Place]:
 _READERS: dict[str, Callable[[bytes], Iterator[Place]]] = {
     "application/vnd.sandbox-replayer.postgres-dump": postgres_places,
     "application/vnd.sandbox-replayer.redis-dump+json": redis_places,
+    "application/vnd.sandbox-replayer.redis-rdb": redis_rdb_places,
     "application/x-tar": files_places,
     "application/vnd.sqlite3": sqlite_places,
 }
