@@ -26,12 +26,14 @@ import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import psycopg
 
+from bench._pairs import line as _line
+from bench._pairs import pair as _pair
+from bench._pairs import timed as _timed
 from sandbox.containers import ServiceSpec, bring_up, connect
 from sandbox.containers.sizing import size_for
 from sandbox.containers.specs import CONTAINER_KINDS
@@ -39,31 +41,6 @@ from sandbox.services import get_kind
 from sandbox.services.pgstate import logical_state, state_fingerprint
 
 MIB = 1 << 20
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _pair(ours: Callable[[], object], base: Callable[[], object], repeat: int) -> list[float]:
-    """Ratios ours/base, one per round, the two sides alternating after a warm-up each."""
-    ours()
-    base()
-    ratios = []
-    for i in range(repeat):
-        if i % 2:
-            b, o = _timed(base), _timed(ours)
-        else:
-            o, b = _timed(ours), _timed(base)
-        ratios.append(o / b)
-    return ratios
-
-
-def _line(what: str, ratios: list[float], goal: str) -> str:
-    med = statistics.median(ratios)
-    return f"  {what:<34} median {med:5.2f}x  spread {min(ratios):.2f}-{max(ratios):.2f}x  ({goal})"
 
 
 def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:

@@ -25,7 +25,7 @@ import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from sandbox.errors import ServiceError
@@ -209,8 +209,7 @@ def from_dumps(db: int, entries: list[Entry]) -> bytes:
 # --- reading -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     """A key of an RDB and its logical value: ``string`` (bytes), ``list`` (list of bytes),
     ``set`` (list of bytes), ``hash`` (dict), ``zset`` (list of (member, score))."""
 
@@ -257,15 +256,19 @@ def keys(rdb: bytes, db: int | None = None, *, expected: int | None = None) -> I
             for found in decoder:
                 item: Any = found
                 kind = item["type"]
-                if kind == "select_db":
-                    _check_count(current, counted, hinted)
-                    current, counted, hinted = int(item["db"]), 0, expected
-                elif kind == "resize_db":
-                    hinted = int(item["db_size"])
+                if kind == "string":
+                    counted += 1
+                    if db is None or current == db:
+                        yield Key(current, item["key"], kind, item["value"], item["expiry"])
                 elif kind in _TYPES:
                     counted += 1
                     if db is None or current == db:
                         yield Key(current, item["key"], _TYPES[kind], _value(item), item["expiry"])
+                elif kind == "select_db":
+                    _check_count(current, counted, hinted)
+                    current, counted, hinted = int(item["db"]), 0, expected
+                elif kind == "resize_db":
+                    hinted = int(item["db_size"])
             _check_count(current, counted, hinted)
         except ValueError as exc:
             raise ServiceError(f"unreadable RDB snapshot: {exc}") from None

@@ -63,7 +63,11 @@ def summarize(keys: Iterable[Key], db: int) -> Summary | None:
     for key in keys:
         if key.db != db:
             return None
-        total += h(record(key))
+        name = key.key
+        if key.type == "string":  # the common case, inlined
+            total += h(b"%d:%bst%d%b" % (len(name), name, key.expires_ms is not None, key.value))
+        else:
+            total += h(record(key))
         count += 1
         if key.expires_ms is not None:
             expiries.append(key.expires_ms)
