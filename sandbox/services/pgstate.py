@@ -17,29 +17,34 @@ A **baseline** is the per-table row digests of a restore point, with each table'
 number (``relfilenode``). After a run, a table whose statistics counters (inserted, updated,
 deleted rows) are still zero since the restore point, whose file number did not move
 (``TRUNCATE`` and rewrites give a new file) and whose columns are the same keeps its
-baseline digest; only the others are scanned. The counters of every session are flushed by
+baseline digest; a changed one whose change triggers summed every row the counters count
+gets its baseline digest moved by those sums (:mod:`sandbox.services.pgtrack`); only the
+others are scanned. The counters of every session are flushed by
 ending the sessions first, and waiting until they have exited (:func:`end_sessions`).
 Unlogged tables are always scanned, and with ``track_counts`` off every table is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from sandbox.services import pgtrack
 from sandbox.snapshot.hashing import fingerprint
 
 HASH_VERSION = 2
 _WAIT_MS = 10_000
 
-RELATIONS = """
+_SYSTEM = f"('pg_catalog', 'information_schema', '{pgtrack.SCHEMA}')"
+"""Schemas no hash or description covers: the catalogs, and the sandbox's change tracking."""
+RELATIONS = f"""
 SELECT c.oid, n.nspname, c.relname, c.relkind
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT IN {_SYSTEM}
   AND n.nspname !~ '^pg_(toast|temp_)'
 """
 _COLUMNS = """
@@ -75,12 +80,12 @@ _ROWS_V2 = {
     "text": "SELECT count(*), coalesce(sum(hashtextextended(sbx_row::text, 0)), 0)::text, "
     "coalesce(sum(hashtextextended(sbx_row::text, 1)), 0)::text FROM ONLY {} sbx_row",
 }
-_TABLE_FILES = """
-SELECT n.nspname || '.' || c.relname, c.relfilenode, c.relpersistence,
-       pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_tuples_updated(c.oid)
-       + pg_stat_get_tuples_deleted(c.oid)
+_TABLE_FILES = f"""
+SELECT c.oid, n.nspname || '.' || c.relname, c.relfilenode, c.relpersistence,
+       pg_stat_get_tuples_inserted(c.oid), pg_stat_get_tuples_updated(c.oid),
+       pg_stat_get_tuples_deleted(c.oid)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+WHERE c.relkind = 'r' AND n.nspname NOT IN {_SYSTEM}
   AND n.nspname !~ '^pg_(toast|temp_)'
 """
 
@@ -184,12 +189,20 @@ def end_sessions(conn: psycopg.Connection[Any], dbname: str, parking: str) -> No
 
 
 def make_baseline(
-    conn: psycopg.Connection[Any], version: int, digests: Mapping[str, Any]
+    conn: psycopg.Connection[Any],
+    version: int,
+    digests: Mapping[str, Any],
+    tracked: Set[str] = frozenset(),
 ) -> Baseline:
     """The baseline of the database ``conn`` is connected to, whose tables have ``digests``
-    (connected to the working database right after its statistics were reset)."""
-    files = {str(k): int(f) for k, f, _p, _n in conn.execute(_TABLE_FILES)}
-    tables = {k: {**v, "file": files[k]} for k, v in digests.items() if k in files}
+    and ``tracked`` have change triggers (see :mod:`sandbox.services.pgtrack`); made right
+    before its statistics are reset."""
+    files = {str(r[1]): int(r[2]) for r in conn.execute(_TABLE_FILES)}
+    tables = {
+        k: {**v, "file": files[k], "tracked": k in tracked}
+        for k, v in digests.items()
+        if k in files
+    }
     return {"hash_version": version, "database_oid": database_oid(conn), "tables": tables}
 
 
@@ -199,23 +212,27 @@ def database_oid(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-def unchanged_tables(conn: psycopg.Connection[Any], baseline: Baseline) -> dict[str, Any]:
-    """The row digests and columns of the baseline's tables that did not change since the statistics
-    were last reset (call :func:`end_sessions` first). Unlogged tables always count as
-    changed, as does everything when ``track_counts`` is off."""
+def known_tables(conn: psycopg.Connection[Any], baseline: Baseline) -> dict[str, Any]:
+    """The row digests and columns of the baseline's tables known without a scan since the
+    statistics were last reset (call :func:`end_sessions` first): those that did not change
+    (counters at zero, same file), and the changed ones whose change triggers account for
+    every row the server counted (:func:`sandbox.services.pgtrack.changed_digests`).
+    Unlogged tables are always scanned, as is everything when ``track_counts`` is off."""
     setting = conn.execute("SELECT current_setting('track_counts')::bool").fetchone()
     if not (setting and setting[0]):
         return {}
     conn.execute("SELECT pg_stat_clear_snapshot()")
     tables: Mapping[str, Any] = baseline.get("tables") or {}
     out: dict[str, Any] = {}
-    for key, filenode, persistence, touched in conn.execute(_TABLE_FILES):
+    changed: dict[str, tuple[int, int, int, int]] = {}
+    for oid, key, filenode, persistence, ins, upd, dele in conn.execute(_TABLE_FILES):
         base = tables.get(str(key))
-        if (
-            base is not None
-            and persistence == "p"
-            and int(touched or 0) == 0
-            and base.get("file") == int(filenode)
-        ):
+        if base is None or persistence != "p" or base.get("file") != int(filenode):
+            continue
+        counts = (int(ins or 0), int(upd or 0), int(dele or 0))
+        if counts == (0, 0, 0):
             out[str(key)] = base
+        else:
+            changed[str(key)] = (int(oid), *counts)
+    out.update(pgtrack.changed_digests(conn, tables, changed))
     return out

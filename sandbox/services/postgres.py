@@ -38,6 +38,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
+from sandbox.services import pgtrack
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.pgarchive import stabilize
 from sandbox.services.pgstate import (
@@ -47,11 +48,11 @@ from sandbox.services.pgstate import (
     Baseline,
     database_oid,
     end_sessions,
+    known_tables,
     logical_state,
     make_baseline,
     state_fingerprint,
     table_digests,
-    unchanged_tables,
 )
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 
@@ -460,7 +461,10 @@ class PostgresKind:
         with _connect(ep) as conn:
             with _snapshot(conn):
                 state = logical_state(conn, version=version, known=known)
-            baseline = make_baseline(conn, version, table_digests(state))
+            digests = table_digests(state)
+            by_record = [k for k, v in digests.items() if v["rows"].get("by") == "record"]
+            tracked = pgtrack.install(conn, by_record) if version == HASH_VERSION else set()
+            baseline = make_baseline(conn, version, digests, tracked)
             conn.execute("SELECT pg_stat_reset()")
         return baseline
 
@@ -478,7 +482,7 @@ class PostgresKind:
         with _connect(ep) as conn, _snapshot(conn):
             if baseline is None:
                 return state_fingerprint(logical_state(conn))
-            known = unchanged_tables(conn, baseline)
+            known = known_tables(conn, baseline)
             version = int(baseline.get("hash_version", HASH_VERSION))
             return state_fingerprint(logical_state(conn, version=version, known=known))
 
@@ -520,7 +524,7 @@ class PostgresKind:
                 end_sessions(conn, ep.dbname, ep.parking_db)
             with _connect(ep) as conn:
                 same = database_oid(conn) == learnt.get("database_oid")
-                known = unchanged_tables(conn, learnt) if same else {}
+                known = known_tables(conn, learnt) if same else {}
             baseline = self._baseline(ep, int(learnt["hash_version"]), known)
         with _connect(ep, ep.maintenance_db) as conn:
             _terminate(conn, ep.dbname)
