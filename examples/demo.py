@@ -8,7 +8,8 @@
 2. captures each demo agent of :mod:`examples.capture_demo` into the store, unless the store
    already holds a finished, failed capture of it (a run whose manifest name is the demo's);
 3. replays each captured run N times with :func:`sandbox.replay.engine.replay`, writes an HTML
-   report per run, and prints a table: run, failure, reproduced k/N, first divergent step.
+   report per run, and prints a table that fits the terminal (80 columns too): run, reproduced
+   k/N and the outcome, failure, first divergent step (ids kept whole, the rest wrapping).
 
 Exits with the verdict's codes over the demos (as ``sandbox ci-repro``): 1 when every demo's
 failure reproduced (in at least one of the N replays), 0 when one is gone (every run judged),
@@ -27,17 +28,18 @@ import inspect
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from rich.console import Console
-from rich.table import Column, Table
 from rich.text import Text
 
 from cli.crash import INTERNAL_ERROR, crash_line
 from sandbox.errors import SandboxError
 from sandbox.regress.check import CheckReport, RunCheck
+from sandbox.replay.verdict import Verdict
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore, open_store
 
@@ -90,6 +92,38 @@ def capture(store: DirectoryStore, name: str, capturer: Capturer, console: Conso
         manifest = found
     console.print(f"{name}: captured {manifest.run_id}")
     return manifest
+
+
+@dataclass(frozen=True)
+class DemoRow:
+    run_id: str
+    failure: str
+    verdict: Verdict
+    first_step: str
+
+
+def demo_table(rows: Sequence[DemoRow], width: int | None) -> list[str]:
+    """The demo's table (run, reproduced k/N and the outcome, failure, the first divergent step)
+    at most ``width`` columns wide: run ids kept whole, the failure and the step wrapping
+    (:mod:`cli.tables`); ``None``: every cell on one line."""
+    from cli.tables import Col, render
+
+    cols = [
+        Col("run", is_id=True),
+        Col("reproduced", right=True),
+        Col("failure", wrap=11),
+        Col("diverged at", wrap=14),
+    ]
+    cells = [
+        [
+            row.run_id,
+            f"{row.verdict.reproduced}/{row.verdict.total} {OUTCOME[row.verdict.outcome]}",
+            row.failure,
+            row.first_step,
+        ]
+        for row in rows
+    ]
+    return list(render(cols, cells, width))
 
 
 def first_step(report: Any) -> str:
@@ -145,14 +179,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     manifests = [capture(store, name, captures[name], console) for name in names]
 
     console.rule(f"replay x{args.times}")
-    table = Table(
-        Column("run", no_wrap=True),
-        "failure",
-        Column("reproduced", justify="right", no_wrap=True),
-        "first divergent step",
-        "report",
-        title=f"sandbox-replayer demo: each captured failure replayed {args.times} times",
-    )
+    rows: list[DemoRow] = []
     checks: list[RunCheck] = []
     reports = Path(args.reports)
     for manifest in manifests:
@@ -162,27 +189,24 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[dim]{rid}: {message} ({done}/{total})[/dim]")
 
         report = replay(manifest.run_id, store=store, times=args.times, progress=progress)
-        page = write_store_report(reports / f"{manifest.run_id}.html", store, report)
+        write_store_report(reports / f"{manifest.run_id}.html", store, report)
         verdict = report.verdict
         reason = manifest.failure.reason if manifest.failure else ""
         checks.append(RunCheck.of(manifest.run_id, reason, verdict))
-        colour = COLOURS[verdict.outcome]
-        table.add_row(
-            manifest.run_id,
-            reason,
-            f"[{colour}]{verdict.reproduced}/{verdict.total}[/{colour}]"
-            + ("" if verdict.outcome != "inconclusive" else " (could not judge)"),
-            first_step(report),
-            str(page),
-        )
+        rows.append(DemoRow(manifest.run_id, reason, verdict, first_step(report)))
         console.print(f"{manifest.run_id}: {verdict.summary()} in {time.monotonic() - start:.1f} s")
-    console.print(table)
+    console.print(
+        f"sandbox-replayer demo: each captured failure replayed {args.times} times", style="bold"
+    )
+    for line in demo_table(rows, console.width if sys.stdout.isatty() else None):
+        console.print(line, markup=False, highlight=False)
+    console.print(f"HTML reports: {reports}/<run>.html", markup=False)
     result = CheckReport(tuple(checks))
     console.print(SAYS[result.exit_code])
     return result.exit_code
 
 
-COLOURS = {"reproduced": "red", "gone": "yellow", "inconclusive": "yellow"}
+OUTCOME = {"reproduced": "reproduced", "gone": "gone", "inconclusive": "inconclusive"}
 SAYS = {
     1: "[green]every captured failure reproduced[/green]",
     0: "[red]some captured failures are gone[/red]",

@@ -93,7 +93,7 @@ def _text(fragment: str) -> str:
 
 def _divergent_step(dom: str) -> str:
     """The text of the step the script marked as the first divergent one (it must be one)."""
-    marked = re.findall(r'<div class="step k-\w+(?: failed)? divergent" id="step-[^"]+"', dom)
+    marked = re.findall(r'<div class="step k-\w+[^"]* divergent" id="step-[^"]+"', dom)
     assert len(marked) == 1, marked
     start = dom.index(marked[0])
     return _text(dom[start : start + 1500])

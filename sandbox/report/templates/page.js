@@ -4,6 +4,7 @@
   // into view; a step's raw JSON is drawn when it is opened. It writes text only (textContent).
   var DATA = JSON.parse(document.getElementById("report-data").textContent);
   var CHUNK = 100;
+  var MINOR = ["random", "clock", "memory", "state", "timeout", "retry"];
   var observers = [];
 
   function el(tag, cls, text) {
@@ -144,6 +145,7 @@
           var item = el("li", "doc");
           add(item, el("b", null, d.id), d.score !== undefined ? el("span", "score", "score " + d.score) : null,
             el("small", null, " sha256 " + String(d.sha256).slice(0, 12)));
+          if (d.content) add(item, el("div", "doctext", d.content));
           if (d.metadata && Object.keys(d.metadata).length) add(item, pre(d.metadata));
           add(docs, item);
         });
@@ -165,12 +167,26 @@
         add(body, el("div", null, "timed out after " + secs(x.after) +
           (x.committed === true ? "; the side effect had committed" : x.committed === false ? "; nothing committed" : "")));
         break;
+      case "result":
+        if (x.error) add(body, el("div", "error", x.error.type + ": " + x.error.message));
+        else add(body, field("final result", x.value === undefined ? null : x.value));
+        break;
+      case "clock":
+        add(body, el("span", "val", new Date(x.value * 1000).toISOString() + " (" + (x.source || "") + ")"));
+        break;
+      case "memory":
+        add(body, el("span", "val", x.op + " " + x.key + (x.value !== undefined ? " = " + JSON.stringify(x.value) : "")));
+        break;
+      case "state":
+        add(body, el("span", "val", (x.source ? x.source + " → " : "") + x.target +
+          (x.data && Object.keys(x.data).length ? " " + JSON.stringify(x.data) : "")));
+        break;
       default:
         var rest = {};
         Object.keys(x).forEach(function (k) {
-          if (["seq", "kind", "name", "wall", "mono", "fingerprint", "span", "parent_span", "task"].indexOf(k) < 0) rest[k] = x[k];
+          if (["seq", "kind", "name", "wall", "mono", "fingerprint", "span", "parent_span", "task", "attempt"].indexOf(k) < 0) rest[k] = x[k];
         });
-        if (Object.keys(rest).length) add(body, pre(rest, "val inline"));
+        if (Object.keys(rest).length) add(body, el("span", "val", JSON.stringify(rest)));
     }
   }
   function headline(s) {
@@ -183,7 +199,8 @@
   }
   function stepCard(side, index, seen) {
     var s = side.steps[index];
-    var card = el("div", "step k-" + s.k + (s.e ? " failed" : ""));
+    var minor = MINOR.indexOf(s.k) >= 0 && !s.c.length;
+    var card = el("div", "step k-" + s.k + (s.e ? " failed" : "") + (minor ? " minor" : ""));
     card.id = "step-" + side.label.replace(/\W+/g, "-") + "-" + s.q;
     card.dataset.seq = s.q;
     if (s.q === side.mark) {

@@ -147,7 +147,7 @@ def judged(desk: tuple[Path, str, str], name: str, *options: str) -> dict[str, o
     assert verdict["outcome"] == "inconclusive" and verdict["reproduced"] == 0
     assert verdict["gone"] == 0
     html = page.read_text()
-    assert "class='verdict inconclusive'" in html and "could not judge" in html
+    assert 'class="verdict inconclusive"' in html and "could not judge" in html
     assert "verdict gone" not in html and "verdict reproduced" not in html
     return verdict  # type: ignore[no-any-return]
 
