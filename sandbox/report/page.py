@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 SECTIONS = ("header", "divergence", "mismatch", "conversation", "waterfall", "state", "notes")
 """The page's sections, in order: ``templates/<name>.html.j2`` each."""
-BADGE = {"reproduced": "reproduced", "gone": "gone", "inconclusive": "inconclusive"}
 
 
 @cache
@@ -101,17 +100,12 @@ def _side(summary: EventSummary | None) -> dict[str, Any] | None:
 
 
 def _diff_rows(diffs: Any) -> list[FieldDiff]:
-    out: list[FieldDiff] = []
-    for d in diffs or []:
-        if isinstance(d, FieldDiff):
-            out.append(d)
-        elif isinstance(d, dict):
-            out.append(
-                FieldDiff(
-                    str(d.get("path", "")), d.get("expected", MISSING), d.get("actual", MISSING)
-                )
-            )
-    return out
+    """A mismatch's diff as the replay report keeps it (:meth:`FieldDiff.to_json` each)."""
+    return [
+        FieldDiff(str(d.get("path", "")), d.get("expected", MISSING), d.get("actual", MISSING))
+        for d in diffs or []
+        if isinstance(d, dict)
+    ]
 
 
 def _divergence(div: Divergence | None) -> dict[str, Any] | None:
@@ -132,7 +126,6 @@ def _verdict(verdict: Verdict | None) -> dict[str, Any] | None:
     reasons = [REASON_TEXT.get(r, r) for r in verdict.reasons]
     return {
         "outcome": verdict.outcome,
-        "badge": BADGE[verdict.outcome],
         "why": ", ".join(reasons) if verdict.outcome == "inconclusive" else "",
         "summary": verdict.summary(),
         "counts": (verdict.reproduced, verdict.gone, verdict.inconclusive, verdict.total),

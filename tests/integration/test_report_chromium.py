@@ -34,7 +34,7 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SIZE = (1280, 1800)
+SIZE = (1280, 3200)
 
 
 @pytest.fixture(scope="module")

@@ -94,15 +94,24 @@ def place_order_priced(item: str, qty: int) -> dict[str, Any]:
     return {"status": "placed", "item": item, "qty": qty, "price": price}
 
 
-def _run(tool: Any) -> str:
-    catalogue("blue widget")
-    with scripted_model(script) as client:
-        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"place_order": tool}, concurrent=True)
+def _count() -> int:
     with sqlite3.connect(DB["path"]) as conn:
         (count,) = conn.execute("SELECT count(*) FROM orders WHERE item = 'blue widget'").fetchone()
     conn.close()
-    if count > 1:
-        raise RuntimeError(f"duplicate order: {count} rows for one request")
+    return int(count)
+
+
+def _run(tool: Any) -> str:
+    # The first connection to the database is made here, before the worker threads: a found
+    # SQLite file is captured at the first connection, and a second thread's insert must not
+    # land in that restore point.
+    before = _count()
+    catalogue("blue widget")
+    with scripted_model(script) as client:
+        answer = agent_loop(client, SYSTEM, USER, TOOLS, {"place_order": tool}, concurrent=True)
+    count = _count()
+    if count > before + 1:
+        raise RuntimeError(f"duplicate order: {count - before} rows for one request")
     return answer
 
 
