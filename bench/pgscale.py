@@ -1,7 +1,8 @@
 """Postgres at real sizes: ``python -m bench.pgscale [--scales 2,7,68] [--repeat 3]``.
 
 For each pgbench scale (2 is about 25 MB, 7 about 100 MB, 68 about 1 GB), in one source
-sandbox filled by ``pgbench -i``:
+server filled by ``pgbench -i`` (a container of the postgres image with no CPU limit, as a
+database server runs; the sandbox's containers get one CPU):
 
 1. **Capture**: ``PostgresKind.capture`` (dump, table hashes in the server, fixed archive
    header) against raw ``pg_dump -Fc -Z1`` of the same database into memory. Goal <= 1.5x.
@@ -26,6 +27,8 @@ import os
 import statistics
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -36,17 +39,18 @@ from bench._pairs import pair as _pair
 from bench._pairs import timed as _timed
 from sandbox.containers import ServiceSpec, bring_up, connect
 from sandbox.containers.sizing import size_for
-from sandbox.containers.specs import CONTAINER_KINDS
+from sandbox.containers.specs import CONTAINER_KINDS, container_spec
 from sandbox.services import get_kind
 from sandbox.services.pgstate import logical_state, state_fingerprint
 
 MIB = 1 << 20
 
 
-def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
-    """Baseline of 3: a fresh container on a tmpfs as large as ours, ready, raw restore."""
-    from sandbox.containers.specs import container_spec
-
+@contextmanager
+def _server(client: object, state_bytes: int) -> Iterator[str]:
+    """A container of the postgres image on a tmpfs as large as a sandbox's for
+    ``state_bytes``, with no CPU limit (a database server as its users run it, where the
+    sandbox's own containers get one CPU); yields its ``.../postgres`` URL once it answers."""
     cspec = container_spec("postgres")
     size = size_for(cspec.storage, state_bytes)
     container = client.containers.run(  # type: ignore[attr-defined]
@@ -64,6 +68,14 @@ def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
         url = f"postgresql://postgres@{ip}:5432/postgres"
         while not cspec.ready(url):
             time.sleep(0.05)
+        yield url
+    finally:
+        container.remove(force=True)
+
+
+def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
+    """Baseline of 3: a fresh container on a tmpfs as large as ours, ready, raw restore."""
+    with _server(client, state_bytes) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         subprocess.run(
@@ -72,15 +84,14 @@ def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
             check=True,
             capture_output=True,
         )
-    finally:
-        container.remove(force=True)
 
 
 def _scale(client: object, scale: int, repeat: int) -> None:
     pg = get_kind("postgres")
-    room = ServiceSpec("db", "postgres", database="bench", state_bytes=scale * 17 * MIB)
-    with bring_up([room], client=client) as source:
-        url = source.env["DATABASE_URL"]
+    with _server(client, scale * 17 * MIB) as server:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        url = server[:-8] + "bench"
         subprocess.run(
             ["pgbench", "-i", "-q", "-s", str(scale), url], check=True, capture_output=True
         )

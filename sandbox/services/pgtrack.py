@@ -107,6 +107,14 @@ def install(conn: psycopg.Connection[Any], tables: Iterable[str]) -> set[str]:
     return tracked
 
 
+def changes_recorded(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the triggers summed any statement since they were installed."""
+    found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (SCHEMA,)).fetchone()
+    if found is None:
+        return False
+    return conn.execute(f"SELECT 1 FROM {SCHEMA}.changes LIMIT 1").fetchone() is not None
+
+
 def changed_digests(
     conn: psycopg.Connection[Any],
     baseline: Mapping[str, Mapping[str, Any]],
