@@ -5,6 +5,7 @@ from cli import (
     diff_cmd,  # noqa: F401
     doctor_cmd,  # noqa: F401
     env_cmds,  # noqa: F401
+    explain_cmd,  # noqa: F401
     otel_cmd,  # noqa: F401
     pytest_cmd,  # noqa: F401
     replay_cmd,  # noqa: F401

@@ -48,6 +48,21 @@ def replay_command(
     live_clock: Annotated[
         bool, typer.Option("--live-clock", help="Real clocks in the agent and the containers.")
     ] = False,
+    no_inject_faults: Annotated[
+        bool,
+        typer.Option(
+            "--no-inject-faults",
+            help="Do not inject the recorded timeouts and retry failures: attempts run live, "
+            "and a recorded answer that timed out is never served.",
+        ),
+    ] = False,
+    empty: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--empty",
+            help="Bring this service up empty instead of with its captured state (repeatable).",
+        ),
+    ] = None,
     entrypoint: Annotated[
         str | None,
         typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
@@ -159,6 +174,8 @@ def replay_command(
             trust=trust,
             predicate=parse_predicate(predicate) if predicate is not None else None,
             fork=fork,
+            inject_faults=not no_inject_faults,
+            empty=empty or (),
         )
     if html is not None:
         from sandbox.report import write_store_report

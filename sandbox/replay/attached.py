@@ -18,11 +18,25 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from sandbox.errors import ReplayError, UnknownNameError
 from sandbox.services.base import ServiceKind
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
+
+
+class ServicesUp(Protocol):
+    """Services someone brought up: their endpoints, the agent's bindings, and how to put
+    them back to their starting state between runs."""
+
+    @property
+    def endpoints(self) -> Mapping[str, str]: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass

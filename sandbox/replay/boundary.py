@@ -42,7 +42,7 @@ from sandbox.capture.http import HTTPAdapter
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError
 from sandbox.replay.clock import LiveClock, ReplayClock
-from sandbox.replay.faults import rebuild_error
+from sandbox.replay.faults import is_timeout_info, rebuild_error
 from sandbox.replay.fork import Fork
 from sandbox.replay.jsondiff import FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
@@ -128,6 +128,7 @@ class ReplayBoundary(Recorder):
         clock: Clock | None = None,
         blob_threshold: int = BLOB_THRESHOLD,
         fork: ForkEdits | None = None,
+        inject_faults: bool = True,
     ) -> None:
         super().__init__(writer, store, clock=clock, blob_threshold=blob_threshold)
         self.policies = policies or PolicySet()
@@ -138,7 +139,10 @@ class ReplayBoundary(Recorder):
         if fork is not None:
             self.fork = Fork(fork, prepared, self.policies, self.blobs, store.put_blob)
             prepared = self.fork.recording
-        self._recorded = Matcher(prepared, on_miss=miss)
+        self.inject_faults = inject_faults
+        self._recorded = Matcher(
+            prepared if inject_faults else [e for e in prepared if not timed_out(e)], on_miss=miss
+        )
         self._counterparts = Matcher(prepared, on_miss=MissMode.LIVE)
         self._http_by_span = {
             e.span: e for e in prepared if isinstance(e, HTTPExchange) and e.span is not None
@@ -316,7 +320,8 @@ class ReplayBoundary(Recorder):
         first (it committed before failing at capture); ``None``: it succeeded, run live."""
         policies = self.fork.after if self.fork is not None and self.fork.past else self.policies
         policy = policies.policy_for("retry", where.name)
-        event = self._match(where) if policy.serves_recording else None
+        serves = policy.serves_recording and self.inject_faults
+        event = self._match(where) if serves else None
         if not isinstance(event, RetryAttempt) or event.error is None:
             self._note_served(call, "live")
             return None
@@ -464,6 +469,11 @@ class _Live(Generic[T]):
     def _ends(self) -> None:
         if self.counterpart is not None:
             self.boundary.replay_clock.reach(self.counterpart.wall)
+
+
+def timed_out(event: Event) -> bool:
+    """A recorded answer that was a timeout: not served when faults are not injected."""
+    return is_timeout_info(getattr(event, "error", None))
 
 
 def _duration(event: Event) -> float:

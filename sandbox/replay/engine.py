@@ -22,7 +22,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
+from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
@@ -154,6 +155,7 @@ class _Settings:
     command: Entrypoint | None = None
     fork: ForkEdits | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
+    inject_faults: bool = True
 
 
 def _replay_once(
@@ -181,12 +183,21 @@ def _replay_once(
                 "replay.clocks": s.clocks,
                 "replay.enforce_order": str(s.enforce_order).lower(),
                 "replay.index": str(index + 1),
+                **({} if s.inject_faults else {"replay.faults": "not injected"}),
                 "replay.host": socket.gethostname(),
             },
         }
     )
     writer = s.store.begin(manifest)
-    options = ReplayOptions(s.policies, s.miss, s.enforce_order, s.clocks, endpoints, s.fork)
+    options = ReplayOptions(
+        s.policies,
+        s.miss,
+        s.enforce_order,
+        s.clocks,
+        endpoints,
+        s.fork,
+        inject_faults=s.inject_faults,
+    )
     served: Served
     exit_code: int | None = None
     if s.command is not None:
@@ -264,6 +275,16 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
     return state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
 
 
+def emptied(states: Sequence[ServiceState], empty: Collection[str]) -> list[ServiceState]:
+    """``states`` with the services named in ``empty`` holding no captured state (they are
+    brought up empty); an unknown name is an :class:`UnknownNameError`."""
+    names = [s.name for s in states]
+    for name in empty:
+        if name not in names:
+            raise UnknownNameError("service", name, names)
+    return [s.model_copy(update={"before": None}) if s.name in empty else s for s in states]
+
+
 def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
     from sandbox.services.registry import get_kind
 
@@ -291,6 +312,9 @@ def replay(
     trust: bool = False,
     predicate: Predicate | None = None,
     fork: ForkEdits | None = None,
+    inject_faults: bool = True,
+    empty: Collection[str] = (),
+    services_up: ServicesUp | None = None,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
@@ -299,11 +323,18 @@ def replay(
     entrypoint is a command or code outside the project runs only with ``trust``
     (:mod:`sandbox.replay.trust`). ``predicate`` judges the runs instead of the recorded
     failure's predicate (or gives one to a run that has none). ``fork`` makes each run a
-    fork of ``run_id`` with these edits (:mod:`sandbox.replay.fork`)."""
+    fork of ``run_id`` with these edits (:mod:`sandbox.replay.fork`). ``inject_faults=False``
+    does not inject the recorded timeouts and retry failures (:mod:`sandbox.replay.faults`).
+    ``empty`` names services brought up empty instead of with their captured state.
+    ``services_up`` replays against services someone else brought up and resets
+    (:class:`~sandbox.replay.attached.ServicesUp`: reset between runs, not before the
+    first)."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
         raise UnknownNameError("clock mode", str(clocks), ["frozen", "live"])
+    if empty and (services is not None or services_up is not None):
+        raise ReplayError("empty services need the sandbox to bring the services up")
     began = time.monotonic()
     st = store if isinstance(store, DirectoryStore) else open_store(store)
     manifest = st.load_manifest(run_id)
@@ -332,6 +363,7 @@ def replay(
         clocks=clocks,
         command=command,
         fork=fork,
+        inject_faults=inject_faults,
     )
 
     def tell(message: str, done: int) -> None:
@@ -343,7 +375,10 @@ def replay(
         endpoints: dict[str, str] = {}
         binding: dict[str, str] = {}
         reset: Callable[[], None] | None = None
-        if manifest.services and services is not None:
+        if services_up is not None:
+            endpoints, binding = dict(services_up.endpoints), dict(services_up.env)
+            reset = services_up.reset
+        elif manifest.services and services is not None:
             from sandbox.replay.attached import attach
 
             attached = attach(manifest.services, services, progress=lambda line: tell(line, 0))
@@ -354,7 +389,7 @@ def replay(
             frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
             env = stack.enter_context(
                 bring_up(
-                    manifest.services,
+                    emptied(manifest.services, empty),
                     st,
                     frozen_at=frozen_at,
                     timezone=recorded_timezone(manifest),

@@ -52,6 +52,9 @@ class ReplayOptions:
     """Service name -> its endpoint in the sandbox: what the agent may connect to."""
     fork: ForkEdits | None = None
     """A fork's edits (:mod:`sandbox.replay.fork`); ``None`` for a replay."""
+    inject_faults: bool = True
+    """Raise the recorded timeouts and retry failures again (``False``: attempts run live,
+    and a recorded answer that timed out is never served)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class ReplayOptions:
             "clocks": self.clocks,
             "sandbox": dict(self.sandbox),
             "fork": None if self.fork is None else self.fork.model_dump(mode="json"),
+            "inject_faults": self.inject_faults,
         }
 
     @classmethod
@@ -78,6 +82,7 @@ class ReplayOptions:
             clocks=clocks,
             sandbox={str(k): str(v) for k, v in dict(data.get("sandbox") or {}).items()},
             fork=None if data.get("fork") is None else ForkEdits.model_validate(data["fork"]),
+            inject_faults=bool(data.get("inject_faults", True)),
         )
 
 
@@ -215,6 +220,7 @@ class ReplaySession:
                 ),
                 replay_clock=self.clock,
                 fork=options.fork,
+                inject_faults=options.inject_faults,
             )
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())

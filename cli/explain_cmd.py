@@ -1,0 +1,114 @@
+"""``sandbox explain RUN``: which recorded conditions does the failure need?"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cli.app import JsonOption, StoreOption, app, store_from
+from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
+
+
+@app.command("explain", cls=PolicyOrderCommand)
+def explain_command(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="Run id to explain.")],
+    times: Annotated[int, typer.Option("--times", "-n", min=1, help="Replays per trial (N).")] = 2,
+    budget: Annotated[
+        int, typer.Option("--budget", min=1, help="At most this many replays in all.")
+    ] = 40,
+    quorum: Annotated[
+        int | None,
+        typer.Option(
+            "--quorum",
+            min=1,
+            help="A trial reproduces when at least this many of its N runs do "
+            "(default: most of them).",
+            show_default=False,
+        ),
+    ] = None,
+    live: Annotated[
+        list[str] | None,
+        typer.Option("--live", help="Baseline: serve KIND[:GLOB] live (repeatable)."),
+    ] = None,
+    recorded: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--recorded", help="Baseline: serve KIND[:GLOB] from the recording (repeatable)."
+        ),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option("--policy", help="Baseline rule POLICY=KIND[:GLOB] (repeatable)."),
+    ] = None,
+    miss: Annotated[
+        str,
+        typer.Option(
+            "--miss",
+            help="A request the recording has no answer for (the agent took another path once "
+            "a condition was released): live|fail|position.",
+        ),
+    ] = "live",
+    entrypoint: Annotated[
+        str | None,
+        typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
+    ] = None,
+    as_json: JsonOption = False,
+    store: StoreOption = None,
+    trust: Annotated[
+        bool,
+        typer.Option("--trust", help="Run an imported run's command or outside code on this host."),
+    ] = False,
+) -> None:
+    """Find the smallest set of recorded conditions (clock, interleaving, timeouts and
+    retries, parts of each service's state, each model, host, MCP server and recorded tool)
+    that still reproduces the failure, by delta debugging over replays with groups of them
+    released. Prints "the failure needs: ...; it does not need: ..." and stores the result
+    with the run (sandbox show prints it).
+
+    Exit 1 when the failure reproduced with every condition held (the search ran), 2 when it
+    did not (nothing to explain).
+
+    Example: sandbox explain orders-20240131T235930Z-a1b2c3 --times 2 --budget 40
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from sandbox.explain import explain
+
+    policies = ordered_policies(
+        ctx.meta.get(ORDER_KEY, ()),
+        {"live": live, "recorded": recorded, "spy": None, "policy": policy},
+    )
+    with Progress(
+        TextColumn("[bold]explain[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=Console(stderr=True),
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("starting", total=budget)
+
+        def progress(message: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, description=message[:70])
+
+        found = explain(
+            run,
+            store=store_from(store),
+            times=times,
+            budget=budget,
+            quorum=quorum,
+            policies=policies,
+            miss=miss,
+            entrypoint=entrypoint,
+            trust=trust,
+            progress=progress,
+        )
+    if as_json:
+        typer.echo(found.model_dump_json(indent=2))
+    else:
+        typer.echo(found.describe())
+    raise typer.Exit(2 if found.status == "not reproduced" else 1)

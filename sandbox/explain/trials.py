@@ -1,0 +1,295 @@
+"""``explain(run_id)``: which recorded conditions does the failure need?
+
+::
+
+    found = explain("orders-20240131T235930Z-a1b2c3", store="snapshots", times=2, budget=40)
+    print(found.describe())    # the failure needs: the recorded timeouts and retries ...
+
+Each trial replays the run ``times`` times with some conditions released
+(:mod:`sandbox.explain.conditions`); :func:`sandbox.explain.ddmin.ddmin` chooses the trials.
+A trial **reproduces** when the failure reproduced in at least ``quorum`` of its runs
+(default: most of them, ``times // 2 + 1``); it **does not reproduce** only when, even if
+every run that could not be judged had reproduced, the quorum would not be reached; anything
+else is **inconclusive** and never releases a condition.
+
+The services come up once per clock mode (frozen, and live when a trial lets the clock go)
+and are reset between runs and trials; a released part of their state is removed after each
+reset. A request that the recording has no answer for (the agent took another path once a
+condition was released) is answered live by default (``miss="live"``): the recorded answer
+does not exist for it. The trials' replays are not kept as runs; the explanation is stored
+with the run (:mod:`sandbox.explain.result`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sandbox.errors import ReplayError
+from sandbox.explain import parts as state_parts
+from sandbox.explain.conditions import Condition, conditions_of, release
+from sandbox.explain.ddmin import Search, classify, ddmin
+from sandbox.explain.result import (
+    ConditionResult,
+    Explanation,
+    TrialOutcome,
+    TrialResult,
+    save_explanation,
+)
+from sandbox.replay.engine import replay
+from sandbox.replay.environment import recorded_timezone
+from sandbox.replay.policy import PolicySet
+from sandbox.replay.verdict import Verdict
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import DirectoryStore, open_store
+
+ExplainProgress = Callable[[str, int, int], None]
+"""``(message, replays done, budget)``; the library never prints."""
+
+
+def trial_outcome(verdict: Verdict, quorum: int) -> TrialOutcome:
+    """See the module documentation."""
+    if verdict.reproduced >= quorum:
+        return "reproduced"
+    if verdict.reproduced + verdict.inconclusive < quorum:
+        return "not reproduced"
+    return "inconclusive"
+
+
+@dataclass
+class _Up:
+    """The services of one bring-up, with parts of their state removed after each reset."""
+
+    endpoints: dict[str, str]
+    env: dict[str, str]
+    kinds: dict[str, str]
+    restore: Callable[[], None]
+    removed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        self.restore()
+        for service, names in self.removed.items():
+            state_parts.remove(self.kinds[service], self.endpoints[service], names)
+
+
+class _Sandboxes:
+    """One bring-up per clock mode, made when a trial first needs it."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        store: DirectoryStore,
+        stack: contextlib.ExitStack,
+        tell: Callable[[str], None],
+    ) -> None:
+        self.manifest = manifest
+        self.store = store
+        self.stack = stack
+        self.tell = tell
+        self.up: dict[str, _Up] = {}
+
+    def get(self, clocks: str) -> _Up:
+        found = self.up.get(clocks)
+        if found is not None:
+            return found
+        manifest = self.manifest
+        if not manifest.services:
+            found = _Up({}, {}, {}, lambda: None)
+        else:
+            from sandbox.containers import bring_up
+
+            frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
+            env = self.stack.enter_context(
+                bring_up(
+                    manifest.services,
+                    self.store,
+                    frozen_at=frozen_at,
+                    timezone=recorded_timezone(manifest),
+                    progress=self.tell,
+                )
+            )
+            found = _Up(
+                {name: ep.url for name, ep in env.services.items()},
+                env.env,
+                {name: ep.kind for name, ep in env.services.items()},
+                env.reset,
+            )
+        self.up[clocks] = found
+        return found
+
+
+@dataclass
+class _Trials:
+    """Runs trials and keeps their results."""
+
+    run_id: str
+    store: DirectoryStore
+    conditions: Sequence[Condition]
+    sandboxes: _Sandboxes
+    baseline: PolicySet
+    times: int
+    quorum: int
+    budget: int
+    miss: str
+    entrypoint: str | None
+    trust: bool
+    progress: ExplainProgress | None
+    used: int = 0
+    results: list[TrialResult] = field(default_factory=list)
+    by_set: dict[frozenset[str], int] = field(default_factory=dict)
+
+    def afford(self) -> bool:
+        return self.used + self.times <= self.budget
+
+    def __call__(self, kept: frozenset[str]) -> TrialOutcome:
+        released = [c.key for c in self.conditions if c.key not in kept]
+        settings = release(self.baseline, released)
+        up = self.sandboxes.get(settings.clocks)
+        up.removed = settings.parts
+        number = len(self.results) + 1
+        what = ", ".join(released) or "nothing"
+        self._tell(f"trial {number}: released {what}")
+        up.reset()
+        report = replay(
+            self.run_id,
+            store=self.store,
+            times=self.times,
+            policies=settings.policies,
+            miss=self.miss,
+            enforce_order=settings.enforce_order,
+            clocks="live" if settings.clocks == "live" else "frozen",
+            inject_faults=settings.inject_faults,
+            entrypoint=self.entrypoint,
+            trust=self.trust,
+            services_up=up,
+        )
+        for replayed in report.replays:
+            with contextlib.suppress(OSError):
+                self.store.delete(replayed)
+        self.used += self.times
+        verdict = report.verdict
+        outcome = trial_outcome(verdict, self.quorum)
+        odd = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
+        detail = odd or (verdict.runs[0] if verdict.runs else None)
+        self.results.append(
+            TrialResult(
+                number=number,
+                released=released,
+                outcome=outcome,
+                reproduced=verdict.reproduced,
+                gone=verdict.gone,
+                inconclusive=verdict.inconclusive,
+                total=verdict.total,
+                detail=detail.detail[:300] if detail is not None else "",
+            )
+        )
+        self.by_set[kept] = number
+        self._tell(f"trial {number}: {outcome} ({verdict.reproduced}/{verdict.total})")
+        return outcome
+
+    def _tell(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message, self.used, self.budget)
+
+
+def explain(
+    run_id: str,
+    *,
+    store: DirectoryStore | str | os.PathLike[str] | None = None,
+    times: int = 2,
+    budget: int = 40,
+    quorum: int | None = None,
+    policies: PolicySet | None = None,
+    miss: str = "live",
+    entrypoint: str | None = None,
+    trust: bool = False,
+    progress: ExplainProgress | None = None,
+    save: bool = True,
+) -> Explanation:
+    """Find the smallest set of recorded conditions that still reproduces the failure of
+    ``run_id``; see the module documentation. ``policies`` is the baseline (what a plain
+    ``sandbox replay`` would use); the result is stored with the run unless ``save`` is
+    false."""
+    if times < 1:
+        raise ReplayError(f"times must be at least 1, got {times}")
+    need = quorum if quorum is not None else times // 2 + 1
+    if not 1 <= need <= times:
+        raise ReplayError(f"quorum must be between 1 and times ({times}), got {need}")
+    if budget < times:
+        raise ReplayError(f"the budget ({budget} replays) is less than one trial ({times})")
+    st = store if isinstance(store, DirectoryStore) else open_store(store)
+    manifest = st.load_manifest(run_id)
+    recording = st.load_events(run_id)
+    baseline = policies or PolicySet()
+
+    def tell(line: str) -> None:
+        if progress is not None:
+            progress(line, 0, budget)
+
+    with contextlib.ExitStack() as stack:
+        sandboxes = _Sandboxes(manifest, st, stack, tell)
+        frozen = sandboxes.get("frozen")
+        parts = {
+            name: state_parts.parts_of(frozen.kinds[name], endpoint)
+            for name, endpoint in frozen.endpoints.items()
+        }
+        conditions = conditions_of(manifest, recording, baseline, parts)
+        trials = _Trials(
+            run_id,
+            st,
+            conditions,
+            sandboxes,
+            baseline,
+            times,
+            need,
+            budget,
+            miss,
+            entrypoint,
+            trust,
+            progress,
+        )
+        search = Search(trials, trials.afford)
+        keys = [c.key for c in conditions]
+        everything = frozenset(keys)
+        status = "explained"
+        verdicts: dict[str, tuple[str, int | None]] = {}
+        if search.test(everything) != "reproduced":
+            status = "not reproduced"
+        else:
+            kept, finished = ddmin(keys, search)
+            if not finished:
+                status = "incomplete"
+            found = search.outcomes.get(frozenset(kept))
+            shown = trials.by_set.get(frozenset(kept)) if found == "reproduced" else None
+            for key in keys:
+                if key not in kept:
+                    verdicts[key] = ("not needed", shown)
+            for key, (why, trial_set) in classify(kept, keys, search).items():
+                verdicts[key] = (why, trials.by_set.get(trial_set) if trial_set else None)
+    explanation = Explanation(
+        run_id=run_id,
+        created=datetime.now(UTC).isoformat(),
+        status=status,
+        times=times,
+        quorum=need,
+        budget=budget,
+        replays=trials.used,
+        one_at_a_time=(1 + len(conditions)) * times,
+        conditions=[
+            ConditionResult(
+                key=c.key,
+                held=c.held,
+                released=c.released,
+                verdict=verdicts.get(c.key, ("untested", None))[0],
+                evidence=verdicts.get(c.key, ("untested", None))[1],
+            )
+            for c in conditions
+        ],
+        trials=trials.results,
+    )
+    if save:
+        save_explanation(st, explanation)
+    return explanation
