@@ -112,9 +112,10 @@ def last_tool_results(messages: list[dict[str, Any]]) -> list[str]:
 def serve_http(
     handler: Callable[[str, dict[str, Any]], tuple[int, dict[str, Any]]],
     name: str,
+    port: int = 0,
 ) -> tuple[str, Callable[[], None]]:
-    """A tiny JSON service on 127.0.0.1 (a stand-in for a production dependency);
-    returns its base URL and the function that stops it."""
+    """A tiny JSON service on 127.0.0.1 (a stand-in for a production dependency), on
+    ``port`` (0: any free one); returns its base URL and the function that stops it."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -134,7 +135,7 @@ def serve_http(
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
 
     def stop() -> None:
