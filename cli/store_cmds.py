@@ -170,6 +170,12 @@ def show(
             markup=False,
         )
     console.print(f"  failure     {failure_text(manifest) or '-'}")
+    from sandbox.explain import load_explanation
+
+    explained = load_explanation(opened, run)
+    if explained is not None:
+        for i, line in enumerate(explained.summary_lines()):
+            console.print(f"  {'explained' if i == 0 else '':<10}  {line}", markup=False)
     if manifest.event_count is not None:
         console.print(f"  events      {manifest.event_count}")
     page = SHOWN if limit is None else limit

@@ -70,38 +70,36 @@ class Explanation(_Model):
     def of(self, verdict: str) -> list[ConditionResult]:
         return [c for c in self.conditions if c.verdict == verdict]
 
-    def describe(self) -> str:
-        """``the failure needs: ...; it does not need: ...``, the trials, and the counts."""
-        lines: list[str] = []
+    def summary_lines(self) -> list[str]:
+        """The verdict in a few lines: what the failure needs, what it does not, what was
+        kept without a judgement."""
         if self.status == "not reproduced":
-            first = self.trials[0] if self.trials else None
+            return ["the failure did not reproduce with every recorded condition held"]
+        lines = [
+            "the failure needs: "
+            + ("; ".join(c.held for c in self.of("needed")) or "none of the recorded conditions"),
+            "it does not need: " + ("; ".join(c.held for c in self.of("not needed")) or "-"),
+        ]
+        lines.extend(f"kept, could not judge without it: {c.held}" for c in self.of("unjudged"))
+        lines.extend(f"kept, not tested (budget spent): {c.held}" for c in self.of("untested"))
+        if self.status == "incomplete":
             lines.append(
-                "the failure did not reproduce with every recorded condition held"
-                + (f" ({first.outcome}: {first.detail})" if first else "")
-                + ": there is nothing to explain"
+                f"the budget of {self.budget} replays ran out before the search finished: "
+                "the set may not be the smallest"
             )
-        else:
-            needs = (
-                "; ".join(c.held for c in self.of("needed")) or "none of the recorded conditions"
-            )
-            lines.append(f"the failure needs: {needs}")
-            lines.append(
-                "it does not need: " + ("; ".join(c.held for c in self.of("not needed")) or "-")
-            )
-            for c in self.of("unjudged"):
-                trial = self.trials[c.evidence - 1] if c.evidence else None
-                why = f": {trial.detail}" if trial and trial.detail else ""
-                lines.append(
-                    f"kept, could not judge without it: {c.held} (trial {c.evidence}, "
-                    f"inconclusive{why})"
-                )
-            for c in self.of("untested"):
-                lines.append(f"kept, not tested (budget spent): {c.held}")
-            if self.status == "incomplete":
-                lines.append(
-                    f"the budget of {self.budget} replays ran out before the search finished: "
-                    "the set may not be the smallest"
-                )
+        return lines
+
+    def describe(self) -> str:
+        """:meth:`summary_lines` (with the trial that shows each kept condition), the trials,
+        and the counts."""
+        lines = self.summary_lines()
+        if self.status == "not reproduced" and self.trials:
+            first = self.trials[0]
+            lines[0] += f" ({first.outcome}: {first.detail}): there is nothing to explain"
+        for c in self.of("unjudged"):
+            trial = self.trials[c.evidence - 1] if c.evidence else None
+            if trial is not None:
+                lines.append(f"  {c.key}: trial {trial.number} was inconclusive: {trial.detail}")
         lines.append(
             f"{len(self.trials)} trials, {self.replays} replays ({self.times} per trial; a "
             f"trial reproduces when {self.quorum} of {self.times} runs do); a "
