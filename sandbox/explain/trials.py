@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sandbox.errors import ReplayError
+from sandbox.errors import ReplayError, SandboxError
 from sandbox.explain import parts as state_parts
-from sandbox.explain.conditions import Condition, conditions_of, release
+from sandbox.explain.conditions import Condition, Release, conditions_of, release
 from sandbox.explain.ddmin import Search, classify, ddmin
 from sandbox.explain.result import (
     ConditionResult,
@@ -137,6 +137,8 @@ class _Trials:
     entrypoint: str | None
     trust: bool
     progress: ExplainProgress | None
+    done: list[int] = field(default_factory=lambda: [0])
+    """Replays done, shared with the bring-up's progress lines."""
     used: int = 0
     results: list[TrialResult] = field(default_factory=list)
     by_set: dict[frozenset[str], int] = field(default_factory=dict)
@@ -147,11 +149,47 @@ class _Trials:
     def __call__(self, kept: frozenset[str]) -> TrialOutcome:
         released = [c.key for c in self.conditions if c.key not in kept]
         settings = release(self.baseline, released)
+        number = len(self.results) + 1
+        self._tell(f"trial {number}: released {', '.join(released) or 'nothing'}")
+        try:
+            verdict = self._replay(settings)
+        except SandboxError as exc:
+            if not released:
+                raise  # the baseline itself cannot run: nothing to explain, say why
+            # e.g. a part of a service's state that cannot be removed: not judged
+            self.used += self.times
+            result = TrialResult(
+                number=number,
+                released=released,
+                outcome="inconclusive",
+                reproduced=0,
+                gone=0,
+                inconclusive=self.times,
+                total=self.times,
+                detail=f"the trial could not run: {exc}"[:300],
+            )
+        else:
+            odd = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
+            detail = odd or (verdict.runs[0] if verdict.runs else None)
+            result = TrialResult(
+                number=number,
+                released=released,
+                outcome=trial_outcome(verdict, self.quorum),
+                reproduced=verdict.reproduced,
+                gone=verdict.gone,
+                inconclusive=verdict.inconclusive,
+                total=verdict.total,
+                detail=detail.detail[:300] if detail is not None else "",
+            )
+        self.results.append(result)
+        self.by_set[kept] = number
+        self._tell(f"trial {number}: {result.outcome} ({result.reproduced}/{result.total})")
+        return result.outcome
+
+    def _replay(self, settings: Release) -> Verdict:
+        """One trial's N replays; their runs are removed from the store afterwards."""
         up = self.sandboxes.get(settings.clocks)
         up.removed = settings.parts
-        number = len(self.results) + 1
-        what = ", ".join(released) or "nothing"
-        self._tell(f"trial {number}: released {what}")
         up.reset()
         report = replay(
             self.run_id,
@@ -166,31 +204,14 @@ class _Trials:
             trust=self.trust,
             services_up=up,
         )
+        self.used += self.times
         for replayed in report.replays:
             with contextlib.suppress(OSError):
                 self.store.delete(replayed)
-        self.used += self.times
-        verdict = report.verdict
-        outcome = trial_outcome(verdict, self.quorum)
-        odd = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
-        detail = odd or (verdict.runs[0] if verdict.runs else None)
-        self.results.append(
-            TrialResult(
-                number=number,
-                released=released,
-                outcome=outcome,
-                reproduced=verdict.reproduced,
-                gone=verdict.gone,
-                inconclusive=verdict.inconclusive,
-                total=verdict.total,
-                detail=detail.detail[:300] if detail is not None else "",
-            )
-        )
-        self.by_set[kept] = number
-        self._tell(f"trial {number}: {outcome} ({verdict.reproduced}/{verdict.total})")
-        return outcome
+        return report.verdict
 
     def _tell(self, message: str) -> None:
+        self.done[0] = self.used
         if self.progress is not None:
             self.progress(message, self.used, self.budget)
 
@@ -225,9 +246,11 @@ def explain(
     recording = st.load_events(run_id)
     baseline = policies or PolicySet()
 
+    done = [0]
+
     def tell(line: str) -> None:
         if progress is not None:
-            progress(line, 0, budget)
+            progress(line, done[0], budget)
 
     with contextlib.ExitStack() as stack:
         sandboxes = _Sandboxes(manifest, st, stack, tell)
@@ -250,6 +273,7 @@ def explain(
             entrypoint,
             trust,
             progress,
+            done,
         )
         search = Search(trials, trials.afford)
         keys = [c.key for c in conditions]
