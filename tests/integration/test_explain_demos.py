@@ -67,9 +67,20 @@ def test_orders_needs_the_timeout_after_the_commit(store: DirectoryStore) -> Non
     from examples.capture_demo import capture_orders
 
     run_id = capture_orders(store)
+    lines: list[tuple[str, int]] = []
     with current_service(store, run_id, "/charge", {"status": "charged"}):
-        found = explain(run_id, store=store, times=TIMES, budget=BUDGET)
+        found = explain(
+            run_id,
+            store=store,
+            times=TIMES,
+            budget=BUDGET,
+            progress=lambda line, done, _total: lines.append((line, done)),
+        )
     check_explained(store, run_id, found)
+    # one bring-up per clock mode (frozen, live), reset between the trials
+    assert sum(1 for line, _ in lines if line.startswith("network ")) == 2
+    done = [d for _, d in lines]
+    assert done == sorted(done) and done[-1] == found.replays
     assert verdicts(found) == {
         "clock": "not needed",
         "faults": "needed",
