@@ -72,29 +72,15 @@ def explain_command(
 
     Example: sandbox explain orders-20240131T235930Z-a1b2c3 --times 2 --budget 40
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     from sandbox.explain import explain
 
     policies = ordered_policies(
         ctx.meta.get(ORDER_KEY, ()),
         {"live": live, "recorded": recorded, "spy": None, "policy": policy},
     )
-    with Progress(
-        TextColumn("[bold]explain[/bold]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        console=Console(stderr=True),
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("starting", total=budget)
+    from cli.progress import progress_bar
 
-        def progress(message: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=message[:70])
-
+    with progress_bar("explain", budget, disable=as_json) as progress:
         found = explain(
             run,
             store=store_from(store),

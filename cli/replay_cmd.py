@@ -142,24 +142,9 @@ def replay_command(
     )
     services = load_services(services_json) if services_json is not None else None
     fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from cli.progress import progress_bar
 
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("[bold]replay[/bold]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("starting", total=times)
-
-        def progress(message: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=message[:60])
-
+    with progress_bar("replay", times, disable=as_json) as progress:
         report = run_replay(
             run,
             store=store_from(store),
@@ -185,6 +170,8 @@ def replay_command(
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:
+        from rich.console import Console
+
         colour = OUTCOME_COLOURS[report.verdict.outcome]
         out = Console()
         out.print(f"[bold {colour}]{report.verdict.summary()}[/bold {colour}]")
