@@ -169,7 +169,8 @@ def capture_inventory(store: DirectoryStore, attempts: int = 15) -> str:
     chooser = random.Random(time.time_ns())
 
     def pricing(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        time.sleep(chooser.choice([0.0, 0.3]))
+        # slow: longer than worker-2's fraud check, so that it reads the stock meanwhile
+        time.sleep(chooser.choice([0.0, inventory.FRAUD_CHECK_SECONDS + 0.3]))
         return 200, {"price": 9.5 * int(body.get("qty", 1))}
 
     base, stop = _model.serve_http(pricing, "pricing-service")

@@ -27,6 +27,9 @@ from examples._model import agent_loop, last_tool_results, scripted_model, tool_
 from sandbox import capture
 from sandbox.snapshot.manifest import SQLInvariant
 
+FRAUD_CHECK_SECONDS = 0.5
+"""How long the fraud check's query takes: long enough that, without a slow quote, worker-1
+has written the stock back before worker-2 reads it (even on a busy machine)."""
 SYSTEM = "You reserve stock for customer orders. Reserve every order at once, in parallel."
 USER = "Reserve 3 widgets for alice and 2 widgets for bob."
 SCHEMA = """
@@ -70,7 +73,7 @@ def _db() -> str:
 @capture.tool
 def fraud_check(customer: str) -> bool:
     with psycopg.connect(_db(), autocommit=True) as conn:
-        conn.execute("SELECT pg_sleep(0.1)")
+        conn.execute("SELECT pg_sleep(%s)", (FRAUD_CHECK_SECONDS,))
     return True
 
 
