@@ -11,6 +11,7 @@ the budget on them. A kind with no remover here has no parts (its state is alway
 from __future__ import annotations
 
 import base64
+import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,8 +51,9 @@ def _postgres_remove(endpoint: str, names: Sequence[str]) -> None:
     from psycopg import sql
 
     try:
-        with psycopg.connect(endpoint, autocommit=True, connect_timeout=10) as conn:
-            conn.execute("SET session_replication_role = replica")  # no foreign-key triggers
+        # one transaction; a row another table still references stops it (the trial is then
+        # inconclusive, with the constraint named)
+        with psycopg.connect(endpoint, connect_timeout=10) as conn, conn.transaction():
             for name in names:
                 schema, _, table = name.rpartition(".")
                 ident = sql.Identifier(schema or "public", table)
@@ -64,8 +66,7 @@ def _sqlite_remove(endpoint: str, names: Sequence[str]) -> None:
     from sandbox.services.sqlite import db_path
 
     try:
-        with sqlite3.connect(db_path(endpoint)) as conn:
-            conn.execute("PRAGMA foreign_keys = OFF")
+        with contextlib.closing(sqlite3.connect(db_path(endpoint))) as conn, conn:
             for name in names:
                 conn.execute('DELETE FROM "' + name.replace('"', '""') + '"')
     except sqlite3.Error as exc:
