@@ -292,7 +292,8 @@ def explain(
                 if key not in kept:
                     verdicts[key] = ("not needed", shown)
             for key, (why, trial_set) in classify(kept, keys, search).items():
-                verdicts[key] = (why, trials.by_set.get(trial_set) if trial_set else None)
+                evidence = trials.by_set.get(trial_set) if trial_set is not None else None
+                verdicts[key] = (why, evidence)
     explanation = Explanation(
         run_id=run_id,
         created=datetime.now(UTC).isoformat(),

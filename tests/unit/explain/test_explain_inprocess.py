@@ -88,6 +88,11 @@ def test_explain_names_the_recorded_tool_answer_and_releases_the_rest(
     assert found.replays == 2 * len(found.trials) <= 40
     assert found.one_at_a_time == 2 * 4
     assert load_explanation(store, run_id) == found
+    # each verdict names the trial that shows it: the tool released -> not reproduced
+    (tool,) = found.of("needed")
+    assert tool.evidence is not None
+    shown = found.trials[tool.evidence - 1]
+    assert "tool:credit_limit" in shown.released and shown.outcome == "not reproduced"
     text = found.describe()
     assert text.startswith("the failure needs: tool credit_limit served from the recording\n")
     assert "it does not need: the frozen clock" in text
