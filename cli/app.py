@@ -25,7 +25,7 @@ StoreOption = Annotated[
     typer.Option(
         "--store",
         envvar=STORE_ENV,
-        help="Snapshot store folder (default ./snapshots).",
+        help="Snapshot store: a folder (default ./snapshots) or s3://BUCKET/PREFIX.",
         show_default=False,
     ),
 ]

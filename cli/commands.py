@@ -8,6 +8,7 @@ from cli import (
     explain_cmd,  # noqa: F401
     otel_cmd,  # noqa: F401
     pytest_cmd,  # noqa: F401
+    remote_cmds,  # noqa: F401
     replay_cmd,  # noqa: F401
     report_cmds,  # noqa: F401
     schema_cmd,  # noqa: F401

@@ -3,7 +3,9 @@ module with no imports, so that the CLI can name its options without loading the
 
 DEFAULT_STORE = "snapshots"
 STORE_ENV = "SANDBOX_STORE"
-"""Environment variable naming the snapshot store folder."""
+"""Environment variable naming the snapshot store (a folder, or ``s3://BUCKET/PREFIX``)."""
+SPOOL_ENV = "SANDBOX_SPOOL"
+"""Environment variable naming the local spool folder of an ``s3://`` store."""
 SERVICES_ENV = "SANDBOX_SERVICES_JSON"
 """Environment variable naming a services JSON file (as ``--services-json``)."""
 BASE_ENV = "SANDBOX_BASE_IMAGE"

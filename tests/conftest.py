@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -58,3 +64,100 @@ def _build_missing_images(config: pytest.Config) -> None:
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[DirectoryStore]:
     yield DirectoryStore(tmp_path / "store")
+
+
+@dataclass
+class S3Server:
+    """moto's S3 server started by the tests (``tests/s3_server.py``), and its request log."""
+
+    endpoint: str
+    log: Path
+
+    def requests(self) -> list[str]:
+        """``METHOD PATH`` of every request answered so far (held ones start with HELD)."""
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+    def puts(self, suffix: str = "") -> list[str]:
+        return [r for r in self.requests() if r.startswith("PUT ") and r.endswith(suffix)]
+
+    def hold(self, suffix: str) -> None:
+        """Hold every request whose path ends with ``suffix`` (an outage) until :meth:`release`."""
+        Path(f"{self.log}.hold").write_text(suffix)
+
+    def release(self) -> None:
+        Path(f"{self.log}.hold").unlink(missing_ok=True)
+
+    def env(self) -> dict[str, str]:
+        """boto3's usual variables pointing at this server."""
+        return {
+            "AWS_ENDPOINT_URL_S3": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One moto S3 server for the session, on a free local port."""
+    folder = tmp_path_factory.mktemp("s3")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("s3_server.py")),
+            str(port),
+            str(folder / "requests.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=folder,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("moto's S3 server did not start")
+    try:
+        yield endpoint, folder
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def s3(s3_process: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    """The session's S3 server with boto3's variables set, a log of this test's requests only
+    and no held requests."""
+    endpoint, folder = s3_process
+    log = folder / "requests.log"
+    log.write_text("")
+    server = S3Server(endpoint, log)
+    server.release()
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    yield server
+    server.release()
+
+
+@pytest.fixture
+def s3_url(s3: S3Server) -> str:
+    """A fresh bucket on the test S3 server, as a store URL with a prefix."""
+    import boto3
+
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    boto3.session.Session().client("s3").create_bucket(Bucket=bucket)
+    s3.log.write_text("")
+    return f"s3://{bucket}/team/sandbox"

@@ -577,12 +577,17 @@ class DirectoryStore:
 
 
 def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore:
-    """Open a store by location: a folder path or ``file://`` URL; ``None`` reads
-    ``$SANDBOX_STORE`` and falls back to ``./snapshots``."""
+    """Open a store by location: a folder path, a ``file://`` URL or an ``s3://BUCKET/PREFIX``
+    URL (:class:`sandbox.snapshot.spool.SpooledStore`); ``None`` reads ``$SANDBOX_STORE`` and
+    falls back to ``./snapshots``."""
     loc = str(location if location is not None else os.environ.get(STORE_ENV, DEFAULT_STORE))
     scheme, sep, rest = loc.partition("://")
     if not sep:
         return DirectoryStore(loc)
     if scheme == "file":
         return DirectoryStore(rest)
-    raise UnknownNameError("store scheme", scheme, ["file"])
+    if scheme == "s3":
+        from sandbox.snapshot.spool import SpooledStore
+
+        return SpooledStore(loc)
+    raise UnknownNameError("store scheme", scheme, ["file", "s3"])

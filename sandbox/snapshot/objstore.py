@@ -1,0 +1,231 @@
+"""Runs and blobs in an S3-compatible object store (AWS S3, MinIO, Google Cloud Storage).
+
+The layout under ``s3://BUCKET/PREFIX`` mirrors a folder store::
+
+    PREFIX/blobs/sha256/<ab>/<sha256>
+    PREFIX/runs/<run_id>/events.jsonl
+    PREFIX/runs/<run_id>/manifest.json
+
+A run is published blobs first, then its event log, then its manifest: a run exists when its
+``manifest.json`` does, so a reader sees it whole or not at all. A blob already present is
+never sent again (one ``HEAD`` first). Listing reads the manifests only, never the event logs.
+
+The client is boto3: the reference S3 client, the one MinIO and Google Cloud Storage (its
+XML API with HMAC keys) document, and the one moto serves in tests. Credentials, region and
+endpoint come from boto3's usual environment (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``,
+``AWS_ENDPOINT_URL_S3``, ...), never from a manifest or a store URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sandbox.errors import StoreError, UnknownRunError
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import (
+    EVENTS,
+    MANIFEST,
+    MAX_MANIFEST_BYTES,
+    check_blob_key,
+    check_run_id,
+    dump_manifest,
+    parse_manifest,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+SCHEME = "s3"
+
+
+@dataclass(frozen=True)
+class S3Location:
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, url: str) -> S3Location:
+        scheme, sep, rest = url.partition("://")
+        bucket, _, prefix = rest.partition("/")
+        if scheme != SCHEME or not sep or not bucket:
+            raise StoreError(f"not an object store URL: {url!r} (expected s3://BUCKET[/PREFIX])")
+        return cls(bucket, prefix.strip("/"))
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+
+def _client() -> S3Client:
+    try:
+        import boto3
+        from botocore.config import Config
+    except ImportError:
+        raise StoreError("s3:// stores need boto3: pip install 'sandbox-replayer[s3]'") from None
+
+    # Short connect timeout, few retries: an unreachable store is reported (and the spool
+    # keeps the run) rather than waited on for minutes.
+    config = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})
+    return boto3.session.Session().client("s3", config=config)
+
+
+def _status(exc: Exception) -> int:
+    response: Any = getattr(exc, "response", None) or {}
+    return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+class ObjectStore:
+    """The runs and blobs under one ``s3://`` location, through a boto3 client."""
+
+    def __init__(self, url: str, client: S3Client | None = None) -> None:
+        self.location = S3Location.parse(url)
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({str(self.location)!r})"
+
+    @property
+    def client(self) -> S3Client:
+        if self._client is None:
+            self._client = _client()
+        return self._client
+
+    # --- objects -------------------------------------------------------------------------
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn()
+        except ClientError as exc:
+            raise StoreError(f"{self.location}: cannot {what}: {exc}") from None
+        except BotoCoreError as exc:
+            raise StoreError(f"{self.location}: cannot {what}: {exc}") from None
+
+    def _get(self, key: str, limit: int | None = None) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        def get() -> bytes | None:
+            try:
+                body = self.client.get_object(Bucket=self.location.bucket, Key=key)["Body"]
+            except ClientError as exc:
+                if _status(exc) == 404:
+                    return None
+                raise
+            with body:
+                data: bytes = body.read() if limit is None else body.read(limit + 1)
+            return data
+
+        data: bytes | None = self._call(f"read {key}", get)
+        if data is not None and limit is not None and len(data) > limit:
+            raise StoreError(f"{self.location}/{key}: larger than {limit} bytes, not read")
+        return data
+
+    def _put(self, key: str, data: bytes) -> None:
+        self._call(
+            f"write {key}",
+            lambda: self.client.put_object(Bucket=self.location.bucket, Key=key, Body=data),
+        )
+
+    def _has(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        def head() -> bool:
+            try:
+                self.client.head_object(Bucket=self.location.bucket, Key=key)
+            except ClientError as exc:
+                if _status(exc) == 404:
+                    return False
+                raise
+            return True
+
+        found: bool = self._call(f"look up {key}", head)
+        return found
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(
+            f"list {prefix}",
+            lambda: list(paginator.paginate(Bucket=self.location.bucket, Prefix=prefix)),
+        )
+        for page in pages:
+            for item in page.get("Contents", ()):
+                yield item["Key"]
+
+    # --- blobs ---------------------------------------------------------------------------
+
+    def blob_key(self, key: str) -> str:
+        check_blob_key(key)
+        return self.location.key("blobs", "sha256", key[:2], key)
+
+    def has_blob(self, key: str) -> bool:
+        return self._has(self.blob_key(key))
+
+    def put_blob(self, key: str, data: bytes) -> bool:
+        """Upload a blob unless it is there already; return whether it was sent."""
+        if self.has_blob(key):
+            return False
+        self._put(self.blob_key(key), data)
+        return True
+
+    def get_blob(self, key: str) -> bytes | None:
+        return self._get(self.blob_key(key))
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def run_key(self, run_id: str, name: str) -> str:
+        return self.location.key("runs", check_run_id(run_id), name)
+
+    def publish(
+        self,
+        manifest: Manifest,
+        events: bytes,
+        blobs: Iterable[str],
+        read_blob: Callable[[str], bytes],
+    ) -> int:
+        """Upload a run: the blobs it references that are missing, its event log, and its
+        manifest last (the run appears with it). Return how many blobs were sent."""
+        sent = sum(self.put_blob(key, read_blob(key)) for key in sorted(blobs) if key)
+        self._put(self.run_key(manifest.run_id, EVENTS), events)
+        self._put(self.run_key(manifest.run_id, MANIFEST), dump_manifest(manifest))
+        return sent
+
+    def exists(self, run_id: str) -> bool:
+        return self._has(self.run_key(run_id, MANIFEST))
+
+    def manifest(self, run_id: str) -> Manifest:
+        data = self._get(self.run_key(run_id, MANIFEST), MAX_MANIFEST_BYTES)
+        if data is None:
+            raise UnknownRunError(f"no run {run_id!r} in store {self.location}")
+        return parse_manifest(data, f"{run_id}/{MANIFEST}")
+
+    def events(self, run_id: str) -> bytes:
+        data = self._get(self.run_key(run_id, EVENTS))
+        return b"" if data is None else data
+
+    def run_ids(self) -> list[str]:
+        """The published runs (those with a manifest), sorted; nothing is read inside them."""
+        runs = self.location.key("runs") + "/"
+        found = []
+        for key in self._keys(runs):
+            run_id, _, name = key[len(runs) :].partition("/")
+            if name == MANIFEST:
+                found.append(run_id)
+        return sorted(found)
+
+    def delete(self, run_id: str) -> None:
+        """Remove a run: its manifest first (it disappears at once), then its event log."""
+        if not self.exists(run_id):
+            raise UnknownRunError(f"no run {run_id!r} in store {self.location}")
+        for name in (MANIFEST, EVENTS):
+            self._delete(self.run_key(run_id, name))
+
+    def _delete(self, key: str) -> None:
+        self._call(
+            f"delete {key}",
+            lambda: self.client.delete_object(Bucket=self.location.bucket, Key=key),
+        )
