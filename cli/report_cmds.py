@@ -23,6 +23,19 @@ def ci_repro(
     run: Annotated[
         list[str] | None, typer.Option("--run", help="Only this run (repeatable).")
     ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help="Only shard I of N (1-based, like 2/4): the runs whose id hashes there, so a "
+            "CI matrix of N jobs splits the store; a run's shard never changes as runs are added.",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the ids of the runs it would replay, one a line."),
+    ] = False,
     as_json: JsonOption = False,
     in_container: Annotated[
         bool,
@@ -59,8 +72,19 @@ def ci_repro(
     from rich.table import Column, Table
 
     from sandbox.regress import check_store
+    from sandbox.regress.shard import Shard
 
+    try:
+        part = None if shard is None else Shard.parse(shard)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--shard") from None
     opened = store_from(store)
+    if dry_run:
+        from sandbox.regress.check import select_runs
+
+        for manifest in select_runs(opened, run, part):
+            typer.echo(manifest.run_id)
+        return
     err = Console(stderr=True, highlight=False)
 
     def progress(manifest: Manifest) -> None:
@@ -84,7 +108,7 @@ def ci_repro(
             return replay_in_container(run_id, project=project, progress=step, **options)
 
     result = check_store(
-        opened, times=times, runs=run, on_run=progress, replayer=replayer, **options
+        opened, times=times, runs=run, on_run=progress, replayer=replayer, shard=part, **options
     )
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
@@ -105,7 +129,8 @@ def ci_repro(
     Console(highlight=False).print(table)
     counts = {o: sum(1 for c in result.checks if c.outcome == o) for o in STATUS}
     if not result.checks:
-        typer.echo("sandbox: no captured failures in the store", err=True)
+        where = "the store" if part is None else f"shard {part} of the store"
+        typer.echo(f"sandbox: no captured failures in {where}", err=True)
     elif counts["reproduced"] == len(result.checks):
         typer.echo(f"sandbox: all {len(result.checks)} failure(s) still reproduce", err=True)
     else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sandbox.errors import SandboxError
+from sandbox.regress.shard import Shard
 from sandbox.replay.verdict import EXIT_CODES, Outcome, Verdict
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore
@@ -129,25 +130,11 @@ class CheckReport:
         }
 
 
-def check_store(
-    store: DirectoryStore,
-    *,
-    times: int = 1,
-    runs: Sequence[str] | None = None,
-    replayer: Replayer | None = None,
-    on_run: Callable[[Manifest], None] | None = None,
-    **replay_options: Any,
-) -> CheckReport:
-    """Replay each expected reproduction ``times`` times; see the module documentation.
-
-    ``runs`` limits the check to these run ids (each must be an expected reproduction).
-    ``on_run`` is called before each replay (for progress). A :class:`SandboxError` raised by
-    one replay is recorded against that run, and the others still run.
-    """
-    if replayer is None:
-        from sandbox.replay.engine import replay as replayer_fn
-
-        replayer = replayer_fn
+def select_runs(
+    store: DirectoryStore, runs: Sequence[str] | None = None, shard: Shard | None = None
+) -> list[Manifest]:
+    """The expected reproductions to check: those named in ``runs`` (each must be one), of
+    ``shard`` when given."""
     manifests = expected_reproductions(store)
     if runs is not None:
         wanted = set(runs)
@@ -155,6 +142,33 @@ def check_store(
         if unknown:
             raise SandboxError("not captured failures in this store: " + ", ".join(sorted(unknown)))
         manifests = [m for m in manifests if m.run_id in wanted]
+    if shard is not None:
+        manifests = [m for m in manifests if shard.holds(m.run_id)]
+    return manifests
+
+
+def check_store(
+    store: DirectoryStore,
+    *,
+    times: int = 1,
+    runs: Sequence[str] | None = None,
+    replayer: Replayer | None = None,
+    on_run: Callable[[Manifest], None] | None = None,
+    shard: Shard | None = None,
+    **replay_options: Any,
+) -> CheckReport:
+    """Replay each expected reproduction ``times`` times; see the module documentation.
+
+    ``runs`` limits the check to these run ids (each must be an expected reproduction).
+    ``shard`` keeps the runs of one CI shard (:mod:`sandbox.regress.shard`).
+    ``on_run`` is called before each replay (for progress). A :class:`SandboxError` raised by
+    one replay is recorded against that run, and the others still run.
+    """
+    if replayer is None:
+        from sandbox.replay.engine import replay as replayer_fn
+
+        replayer = replayer_fn
+    manifests = select_runs(store, runs, shard)
     checks = []
     for manifest in manifests:
         if on_run is not None:
