@@ -1,7 +1,9 @@
-"""Commands between a local and a remote store: ``push`` and ``pull``."""
+"""Commands past one machine: ``push`` and ``pull`` (between stores), ``k8s-job`` and
+``restore-state`` (a replay as Kubernetes objects)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -49,3 +51,71 @@ def pull(
     """
     done = _copy(source, store, run, force)
     typer.echo(f"pulled {run} from {source} ({done})")
+
+
+@app.command("restore-state")
+def restore_state(
+    run: RunArgument,
+    services_json: Annotated[
+        Path, typer.Option("--services-json", help="Service name -> endpoint (JSON object).")
+    ],
+    store: StoreOption = None,
+) -> None:
+    """Restore a run's captured service states into services already up (a Kubernetes
+    replay pod's sidecars: see `sandbox k8s-job`).
+
+    Example: sandbox restore-state RUN --store /state --services-json services.json
+    """
+    from sandbox.replay.attached import load_services, restore_states
+
+    opened = store_from(store)
+    names = restore_states(opened, opened.load_manifest(run), load_services(services_json))
+    typer.echo(f"restored {', '.join(names) or 'no service'} for {run}")
+
+
+@app.command("k8s-job")
+def k8s_job(
+    run: RunArgument,
+    store_cidr: Annotated[
+        str,
+        typer.Option(
+            "--store-cidr",
+            help="Address range of the object store: the one egress the NetworkPolicy allows.",
+        ),
+    ],
+    store: StoreOption = None,
+    store_port: Annotated[int, typer.Option("--store-port", help="Its port.")] = 443,
+    replays: Annotated[int, typer.Option("--replays", min=1, help="Jobs, one per replay.")] = 1,
+    registry: Annotated[
+        str, typer.Option("--registry", help="Prefix of the image names (registry/path/).")
+    ] = "",
+    namespace: Annotated[str | None, typer.Option("--namespace", show_default=False)] = None,
+    secret: Annotated[
+        str, typer.Option("--secret", help="Secret holding boto3's variables for the pull.")
+    ] = "sandbox-replayer-s3",
+) -> None:
+    """Print Kubernetes objects that replay a run of an object store (s3://): a ConfigMap, a
+    NetworkPolicy denying egress but to the store, and a Job per replay (state pulled by an
+    init container, services as native sidecars, the runner as the main container).
+
+    Example: sandbox k8s-job RUN --store s3://team-bugs/sandbox --store-cidr 10.0.0.0/16
+    """
+    import os
+
+    from sandbox.errors import StoreError
+    from sandbox.k8s import JobSettings, render, replay_objects
+    from sandbox.names import STORE_ENV
+
+    url = store or os.environ.get(STORE_ENV, "")
+    if not url.startswith("s3://"):
+        raise StoreError("k8s-job pulls the run from an object store: give --store s3://...")
+    settings = JobSettings(
+        store_url=url,
+        store_cidr=store_cidr,
+        store_port=store_port,
+        registry=registry,
+        credentials_secret=secret,
+        namespace=namespace,
+        replays=replays,
+    )
+    typer.echo(render(replay_objects(store_from(url).load_manifest(run), settings)), nl=False)

@@ -23,7 +23,8 @@ from typing import Protocol
 from sandbox.errors import ReplayError, UnknownNameError
 from sandbox.services.base import ServiceKind
 from sandbox.services.registry import get_kind
-from sandbox.snapshot.manifest import ServiceState
+from sandbox.snapshot.manifest import Manifest, ServiceState
+from sandbox.snapshot.store import DirectoryStore
 
 
 class ServicesUp(Protocol):
@@ -120,3 +121,20 @@ def load_services(path: str | Path) -> dict[str, str]:
             '://postgres@db:5432/app"}})'
         )
     return dict(data)
+
+
+def restore_states(
+    store: DirectoryStore, manifest: Manifest, given: Mapping[str, str]
+) -> list[str]:
+    """Restore each service's captured state (its ``before``) into the endpoint given for it
+    (services started by someone else: a Kubernetes pod's sidecars); return their names."""
+    restored = []
+    for state in manifest.services:
+        if state.before is None:
+            continue
+        if state.name not in given:
+            raise ReplayError(f"no endpoint for service {state.name!r} of run {manifest.run_id}")
+        data = store.get_verified_blob(state.before.sha256)
+        get_kind(state.kind).restore(given[state.name], data)
+        restored.append(state.name)
+    return restored
