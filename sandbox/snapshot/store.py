@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import json
 import os
 import re
@@ -576,6 +577,12 @@ class DirectoryStore:
         return size
 
 
+LAZY_BACKENDS: dict[str, str] = {"s3": "sandbox.snapshot.spool:SpooledStore"}
+"""Backends by URL scheme that live in modules of their own (``module:class``, given the
+whole location), imported on first use: they build on this module, and their client
+libraries are optional."""
+
+
 def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore:
     """Open a store by location: a folder path, a ``file://`` URL or an ``s3://BUCKET/PREFIX``
     URL (:class:`sandbox.snapshot.spool.SpooledStore`); ``None`` reads ``$SANDBOX_STORE`` and
@@ -586,8 +593,8 @@ def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore
         return DirectoryStore(loc)
     if scheme == "file":
         return DirectoryStore(rest)
-    if scheme == "s3":
-        from sandbox.snapshot.spool import SpooledStore
-
-        return SpooledStore(loc)
-    raise UnknownNameError("store scheme", scheme, ["file", "s3"])
+    if scheme in LAZY_BACKENDS:
+        module, _, name = LAZY_BACKENDS[scheme].partition(":")
+        backend: type[DirectoryStore] = getattr(importlib.import_module(module), name)
+        return backend(loc)
+    raise UnknownNameError("store scheme", scheme, ["file", *LAZY_BACKENDS])
