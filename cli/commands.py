@@ -13,4 +13,5 @@ from cli import (
     report_cmds,  # noqa: F401
     schema_cmd,  # noqa: F401
     store_cmds,  # noqa: F401
+    sweep_cmd,  # noqa: F401
 )
