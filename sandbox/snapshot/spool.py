@@ -191,6 +191,7 @@ class SpooledStore(DirectoryStore):
             done.wait(wait)
         self._stop.set()
         self._wake.set()
+        atexit.unregister(self.close)
 
     # --- writes --------------------------------------------------------------------------
 

@@ -137,8 +137,7 @@ def test_an_outage_keeps_runs_spooled(
 KILLED = textwrap.dedent(
     """
     import sys
-    from cli.main import main
-from sandbox import capture
+    from sandbox import capture
 
     @capture.tool
     def step(n: int) -> int:
