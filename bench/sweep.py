@@ -9,7 +9,9 @@ the ``docker`` resource, results gathered as they finish). The runs are captures
 before the measurements (its start-up is printed apart); one warm-up round of each side
 runs first; then the sides alternate, ``--repeat`` times. Printed: the median ratio of the
 sweep's wall time to the sequential one with its spread (min-max), and the overhead per task
-((sweep - sequential) / tasks; on a two-core machine no speed-up is expected).
+((sweep - sequential) / tasks; on a two-core machine no speed-up is expected). With
+``--workers 1`` the sweep runs one task at a time, as the sequential side does: the ratio is
+then Ray's cost alone (submission, scheduling, a worker process, results).
 
     .venv/bin/python -m bench.sweep [--runs 2] [--times 3] [--repeat 3] [--workers 2]
 """
