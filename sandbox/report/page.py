@@ -162,6 +162,11 @@ def context(comparison: Comparison, verdict: Verdict | None) -> dict[str, Any]:
         "before": before,
         "after": after,
         "failure": before.manifest.failure,
+        "failure_predicate": (
+            predicate_text(before.manifest.failure.predicate)
+            if before.manifest.failure and before.manifest.failure.predicate
+            else ""
+        ),
         "verdict": _verdict(verdict),
         "divergence": _divergence(div),
         "mismatch": (

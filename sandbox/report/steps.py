@@ -86,12 +86,17 @@ def _documents(event: Retrieval, blobs: BlobReader | None) -> list[dict[str, Any
     return out
 
 
-def _raw(event: Event, pool: MessagePool, blobs: BlobReader | None) -> dict[str, Any]:
-    data: dict[str, Any] = event.model_dump(mode="json", exclude_defaults=True)
+def _raw(
+    event: Event, pool: MessagePool, blobs: BlobReader | None, *, whole: bool = False
+) -> dict[str, Any]:
+    """The event as JSON; unless ``whole``, without the four fields the step carries once
+    (``q``, ``k``, ``n``, ``t``)."""
+    slim = set() if whole else {"seq", "kind", "name", "task"}
+    data: dict[str, Any] = event.model_dump(mode="json", exclude_defaults=True, exclude=slim)
+    if whole:
+        data.update(seq=event.seq, kind=event.kind)
     if isinstance(event, Retrieval) and event.documents:
         data["documents"] = _documents(event, blobs)
-    data["kind"] = event.kind
-    data["seq"] = event.seq
     if isinstance(event, LLMCall) and event.messages:
         data["messages"] = {"$pool": pool.refs(event.messages)}
     if isinstance(event, HTTPExchange) and isinstance(event.request_body, dict):
@@ -200,7 +205,7 @@ def page_data(
             "x": _raw(event, pool, blobs),
         }
         if i in folded:
-            step["h"] = _raw(events[folded[i]], pool, blobs)
+            step["h"] = _raw(events[folded[i]], pool, blobs, whole=True)
         if getattr(event, "error", None) is not None:
             step["e"] = 1
         steps.append(step)

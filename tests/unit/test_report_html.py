@@ -244,3 +244,33 @@ def test_write_is_atomic_and_write_store_report_shows_the_divergent_replay(
     assert [p.name for p in out.parent.iterdir()] == ["r.html"]
     same = write_store_report(tmp_path / "s.html", captured.store, report)
     assert same.read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+
+
+def test_the_committed_demo_run_nests_retries_and_their_calls_under_the_tool() -> None:
+    """The orders demo as captured: the model asks for place_order, whose tenacity retries
+    enclose each attempt's insert, gateway call and timeout."""
+    from sandbox.snapshot import DirectoryStore
+
+    run = DirectoryStore(Path(__file__).parents[2] / "snapshots").load("demo-orders-duplicate")
+    side = page_data(run, "original", None)
+    steps = side["steps"]
+
+    def tree(i: int) -> list[Any]:
+        step = steps[i]
+        return [f"{step['k']} {step['n']}", [tree(c) for c in step["c"]]]
+
+    llm = next(i for i, s in enumerate(steps) if s["k"] == "llm")
+    charge = "http POST http://127.0.0.1:35895/charge"
+    assert tree(llm) == [
+        "llm scripted-1",
+        [["tool place_order", [
+            ["retry retry:place_order", [
+                ["tool insert_order", []], [charge, []], ["timeout retry:place_order", []]]],
+            ["retry retry:place_order", [["tool insert_order", []], [charge, []]]],
+        ]]],
+    ]  # fmt: skip
+    roots = [f"{steps[i]['k']} {steps[i]['n']}" for i in side["roots"]]
+    assert roots == [
+        "random random.seed", "random uuid4", "llm scripted-1", "random uuid4",
+        "llm scripted-1", "result result", "state sandbox.failure",
+    ]  # fmt: skip

@@ -33,6 +33,13 @@
     }
     return v;
   }
+  function whole(side, s) {
+    // The event as recorded: its seq, kind, name and task travel once, on the step.
+    var out = { seq: s.q, kind: s.k, name: s.n, task: s.t };
+    var x = resolve(side, s.x);
+    Object.keys(x).forEach(function (k) { out[k] = x[k]; });
+    return out;
+  }
   function folded(title, draw) {
     // A <details> whose body is drawn the first time it is opened.
     var box = el("details", "fold");
@@ -184,7 +191,7 @@
       default:
         var rest = {};
         Object.keys(x).forEach(function (k) {
-          if (["seq", "kind", "name", "wall", "mono", "fingerprint", "span", "parent_span", "task", "attempt"].indexOf(k) < 0) rest[k] = x[k];
+          if (["wall", "mono", "fingerprint", "span", "parent_span", "attempt"].indexOf(k) < 0) rest[k] = x[k];
         });
         if (Object.keys(rest).length) add(body, el("span", "val", JSON.stringify(rest)));
     }
@@ -217,7 +224,7 @@
       add(card, kids);
     }
     add(card, folded("raw JSON", function () {
-      var raw = { event: resolve(side, s.x) };
+      var raw = { event: whole(side, s) };
       if (s.h) raw.http = resolve(side, s.h);
       return pre(raw, "raw");
     }));
