@@ -120,3 +120,14 @@ def test_bad_rdb_capture_header_is_a_clear_error(header: bytes, match: str) -> N
 def test_envelope_round_trip() -> None:
     header = {"format_version": 2, "db": 1, "captured_ms": None}
     assert unpack_rdb(pack_rdb(header, b"REDIS0010")) == (header, b"REDIS0010")
+
+
+@given(st.binary(max_size=300))
+def test_any_bytes_after_an_rdb_header_read_or_fail_clearly(tail: bytes) -> None:
+    """A bundle's RDB is untrusted: whatever follows the header, reading it yields keys or
+    raises :class:`ServiceError` (lengths claiming gigabytes included)."""
+    try:
+        for found in rdbfile.keys(b"REDIS0010\xfe\x00" + tail, 0):
+            assert isinstance(found.key, bytes)
+    except ServiceError:
+        pass
