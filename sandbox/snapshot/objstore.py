@@ -197,11 +197,14 @@ class ObjectStore:
     def exists(self, run_id: str) -> bool:
         return self._has(self.run_key(run_id, MANIFEST))
 
-    def manifest(self, run_id: str) -> Manifest:
+    def manifest_bytes(self, run_id: str) -> bytes:
         data = self._get(self.run_key(run_id, MANIFEST), MAX_MANIFEST_BYTES)
         if data is None:
             raise UnknownRunError(f"no run {run_id!r} in store {self.location}")
-        return parse_manifest(data, f"{run_id}/{MANIFEST}")
+        return data
+
+    def manifest(self, run_id: str) -> Manifest:
+        return parse_manifest(self.manifest_bytes(run_id), f"{run_id}/{MANIFEST}")
 
     def events(self, run_id: str) -> bytes:
         data = self._get(self.run_key(run_id, EVENTS))

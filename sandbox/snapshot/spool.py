@@ -23,6 +23,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from sandbox.errors import IntegrityError, SandboxError, StoreError, UnknownRunError
 from sandbox.names import SPOOL_ENV
@@ -36,6 +37,7 @@ from sandbox.snapshot.store import (
     RunWriter,
     atomic_write,
     parse_events,
+    parse_manifest,
     read_manifest_bytes,
 )
 
@@ -240,9 +242,7 @@ class SpooledStore(DirectoryStore):
         return sorted([*local, *remote], key=lambda m: (m.created, m.run_id))
 
     def load_manifest(self, run_id: str) -> Manifest:
-        if DirectoryStore.exists(self, run_id):
-            return DirectoryStore.load_manifest(self, run_id)
-        return self.remote.manifest(run_id)
+        return parse_manifest(self.read_manifest_bytes(run_id), f"{run_id}/{MANIFEST}")
 
     def _require(self, run_id: str) -> Path:
         if not DirectoryStore.exists(self, run_id) and self.remote.exists(run_id):
@@ -265,16 +265,37 @@ class SpooledStore(DirectoryStore):
             data = read_manifest_bytes(self.run_dir(run_id) / MANIFEST)
             atomic_write(marker, sha256_bytes(data).encode() + b"\n")
 
-    def get_blob(self, key: str) -> bytes:
+    def _fetch_blob(self, key: str) -> None:
+        """Copy a blob of the object store into the spool, checked against its SHA-256."""
         if DirectoryStore.has_blob(self, key):
-            return super().get_blob(key)
+            return
         data = self.remote.get_blob(key)
         if data is None:
             raise StoreError(f"blob {key} is not in the store {self.url}")
         if sha256_bytes(data) != key:
             raise IntegrityError(f"blob {key}: content does not match its SHA-256")
         DirectoryStore.put_blob(self, data)
-        return data
+
+    def get_blob(self, key: str) -> bytes:
+        self._fetch_blob(key)
+        return self.blob_path(key).read_bytes()
+
+    def open_blob(self, key: str) -> IO[bytes]:
+        self._fetch_blob(key)
+        return self.blob_path(key).open("rb")
+
+    def read_manifest_bytes(self, run_id: str) -> bytes:
+        """The manifest as stored: the spool's copy, else the object store's (alone)."""
+        if DirectoryStore.exists(self, run_id):
+            return read_manifest_bytes(self.run_dir(run_id) / MANIFEST)
+        return self.remote.manifest_bytes(run_id)
+
+    def run_bytes(self, run_id: str) -> int:
+        """Bytes of the run's files in the spool (0 for a run only in the object store:
+        measuring it would read its event log)."""
+        if not DirectoryStore.exists(self, run_id):
+            return 0
+        return sum(p.stat().st_size for p in self.run_dir(run_id).iterdir() if p.is_file())
 
     def has_blob(self, key: str) -> bool:
         return DirectoryStore.has_blob(self, key) or self.remote.has_blob(key)
