@@ -212,3 +212,7 @@ SAYS = {
     0: "[red]some captured failures are gone[/red]",
     2: "[red]some captured failures could not be judged[/red]",
 }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -54,3 +54,19 @@ def test_demo_table_without_a_width_is_one_line_a_run() -> None:
     lines = demo_table(_rows(), None)
     assert len(lines) == 4
     assert lines[2].startswith(RUN_IDS[0]) and FAILURE in lines[2] and STEP in lines[2]
+
+
+def test_make_demo_runs_the_module() -> None:
+    """``make demo`` runs ``python -m examples.demo``: the module calls its ``main``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.demo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python -m examples.demo")

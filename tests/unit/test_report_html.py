@@ -274,3 +274,34 @@ def test_the_committed_demo_run_nests_retries_and_their_calls_under_the_tool() -
         "random random.seed", "random uuid4", "llm scripted-1", "random uuid4",
         "llm scripted-1", "result result", "state sandbox.failure",
     ]  # fmt: skip
+
+
+def test_end_state_tables_name_keys_files_and_cells() -> None:
+    """Redis keys, files and a changed cell, as :func:`diff_states` names them in the
+    descriptions the service kinds write, become one table per service and kind."""
+    from sandbox.replay.divergence import diff_states
+    from sandbox.report.statetables import state_tables
+
+    key = {"type": "string", "value": "2", "has_ttl": False}
+    diffs = diff_states(
+        {
+            "cache": {"keys": {"cart:7": key}},
+            "work": {"files": {"out/a.txt": {"mode": "0644", "sha256": "a" * 64, "size": 3}}},
+            "db": {"tables": {"orders": [{"id": 1, "qty": 2}]}},
+        },
+        {
+            "cache": {"keys": {"cart:7": {**key, "value": "3"}}},
+            "work": {"files": {}},
+            "db": {"tables": {"orders": [{"id": 1, "qty": 3}]}},
+        },
+    )
+    tables = {(t.service, t.category): t for t in state_tables(diffs)}
+    assert sorted(tables) == [("cache", "keys"), ("db", "rows"), ("work", "files")]
+    (line,) = tables["cache", "keys"].lines
+    assert (line["what"], line["field"], line["change"]) == ("cart:7", "value", "changed")
+    assert (line["expected"], line["actual"]) == ("2", "3")
+    (line,) = tables["work", "files"].lines
+    assert (line["what"], line["change"]) == ("out/a.txt", "missing from the replay")
+    rows = tables["db", "rows"]
+    assert (rows.title, rows.columns) == ("db: rows of table orders", [])
+    assert [(x["what"], x["field"]) for x in rows.lines] == [("1", "qty")]

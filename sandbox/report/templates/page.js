@@ -218,16 +218,16 @@
     var body = el("div", "body");
     stepBody(side, s, body, seen);
     add(card, body);
-    if (s.c.length) {
-      var kids = el("div", "children");
-      s.c.forEach(function (c) { add(kids, stepCard(side, c, seen)); });
-      add(card, kids);
-    }
     add(card, folded("raw JSON", function () {
       var raw = { event: whole(side, s) };
       if (s.h) raw.http = resolve(side, s.h);
       return pre(raw, "raw");
     }));
+    if (s.c.length) {
+      var kids = el("div", "children");
+      s.c.forEach(function (c) { add(kids, stepCard(side, c, seen)); });
+      add(card, kids);
+    }
     return card;
   }
 
