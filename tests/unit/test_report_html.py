@@ -9,6 +9,7 @@ import hashlib
 import html
 import json
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from sandbox.replay import ReplayReport
-from sandbox.report import Comparison, render, replay_comparison, write, write_store_report
+from sandbox.report import render, replay_comparison, write, write_store_report
 from sandbox.report.steps import page_data
 from tests.unit.report_runs import HOSTILE, Captured, capture_orders
 
@@ -171,11 +172,8 @@ def test_untrusted_content_is_escaped_everywhere(
     captured: Captured, reports: dict[str, ReplayReport]
 ) -> None:
     comparison, verdict = replay_comparison(captured.store, reports["main_broken"])
-    comparison = Comparison(
-        comparison.before,
-        comparison.after,
-        divergence=comparison.divergence,
-        state_diffs=comparison.state_diffs,
+    comparison = replace(
+        comparison,
         notes=[f"note {HOSTILE}"],
         mismatch={"message": HOSTILE, "diff": [{"path": HOSTILE, "expected": HOSTILE}]},
     )
@@ -219,14 +217,7 @@ def test_a_diff_of_two_runs_has_no_verdict(
 ) -> None:
     comparison, _ = replay_comparison(captured.store, reports["main_fixed"])
     assert comparison.after is not None
-    diff = Comparison(
-        comparison.before,
-        comparison.after,
-        divergence=comparison.divergence,
-        state_diffs=comparison.state_diffs,
-        labels=("run A", "run B"),
-    )
-    page = render(diff)
+    page = render(replace(comparison, labels=("run A", "run B"), notes=()))
     text = text_of(page)
     assert f"{comparison.before.run_id} vs {comparison.after.run_id}" in text
     assert 'id="verdict"' not in page
