@@ -19,6 +19,7 @@ only the hash: the service is then named as different, with a note.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from sandbox.replay.divergence import (
     Divergence,
     EventSummary,
     StateDiff,
+    diff_states,
     first_divergence,
     unmatched_steps,
 )
@@ -37,6 +39,8 @@ from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest, ServiceState
 from sandbox.snapshot.store import Store
 
+_CELL = re.compile(r"^table (?P<table>\S+) column (?P<column>\S+) \(row (?P<row>\d+)\)$")
+"""Where a Postgres dump's value is (:func:`~sandbox.services.dumptext.postgres_places`)."""
 SHOWN = 12
 """Steps and end-state differences :meth:`RunComparison.describe` lists of each kind."""
 
@@ -195,12 +199,11 @@ def _service_difference(
         return []
     if a.after is not None and b.after is not None:
         try:
-            before, after = _places(store, a), _places(store, b)
-            return [
-                StateDiff(a.name, where, before.get(where, MISSING), after.get(where, MISSING))
-                for where in dict.fromkeys([*before, *after])
-                if before.get(where, MISSING) != after.get(where, MISSING)
-            ]
+            before, after = _logical(store, a), _logical(store, b)
+            for table in [*before["tables"], *after["tables"]]:  # a dump lists no empty table
+                before["tables"].setdefault(table, [])
+                after["tables"].setdefault(table, [])
+            return diff_states({a.name: before}, {b.name: after})
         except SandboxError as exc:
             notes.append(f"{a.name}: the end-state dumps could not be read ({exc})")
     else:
@@ -211,8 +214,20 @@ def _service_difference(
     return [StateDiff(a.name, "", a.hash_after, b.hash_after)]
 
 
-def _places(store: Store, state: ServiceState) -> dict[str, str]:
+def _logical(store: Store, state: ServiceState) -> dict[str, Any]:
+    """An end-state dump as the replay's end-state diff describes a service: a database's
+    ``tables`` (name -> rows, their values as text), anything else by where it is."""
     from sandbox.services.dumptext import dump_places
 
     assert state.after is not None
-    return dict(dump_places(state.after.media_type, store.get_blob(state.after.sha256)))
+    tables: dict[str, dict[int, dict[str, str]]] = {}
+    other: dict[str, str] = {}
+    for where, text in dump_places(state.after.media_type, store.get_blob(state.after.sha256)):
+        cell = _CELL.match(where)
+        if cell is None:
+            other[where] = text
+            continue
+        table = cell["table"].removeprefix("public.")
+        tables.setdefault(table, {}).setdefault(int(cell["row"]), {})[cell["column"]] = text
+    logical: dict[str, Any] = {"tables": {t: list(rows.values()) for t, rows in tables.items()}}
+    return {**logical, **other} if other else logical
