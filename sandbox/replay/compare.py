@@ -20,7 +20,7 @@ only the hash: the service is then named as different, with a note.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox.errors import SandboxError
@@ -64,11 +64,7 @@ class RunComparison:
     def step(self) -> int | None:
         """The seq (in A's log) of the first divergent step; for a step only B has, its
         seq in B's log. ``None`` when the runs do not part."""
-        d = self.divergence
-        if d is None:
-            return None
-        side = d.actual if d.reason == "extra" else d.expected
-        return side.seq if side is not None else d.step
+        return None if self.divergence is None else self.divergence.step
 
     @property
     def same(self) -> bool:
@@ -137,12 +133,21 @@ def compare_runs(store: Store, a: str, b: str) -> RunComparison:
         a=a,
         b=b,
         relation=relation(manifest_a, manifest_b),
-        divergence=first_divergence(events_a, events_b),
+        divergence=_by_seq(first_divergence(events_a, events_b)),
         only_a=[EventSummary.of(e) for e in only_a],
         only_b=[EventSummary.of(e) for e in only_b],
         end_state=end_state_differences(store, manifest_a, manifest_b, notes),
         notes=notes,
     )
+
+
+def _by_seq(divergence: Divergence | None) -> Divergence | None:
+    """The divergence with its step as the seq ``sandbox show`` prints (of A's event; of
+    B's for a step only B has), not its index among the compared events."""
+    if divergence is None:
+        return None
+    side = divergence.actual if divergence.reason == "extra" else divergence.expected
+    return replace(divergence, step=side.seq) if side is not None else divergence
 
 
 def _unshadowed(events: list[Event], other: Manifest, run_id: str, notes: list[str]) -> list[Event]:
