@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,6 +17,9 @@ def diff_command(
     run_b: Annotated[str, typer.Argument(help="Run B, compared with A.")],
     store: StoreOption = None,
     as_json: JsonOption = False,
+    html: Annotated[
+        Path | None, typer.Option("--report", help="Also write an HTML page to this file.")
+    ] = None,
 ) -> None:
     """Compare two runs: the first divergent step with its field-level diff (messages,
     parameters, tool arguments and outputs), the steps only one run has, and how the
@@ -27,6 +31,11 @@ def diff_command(
 
     opened = store_from(store)
     comparison = compare_runs(opened, run_a, run_b)
+    if html is not None:
+        from sandbox.report import diff_comparison, write
+
+        written = write(html, diff_comparison(opened, comparison))
+        typer.echo(f"sandbox: wrote report {written}", err=True)
     if as_json:
         typer.echo(json.dumps(comparison.to_json(), indent=2, default=str))
     else:

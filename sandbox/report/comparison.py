@@ -27,6 +27,7 @@ from sandbox.snapshot.store import Store
 
 if TYPE_CHECKING:
     from sandbox.replay import ReplayReport
+    from sandbox.replay.compare import RunComparison
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,20 @@ def _shown_replay(report: ReplayReport, store: Store) -> int | None:
     candidates = [i for i, d in enumerate(report.divergences[:count]) if d is not None]
     candidates += range(count)
     return next((i for i in candidates if store.exists(report.replays[i])), None)
+
+
+def diff_comparison(store: Store, comparison: RunComparison) -> Comparison:
+    """The page's input for ``sandbox diff``: run A against run B, where they part and how
+    their end states differ; no verdict."""
+    return Comparison(
+        store.load(comparison.a),
+        store.load(comparison.b),
+        divergence=comparison.divergence,
+        state_diffs=comparison.end_state,
+        labels=("run A", "run B"),
+        notes=[note for note in (comparison.relation, *comparison.notes) if note],
+        blobs=store.get_blob,
+    )
 
 
 def replay_comparison(store: Store, report: ReplayReport) -> tuple[Comparison, Verdict]:

@@ -4,9 +4,11 @@ compares each fork with its parent and names the overridden step."""
 
 from __future__ import annotations
 
+import html
 import importlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +140,22 @@ def test_a_settled_payment_keeps_the_failure(
     code = cli(["diff", run_id, fork_id, "--store", str(store.root)])
     text = capsys.readouterr().out
     assert code == 1 and f"first divergence at step {step}:" in text
+
+
+def test_the_diff_page_of_a_fork_and_its_parent(
+    captured: tuple[DirectoryStore, str], tmp_path: Path
+) -> None:
+    """``sandbox diff --report``: run A against run B, no verdict, the fork's relation, the
+    divergent step and the refund row only the parent left."""
+    store, run_id = captured
+    fork_id = _fork(store, run_id, {"order_id": 42, "status": "authorized"}).replays[0]
+    out = tmp_path / "diff.html"
+    code = cli(["diff", run_id, fork_id, "--report", str(out), "--store", str(store.root)])
+    assert code == 1
+    page = html.unescape(out.read_text())
+    assert f"{run_id} vs {fork_id}" in page
+    assert 'id="verdict"' not in page
+    assert "expected (run A)" in page and "actual (run B)" in page
+    assert "B is a fork of A" in page
+    assert "payment_status" in page and "authorized" in page
+    assert "rows of table refunds" in page
