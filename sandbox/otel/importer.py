@@ -202,6 +202,8 @@ def _json(value: Any, default: Any = None) -> Any:
 def _kind(span: SpanRecord) -> str | None:
     operation = span.attributes.get(OPERATION)
     oi = span.attributes.get(SPAN_KIND)
+    if not isinstance(operation, str | None):  # an array or a number: not an operation name
+        return None
     if operation in _LLM_OPERATIONS or (operation is None and oi == "LLM"):
         return "llm"
     if operation == "execute_tool" or (operation is None and oi == "TOOL"):
