@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sandbox.errors import StoreError
+from sandbox.explain.result import Explanation, load_explanation
 from sandbox.replay.divergence import Divergence, StateDiff
 from sandbox.replay.verdict import Verdict
 from sandbox.snapshot.snapshot import Snapshot
-from sandbox.snapshot.store import Store
+from sandbox.snapshot.store import DirectoryStore, Store
 
 if TYPE_CHECKING:
     from sandbox.replay import ReplayReport
@@ -54,6 +56,8 @@ class Comparison:
     blobs: Callable[[str], bytes] | None = None
     """Reads a blob by SHA-256 (``store.get_blob``): retrieved documents are shown with
     their content when it is at hand."""
+    explanation: Explanation | None = None
+    """What ``sandbox explain`` found the original's failure needs, when it was run."""
 
     @property
     def heading(self) -> str:
@@ -107,5 +111,17 @@ def replay_comparison(store: Store, report: ReplayReport) -> tuple[Comparison, V
         notes=report.notes,
         mismatch=report.mismatch,
         blobs=store.get_blob,
+        explanation=_explanation(store, report.original),
     )
     return comparison, report.verdict
+
+
+def _explanation(store: Store, run_id: str) -> Explanation | None:
+    """The stored explanation of ``run_id``; none when there is none or it cannot be read
+    (the page is drawn without that section)."""
+    if not isinstance(store, DirectoryStore):
+        return None
+    try:
+        return load_explanation(store, run_id)
+    except StoreError:
+        return None

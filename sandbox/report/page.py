@@ -11,7 +11,8 @@ failure predicate and what each run showed), the first divergent step with its s
 diff, the request the recording could not answer, the conversation (messages, model calls,
 tool calls nested under the message that asked for them, retrievals, HTTP and service steps),
 the waterfall of step durations with the task lanes, the end-state differences as tables,
-the notes. A new section is a template and its name in :data:`SECTIONS`.
+the notes. When ``sandbox explain`` ran on the original, what its failure needs comes right
+after the header. A new section is a template and its name in :data:`SECTIONS`.
 
 **Small and lazy.** The runs' steps travel as JSON in the page (:mod:`sandbox.report.steps`)
 and a small inline script draws them: the conversation and the waterfall in chunks as they
@@ -49,7 +50,16 @@ from sandbox.snapshot.store import Store, atomic_write
 if TYPE_CHECKING:
     from sandbox.replay import ReplayReport
 
-SECTIONS = ("header", "divergence", "mismatch", "conversation", "waterfall", "state", "notes")
+SECTIONS = (
+    "header",
+    "explain",
+    "divergence",
+    "mismatch",
+    "conversation",
+    "waterfall",
+    "state",
+    "notes",
+)
 """The page's sections, in order: ``templates/<name>.html.j2`` each."""
 
 
@@ -176,6 +186,7 @@ def context(comparison: Comparison, verdict: Verdict | None) -> dict[str, Any]:
         ),
         "tables": state_tables(comparison.state_diffs),
         "notes": list(comparison.notes),
+        "explanation": comparison.explanation,
         "sides": [{"run": s["run"], "label": s["label"], "count": len(s["steps"])} for s in sides],
         "data": embed_json({"sides": sides}),
     }

@@ -19,6 +19,7 @@ from cli.main import main
 from sandbox import capture
 from sandbox.explain import explain, load_explanation
 from sandbox.replay import PolicySet, replay
+from sandbox.report import render, replay_comparison
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore
 
@@ -97,6 +98,20 @@ def test_explain_names_the_recorded_tool_answer_and_releases_the_rest(
     assert text.startswith("the failure needs: tool credit_limit served from the recording\n")
     assert "it does not need: the frozen clock" in text
     assert store.list() == [store.load_manifest(run_id)]  # the trials' replays are not kept
+
+
+def test_the_replay_report_shows_what_the_failure_needs(run: tuple[DirectoryStore, str]) -> None:
+    """Once explained, a replay's HTML page carries the explanation after its header."""
+    store, run_id = run
+    report = replay(run_id, store=store, policies=BASELINE)
+    before = render(*replay_comparison(store, report))
+    assert 'id="explain"' not in before
+    explain(run_id, store=store, times=1, budget=10, policies=BASELINE)
+    page = render(*replay_comparison(store, report))
+    section = page[page.index('<section id="explain">') : page.index('<section id="divergence"')]
+    assert "the failure needs: tool credit_limit served from the recording" in section
+    assert "it does not need: the frozen clock" in section
+    assert page.index('id="summary"') < page.index('id="explain"')
 
 
 def test_faults_not_injected_run_the_attempt_live(run: tuple[DirectoryStore, str]) -> None:
