@@ -43,14 +43,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+_START = r"(?<![A-Za-z0-9_])"
+"""A key starts a token: ``sk-`` inside ``task-``/``desk-``/``risk-`` or ``ghs_`` inside
+``weighs_`` is part of an ordinary word, not a key."""
 DEFAULT_PATTERNS: tuple[str, ...] = (
-    r"sk-ant-[A-Za-z0-9_\-]{8,}",
-    r"sk-(?:proj-|svcacct-|live-|test-)?[A-Za-z0-9_\-]{16,}",
+    _START + r"sk-ant-[A-Za-z0-9_\-]{8,}",
+    _START + r"sk-(?:proj-|svcacct-|live-|test-)?[A-Za-z0-9_\-]{16,}",
     r"(?<=Bearer )[A-Za-z0-9._~+/\-]{8,}=*",
     r"(?<=bearer )[A-Za-z0-9._~+/\-]{8,}=*",
-    r"AKIA[0-9A-Z]{16}",
-    r"gh[pousr]_[A-Za-z0-9]{20,}",
-    r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+    _START + r"AKIA[0-9A-Z]{16}",
+    _START + r"gh[pousr]_[A-Za-z0-9]{20,}",
+    _START + r"xox[abposr]-[A-Za-z0-9\-]{10,}",
 )
 URL_PASSWORD = r"(?<=://)(?P<urluser>[^\s:/@\"'<>\\]*):(?P<urlpw>[^\s/@\"'<>\\]+)(?=@)"
 """``user:password`` between ``://`` and ``@``; only the password is replaced."""

@@ -15,6 +15,7 @@ import os
 
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import Redactor
+from sandbox.errors import CaptureError
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import EVENTS, atomic_file
 
@@ -28,6 +29,11 @@ def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
     env = data.pop("env")
     out = redactor.value(data)
     out["env"] = env  # made by Redactor.environ
+    if out["run_id"] != manifest.run_id:
+        raise CaptureError(
+            "the run id holds what looks like a secret (it would be redacted); "
+            "choose another run name or run_id"
+        )
     return Manifest.model_validate(out)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from sandbox import capture
 from sandbox.capture.redact import RedactionConfig, Redactor, credential_like
+from sandbox.errors import CaptureError
 from sandbox.snapshot.events import HTTPExchange, ToolCall
 from sandbox.snapshot.store import PLACEHOLDER_KEY, DirectoryStore
 
@@ -206,3 +207,68 @@ def test_credential_like_values() -> None:
     assert credential_like(ODD_NAME) and credential_like("ZmFrZS1jcmVkZW50aWFsLXZhbHVlMQ==")
     for plain in ("/usr/bin:/bin", "en_US.UTF-8", "blue", "/root/.pyenv/versions"):
         assert not credential_like(plain)
+
+
+REAL_KEYS = [
+    "sk-proj-Ab12Cd34Ef56Gh78Ij90KlMn",
+    "sk-ant-api03-Zx98Yw76Vu54",
+    "sk-Ab12Cd34Ef56Gh78Ij90",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ghp_Ab12Cd34Ef56Gh78Ij90KlMn",
+    "xoxb-1234567890-abcdef",
+]
+ORDINARY_WORDS = [
+    "task-lookup-0123456789abcdef",
+    "desk-booking-0123456789abcdef",
+    "risk-assessment-2024-quarterly-v2",
+    "whisk-temperature-0123456789ab",
+    "weighs_0123456789abcdefghijklmn",
+    "boxoxb-1234567890-abcdef",
+    "MAKIAIOSFODNN7EXAMPLE",
+]
+
+
+@pytest.mark.parametrize("key", REAL_KEYS)
+@pytest.mark.parametrize("template", ["{}", "key={}", '{{"k":"{}"}}', "use {} now", "KEY: {}\n"])
+def test_real_key_shapes_are_redacted(key: str, template: str) -> None:
+    r = Redactor()
+    text = template.format(key)
+    assert r.text(text) == template.format(r.placeholder(key))
+    assert r.bytes(text.encode()) == template.format(r.placeholder(key)).encode()
+
+
+@pytest.mark.parametrize("word", ORDINARY_WORDS)
+@pytest.mark.parametrize("template", ["{}", "name={}", '{{"run":"{}"}}', "see {} now"])
+def test_ordinary_words_that_contain_a_key_prefix_stay(word: str, template: str) -> None:
+    r = Redactor()
+    text = template.format(word)
+    assert r.text(text) == text
+    assert r.bytes(text.encode()) == text.encode()
+
+
+def test_a_run_named_like_a_task_captures_and_keeps_its_name(store: DirectoryStore) -> None:
+    """A run whose name starts with ``task-`` completes; its name, id and ordinary
+    ``desk-...`` text stay as written while a real key in the same run is redacted."""
+    key = REAL_KEYS[0]
+
+    @capture.tool
+    def book(desk: str) -> str:
+        return f"booked {desk} with {key}"
+
+    with capture.run("task-lookup-0123456789abcdef", store=store, seed=1) as rec:
+        book("desk-booking-0123456789abcdef")
+    run_id = rec.writer.manifest.run_id
+    assert run_id.startswith("task-lookup-0123456789abcdef-")
+    manifest, events = store.load_manifest(run_id), store.load_events(run_id)
+    assert manifest.name == "task-lookup-0123456789abcdef" and manifest.status == "complete"
+    (call,) = [e for e in events if isinstance(e, ToolCall)]
+    assert call.args == {"desk": "desk-booking-0123456789abcdef"}
+    placeholder = Redactor(key=store.placeholder_key()).placeholder(key)
+    assert call.output == f"booked desk-booking-0123456789abcdef with {placeholder}"
+
+
+def test_a_run_id_holding_a_key_is_refused_with_one_line(store: DirectoryStore) -> None:
+    run = capture.run("x", store=store, run_id=REAL_KEYS[2])
+    with pytest.raises(CaptureError, match="run id holds what looks like a secret"), run:
+        pass
+    assert not (store.root / "runs" / REAL_KEYS[2]).exists()
