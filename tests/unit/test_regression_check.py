@@ -158,6 +158,8 @@ sandbox.replay.engine.replay = fake_replay
 
 
 def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
+    """The plugin's ``replay`` fixture and ``@pytest.mark.replay`` pass the run, times,
+    store and options through to the replayer, and fail on an inconclusive verdict."""
     pytester.makeconftest(PLUGIN_CONFTEST)
     pytester.makepyfile(
         """
@@ -186,7 +188,8 @@ def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
             pass
         """
     )
-    result = pytester.runpytest("--sandbox-store", "elsewhere", "-p", "no:cacheprovider")
+    # In a subprocess: the fake replayer the conftest installs never reaches this process.
+    result = pytester.runpytest_subprocess("--sandbox-store", "elsewhere", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1, errors=2)  # a fixture that fails: an error
     result.stdout.fnmatch_lines(
         [

@@ -1,5 +1,6 @@
 """``sandbox pytest``'s generator: valid, ruff-clean, injection-proof Python that fails while
-the failure reproduces and passes once it does not."""
+the failure reproduces and passes once it does not (a real replay of a captured agent with no
+services, run in a pytest subprocess)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from sandbox.snapshot.manifest import (
     ServiceState,
     SQLInvariant,
 )
+from sandbox.snapshot.store import DirectoryStore
 
 pytest_plugins = ["pytester"]
 
@@ -156,61 +158,86 @@ def test_written_file_is_ruff_clean_with_store_relative_to_it(tmp_path: Path) ->
         write_regression_test(tmp_path / "t.txt", manifest(), store=store)
 
 
-FAKE_REPLAY = """
-import sandbox.replay.engine
-from sandbox.replay.verdict import ReplayOutcome, judge
-from sandbox.snapshot.events import ErrorInfo
-from sandbox.snapshot.manifest import ExceptionPredicate
+AGENT = """
+from sandbox import capture
 
-CALLS = []
+ORDERS = []
 
 
-class Report:
-    def __init__(self, verdict):
-        self.verdict = verdict
-
-    def describe(self):
-        return "described"
+@capture.tool
+def place_order(sku: str) -> int:
+    ORDERS.append(sku)
+    return len(ORDERS)
 
 
-def fake_replay(run_id, *, store, times=1, entrypoint=None, **kw):
-    CALLS.append((run_id, str(store.root), times, entrypoint))
-    fixed = entrypoint == "fixed:run"
-    error = None if fixed else ErrorInfo(type="DuplicateOrder", message="twice")
-    if entrypoint == "crash:run":
-        error = ErrorInfo(type="KeyError", message="'PRICING_URL'")
-    outcome = ReplayOutcome(error=error)
-    return Report(judge(ExceptionPredicate(type="DuplicateOrder"), [outcome] * times))
+def run() -> dict[str, int]:
+    \"\"\"The bug: the order is placed again after it went through.\"\"\"
+    ORDERS.clear()
+    place_order("A-1")
+    place_order("A-1")
+    return {"orders": len(ORDERS)}
 
 
-sandbox.replay.engine.replay = fake_replay
+def run_fixed() -> dict[str, int]:
+    ORDERS.clear()
+    place_order("A-1")
+    return {"orders": len(ORDERS)}
+
+
+def run_crash() -> dict[str, int]:
+    ORDERS.clear()
+    raise KeyError("PRICING_URL")
 """
+
+
+@pytest.fixture
+def captured_agent(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A tiny agent (no services) captured for real: it places the same order twice."""
+    from sandbox import capture
+    from sandbox.snapshot.manifest import ResultPredicate
+    from sandbox.snapshot.store import DirectoryStore
+
+    pytester.makepyfile(dupagent=AGENT)
+    monkeypatch.syspath_prepend(str(pytester.path))
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))  # for the test run in a subprocess
+    import dupagent
+
+    store = DirectoryStore(pytester.path / "snapshots")
+    target = Entrypoint(kind="callable", target="dupagent:run")
+    with capture.run("dup", store=store, seed=1, entrypoint=target, packages=False) as rec:
+        rec.set_result(dupagent.run())
+        rec.mark_failed("order placed twice", ResultPredicate(path="orders", op="gt", value=1))
+    return rec.run_id
 
 
 @pytest.mark.parametrize(
     ("entrypoint", "expected"),
     [
-        (None, "*: failure reproduced: 2/2 runs (0 gone, 0 inconclusive)*"),
-        ("fixed:run", None),
-        ("crash:run", "*: could not judge: 0/2 runs reproduced (0 gone, 2 inconclusive*"),
+        (None, "*order placed twice: failure reproduced: 2/2 runs (0 gone, 0 inconclusive)*"),
+        ("dupagent:run_fixed", None),
+        ("dupagent:run_crash", "*: could not judge: 0/2 runs reproduced (0 gone, 2 inconclusive*"),
     ],
 )
 def test_generated_test_fails_before_the_fix_and_passes_after(
-    pytester: pytest.Pytester, entrypoint: str | None, expected: str | None
+    pytester: pytest.Pytester, captured_agent: str, entrypoint: str | None, expected: str | None
 ) -> None:
-    """Passes only when every run is judged and the failure is gone; a run that could not
-    be judged (here a KeyError) fails it, as the failure does."""
-    pytester.makeconftest(FAKE_REPLAY)
+    """With a real replay (in a pytest subprocess, so nothing leaks into this one) of a
+    captured agent: the generated test fails against the buggy agent, passes against the
+    fixed one, and fails when the runs cannot be judged (here a KeyError)."""
+    store = DirectoryStore(pytester.path / "snapshots")
     write_regression_test(
-        pytester.path / "tests" / "test_orders.py",
-        manifest(services=False),
-        store=pytester.path / "snapshots",
+        pytester.path / "tests" / "test_dup.py",
+        store.load_manifest(captured_agent),
+        store=store.root,
         times=2,
         entrypoint=entrypoint,
     )
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    before = {m.run_id for m in store.list()}
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests/test_dup.py")
     if expected is None:
         result.assert_outcomes(passed=1)
     else:
         result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines([expected, "*described*"])
+        result.stdout.fnmatch_lines([expected])
+    replays = [m for m in store.list() if m.run_id not in before]
+    assert len(replays) == 2 and all(m.replay_of == captured_agent for m in replays)
