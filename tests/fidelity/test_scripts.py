@@ -1,0 +1,80 @@
+"""The capture API used from scripts, as the README shows it: the decorator example run as
+``python shop.py`` and the context-manager form run as a script record their command line as
+the entrypoint (``python shop.py``, ``python -m checkout_block``), and replay as they are (no
+``--entrypoint``); inside the replay, the capture hands over to it. A program that signals
+its failure only by its exit code is captured with ``--fail-if 'exit!=0'``."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.snapshot.store import DirectoryStore
+from tests.fidelity import harness
+
+
+def _run_script(tmp_path: Path, agent: str, *args: str, **env: str) -> tuple[DirectoryStore, str]:
+    """Run ``python AGENT.py`` (or ``python ARGS``) in ``tmp_path``; return its run."""
+    shutil.copy(harness.AGENTS / f"{agent}.py", tmp_path)
+    args = args or (f"{agent}.py",)
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        env=harness.base_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    store = DirectoryStore(tmp_path / "snapshots")
+    (run,) = [p.name for p in store.runs_dir.iterdir()]
+    manifest = store.load_manifest(run)
+    assert manifest.failure is not None, done.stderr
+    assert manifest.entrypoint is not None
+    assert manifest.entrypoint.kind == "command"
+    assert manifest.entrypoint.command[1:] == list(args)
+    return store, run
+
+
+def test_readme_decorator_example_run_as_a_script_replays(tmp_path: Path) -> None:
+    store, run = _run_script(tmp_path, "shop")
+
+    result = harness.replay(store, run)
+
+    harness.assert_reproduced_every_time(result)
+
+
+@pytest.mark.parametrize("args", [("checkout_block.py",), ("-m", "checkout_block")])
+def test_context_manager_run_as_a_script_replays(tmp_path: Path, args: tuple[str, ...]) -> None:
+    ids = itertools.count(1)
+
+    def orders(path: str, body: dict[str, object]) -> tuple[int, object]:
+        return 201, {"id": next(ids), **body}
+
+    with harness.service(orders, "orders") as url:
+        store, run = _run_script(tmp_path, "checkout_block", *args, ORDERS_URL=url)
+    assert "order placed twice: 1 and 2" in str(store.load_manifest(run).failure)
+
+    result = harness.replay(store, run, None, "--recorded", "tool")
+
+    harness.assert_reproduced_every_time(result)
+
+
+def test_exit_code_only_failure_replays(store: DirectoryStore) -> None:
+    def supplier(path: str, body: dict[str, object]) -> tuple[int, object]:
+        return 200, {"prices": [{"sku": "A1", "price": 4.5}, {"sku": "B2", "price": 0}]}
+
+    with harness.service(supplier, "supplier") as url:
+        run = harness.capture(
+            store, "price_sync", harness.base_env(SUPPLIER_URL=url), extra=("--fail-if", "exit!=0")
+        )
+    assert run.exit_code == 3 and run.manifest.failure is not None, run.output
+
+    result = harness.replay(store, run.run_id)
+
+    harness.assert_reproduced_every_time(result)
