@@ -61,10 +61,8 @@ def test_readme_example_replays_and_reproduces(tmp_path: Path, form: str) -> Non
     (original,) = store.list()
     assert original.failure is not None and original.failure.observed
 
-    # (a run captured by the context manager from ``python -c`` records the command line;
-    # replaying its function is what this test is about)
-    entry = [] if form == "decorator" else ["--entrypoint", "shop:main"]
-    args = [str(SANDBOX), "replay", original.run_id, "--times", "2", "--json", *entry]
+    # both forms replay their recorded entrypoint (no --entrypoint)
+    args = [str(SANDBOX), "replay", original.run_id, "--times", "2", "--json"]
     replayed = run(args, tmp_path)
     assert replayed.returncode == 1, replayed.stdout + replayed.stderr
     report = json.loads(replayed.stdout)
