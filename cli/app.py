@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sandbox.names import PREDICATE_FORMS, STORE_ENV
+from sandbox.names import PREDICATE_FORMS, STORE_ENV, TIMEOUT_HELP
 
 if TYPE_CHECKING:
     from sandbox.snapshot.store import DirectoryStore
@@ -37,6 +37,10 @@ PredicateOption = Annotated[
         help=f"Judge by this failure predicate instead of the recorded one: {PREDICATE_FORMS}.",
         show_default=False,
     ),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0.001, metavar="SECONDS", help=TIMEOUT_HELP, show_default=False),
 ]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import PredicateOption, StoreOption, app, store_from
+from cli.app import PredicateOption, StoreOption, TimeoutOption, app, store_from
 
 
 @app.command("pytest")
@@ -23,6 +23,7 @@ def pytest_cmd(
         typer.Option("--entrypoint", help="Replay this entrypoint instead of the recorded one."),
     ] = None,
     predicate: PredicateOption = None,
+    timeout: TimeoutOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
 ) -> None:
     """Write a pytest file that replays RUN and fails while its failure still reproduces.
@@ -46,6 +47,7 @@ def pytest_cmd(
         entrypoint=entrypoint,
         predicate=parse_predicate(predicate) if predicate is not None else None,
         overwrite=True,
+        timeout=timeout,
     )
     if manifest.failure is None and predicate is None:
         typer.echo(f"sandbox: warning: run {run} records no failure", err=True)

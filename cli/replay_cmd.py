@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, PredicateOption, StoreOption, app, store_from
+from cli.app import JsonOption, PredicateOption, StoreOption, TimeoutOption, app, store_from
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 from sandbox.names import SERVICES_ENV
 
@@ -99,6 +99,7 @@ def replay_command(
         ),
     ] = None,
     predicate: PredicateOption = None,
+    timeout: TimeoutOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
     html: Annotated[
@@ -161,6 +162,7 @@ def replay_command(
             fork=fork,
             inject_faults=not no_inject_faults,
             empty=empty or (),
+            timeout=timeout,
         )
     if html is not None:
         from sandbox.report import write_store_report

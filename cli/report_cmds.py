@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import JsonOption, StoreOption, TimeoutOption, app, store_from
 
 if TYPE_CHECKING:
     from sandbox.replay.incontainer import ContainerReplayReport
@@ -36,6 +36,7 @@ def ci_repro(
         bool,
         typer.Option("--dry-run", help="Print the ids of the runs it would replay, one a line."),
     ] = False,
+    timeout: TimeoutOption = None,
     as_json: JsonOption = False,
     in_container: Annotated[
         bool,
@@ -93,9 +94,10 @@ def ci_repro(
             err.print(f"replaying {manifest.run_id} x{times}{where} ...")
 
     replayer = None
-    options: dict[str, Any] = {"trust": trust}
+    options: dict[str, Any] = {"trust": trust, "timeout": timeout}
     if in_container:
         options = {}
+        limit = ["--timeout", repr(timeout)] if timeout is not None else []
         from sandbox.replay.incontainer import ensure_runner_image, replay_in_container
 
         def step(line: str) -> None:
@@ -105,7 +107,9 @@ def ci_repro(
         ensure_runner_image(step)
 
         def replayer(run_id: str, **options: Any) -> ContainerReplayReport:
-            return replay_in_container(run_id, project=project, progress=step, **options)
+            return replay_in_container(
+                run_id, project=project, progress=step, extra_args=limit, **options
+            )
 
     result = check_store(
         opened, times=times, runs=run, on_run=progress, replayer=replayer, shard=part, **options

@@ -15,3 +15,13 @@ PREDICATE_FORMS = (
     "(OP: == != > < contains not_contains)"
 )
 """The one-line failure predicate forms (:mod:`sandbox.snapshot.predicate_syntax`)."""
+TIMEOUT_FACTOR = 10.0
+"""A replayed run's default wall-clock limit is this many times the recorded run's duration
+(:mod:`sandbox.replay.deadline`) ..."""
+TIMEOUT_FLOOR = 60.0
+"""... and at least this many seconds."""
+TIMEOUT_HELP = (
+    "Stop a replayed run after SECONDS of wall-clock time (the agent killed, the services "
+    "reset) and count it inconclusive: 'timeout after N s'. Default: "
+    f"{TIMEOUT_FACTOR:g}x the recorded run's duration, at least {TIMEOUT_FLOOR:g} s."
+)

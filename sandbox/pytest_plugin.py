@@ -7,7 +7,9 @@ Fixtures:
 - ``replay``: a callable ``replay(run_id, times=1, **options) -> ReplayReport`` replaying a run
   from that store (the options are those of :func:`sandbox.replay.engine.replay`); when no
   run reproduced and one could not be judged (the verdict is *inconclusive*), it fails the
-  test with the reasons: an inconclusive replay is never a pass;
+  test with the reasons: an inconclusive replay is never a pass. ``--sandbox-timeout
+  SECONDS`` (or the ``sandbox_timeout`` ini value) is each replayed run's wall-clock limit
+  unless the test gives ``timeout=``; a run that reaches it is inconclusive;
 - ``replay_report``: the report of the run named by the test's ``replay`` marker.
 
 Marker, for hand-written regression tests::
@@ -25,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.names import DEFAULT_STORE, STORE_ENV
+from sandbox.names import DEFAULT_STORE, STORE_ENV, TIMEOUT_HELP
 from sandbox.snapshot.store import DirectoryStore, open_store
 
 ReplayFn = Callable[..., Any]
@@ -40,6 +42,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"snapshot store for the replay fixtures (default ${STORE_ENV} or ./snapshots)",
     )
     parser.addini("sandbox_store", "snapshot store for the replay fixtures", default="")
+    group.addoption(
+        "--sandbox-timeout",
+        dest="sandbox_timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=TIMEOUT_HELP,
+    )
+    parser.addini("sandbox_timeout", "wall-clock limit of a replayed run (seconds)", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,18 +77,29 @@ def fail_if_inconclusive(run_id: str, report: Any) -> None:
         pytest.fail(f"replay of {run_id}: {verdict.summary()}\n{report.describe()}", pytrace=False)
 
 
+def timeout_setting(config: pytest.Config) -> float | None:
+    """The replayed runs' wall-clock limit: the option, else the ini value, else ``None``
+    (the replay's default)."""
+    option = config.getoption("sandbox_timeout")
+    ini = str(config.getini("sandbox_timeout") or "")
+    return float(option) if option is not None else float(ini) if ini else None
+
+
 @pytest.fixture
 def sandbox_store(pytestconfig: pytest.Config) -> DirectoryStore:
     return open_store(store_location(pytestconfig))
 
 
 @pytest.fixture
-def replay(sandbox_store: DirectoryStore) -> ReplayFn:
+def replay(sandbox_store: DirectoryStore, pytestconfig: pytest.Config) -> ReplayFn:
     """``replay(run_id, times=1, **options)`` replays a run from the configured store."""
+    limit = timeout_setting(pytestconfig)
 
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
         from sandbox.replay.engine import replay as replay_run
 
+        if limit is not None:
+            options.setdefault("timeout", limit)
         report = replay_run(run_id, store=sandbox_store, times=times, **options)
         fail_if_inconclusive(run_id, report)
         return report

@@ -124,16 +124,20 @@ def regression_source(
     times: int = 1,
     entrypoint: str | None = None,
     predicate: Predicate | None = None,
+    timeout: float | None = None,
 ) -> str:
     """The text of a regression test module for the run ``manifest`` describes.
 
     ``store`` is the store location as the test should find it: a path relative to the test
     file's folder (or absolute). ``$SANDBOX_STORE`` overrides it when the test runs.
     ``predicate`` judges the replays instead of the recorded one; it enters the file as its
-    text (:mod:`sandbox.snapshot.predicate_syntax`), parsed when the test runs.
+    text (:mod:`sandbox.snapshot.predicate_syntax`), parsed when the test runs. ``timeout``
+    limits each replayed run's seconds (``None``: the replay's default).
     """
     if times < 1:
         raise ValueError("times must be at least 1")
+    if timeout is not None and not timeout > 0:
+        raise ValueError("timeout must be a positive number of seconds")
     failure = manifest.failure
     reason = failure.reason if failure and failure.reason else "(no reason recorded)"
     shown = predicate or (failure.predicate if failure else None)
@@ -189,6 +193,7 @@ def regression_source(
         *py_assign("ENTRYPOINT", entrypoint),
         *py_assign("STORE", store),
         *py_assign("PREDICATE", predicate_text(predicate) if predicate is not None else None),
+        f"TIMEOUT = {float(timeout)!r}" if timeout is not None else "TIMEOUT = None",
         "",
         "",
         "def _store_path() -> Path:",
@@ -203,8 +208,14 @@ def regression_source(
         '    """Every replayed run is judged, and the recorded failure is gone."""',
         "    store = open_store(_store_path())",
         "    predicate = parse_predicate(PREDICATE) if PREDICATE is not None else None",
-        "    report = replay(RUN_ID, store=store, times=TIMES, entrypoint=ENTRYPOINT, "
-        "predicate=predicate)",
+        "    report = replay(",
+        "        RUN_ID,",
+        "        store=store,",
+        "        times=TIMES,",
+        "        entrypoint=ENTRYPOINT,",
+        "        predicate=predicate,",
+        "        timeout=TIMEOUT,",
+        "    )",
         "    verdict = report.verdict",
         '    summary = f"{FAILURE}: {verdict.summary()}\\n" + report.describe()',
         '    assert verdict.outcome != "inconclusive", summary',
@@ -223,6 +234,7 @@ def write_regression_test(
     entrypoint: str | None = None,
     predicate: Predicate | None = None,
     overwrite: bool = False,
+    timeout: float | None = None,
 ) -> Path:
     """Write the test module for ``manifest`` to ``path`` (atomically); the store is referred
     to relative to the test file's folder. Refuses to replace a file unless ``overwrite``."""
@@ -234,7 +246,12 @@ def write_regression_test(
     out.parent.mkdir(parents=True, exist_ok=True)
     relative = os.path.relpath(Path(store).resolve(), out.parent.resolve())
     source = regression_source(
-        manifest, store=relative, times=times, entrypoint=entrypoint, predicate=predicate
+        manifest,
+        store=relative,
+        times=times,
+        entrypoint=entrypoint,
+        predicate=predicate,
+        timeout=timeout,
     )
     atomic_write(out, source.encode("utf-8"))
     return out

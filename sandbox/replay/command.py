@@ -21,8 +21,10 @@ its own Python children replay their recorded tasks into the same run
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,9 +80,12 @@ def run_command(
     store: DirectoryStore,
     original: str,
     options: ReplayOptions,
+    timeout: float | None = None,
 ) -> Served:
     """Run the recorded command as a replay of ``original`` recorded through ``writer`` (which
-    is closed: the child appends); return what the child's boundary saw and its exit code."""
+    is closed: the child appends); return what the child's boundary saw and its exit code.
+    After ``timeout`` seconds the command's whole process group is killed and the run is
+    marked as stopped there (``Served.timed_out``)."""
     writer.close()
     run_id = writer.manifest.run_id
     with tempfile.TemporaryDirectory(prefix="sandbox-replay-") as tmp:
@@ -93,14 +98,11 @@ def run_command(
             options=options,
             result=result,
         )
-        try:
-            done = subprocess.run(list(entry.command), env=env, cwd=entry.cwd, check=False)
-        except OSError as exc:
-            raise ReplayError(
-                f"cannot run the recorded command {entry.command[0]!r}: {exc}"
-            ) from None
-        code = done.returncode
+        code, timed_out = _run_group(entry, env, timeout)
         exit_code = code if code >= 0 else 128 - code  # killed by a signal, as a shell says
+        if timed_out:
+            writer.manifest = store.load_manifest(run_id)
+            return Served(exit_code=exit_code, timed_out=timeout)
         if not result.exists():
             raise ReplayError(
                 f"the replay did not start in the recorded command ({' '.join(entry.command)}; "
@@ -111,6 +113,29 @@ def run_command(
     served.exit_code = exit_code
     writer.manifest = store.load_manifest(run_id)  # the child added its seeds
     return served
+
+
+def _run_group(
+    entry: Entrypoint, env: Mapping[str, str], timeout: float | None
+) -> tuple[int, bool]:
+    """Run the command in a process group of its own; ``(return code, timed out)``. The
+    group (the program and its children) is killed when ``timeout`` passes, or when the
+    replay itself is interrupted."""
+    try:
+        proc = subprocess.Popen(list(entry.command), env=env, cwd=entry.cwd, process_group=0)
+    except OSError as exc:
+        raise ReplayError(f"cannot run the recorded command {entry.command[0]!r}: {exc}") from None
+    timed_out = False
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, timed_out
 
 
 def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySession | None:

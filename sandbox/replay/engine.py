@@ -33,6 +33,7 @@ from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, Unkno
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
+from sandbox.replay.deadline import Deadline, ReplayTimedOut, default_timeout
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
 from sandbox.replay.environment import applied, recorded_timezone, restored_environment
@@ -153,9 +154,11 @@ class _Settings:
     enforce_order: bool
     clocks: ClockMode
     command: Entrypoint | None = None
-    fork: ForkEdits | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
+    fork: ForkEdits | None = None
     inject_faults: bool = True
+    timeout: float | None = None
+    """Seconds a run may take before it is stopped (:mod:`sandbox.replay.deadline`)."""
 
 
 def _replay_once(
@@ -202,22 +205,31 @@ def _replay_once(
     exit_code: int | None = None
     if s.command is not None:
         served = run_command(
-            s.command, writer=writer, store=s.store, original=original.run_id, options=options
+            s.command,
+            writer=writer,
+            store=s.store,
+            original=original.run_id,
+            options=options,
+            timeout=s.timeout,
         )
         exit_code = served.exit_code
     else:
         session = ReplaySession(writer, s.store, original, s.recording, options)
+        limit = Deadline(s.timeout)
         try:
-            value = s.function()
+            with limit.armed():
+                value = s.function()
             if value is not None and not session.rec.has_result:
                 session.rec.set_result(value)
-        except ReplayStopped:
+        except (ReplayStopped, ReplayTimedOut):
             pass
         except (Exception, SystemExit) as exc:
-            session.rec.record_exception(exc)
+            if not limit.expired:
+                session.rec.record_exception(exc)
         finally:
             session.close()
         served = session.served()
+        served.timed_out = s.timeout if limit.expired else None
 
     after = [_end_state(s, state, endpoints) for state in services]
     events = comparable(s.store.load_events(run_id))
@@ -233,6 +245,7 @@ def _replay_once(
         else f"stopped at {stopped.kind} {stopped.name!r}: the recording has no answer",
         stalls=served.stalls,
         refused=served.refused[0] if served.refused else None,
+        timed_out=served.timed_out,
     )
     verdict = judge_run(index, s.expected, outcome)
     failure = (
@@ -315,6 +328,7 @@ def replay(
     inject_faults: bool = True,
     empty: Collection[str] = (),
     services_up: ServicesUp | None = None,
+    timeout: float | None = None,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
@@ -328,7 +342,9 @@ def replay(
     ``empty`` names services brought up empty instead of with their captured state.
     ``services_up`` replays against services someone else brought up and resets
     (:class:`~sandbox.replay.attached.ServicesUp`: reset between runs, not before the
-    first)."""
+    first). ``timeout`` limits each run's wall-clock time (default: ten times the recorded
+    run's duration, at least a minute); a run that reaches it is stopped and judged
+    inconclusive (:mod:`sandbox.replay.deadline`)."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -349,6 +365,8 @@ def replay(
         policy_set = policy_set.with_rule("live", "clock")
     recording = st.load_events(run_id)
     compared = comparable(recording)
+    if timeout is not None and timeout <= 0:
+        raise ReplayError(f"timeout must be a positive number of seconds, got {timeout:g}")
     settings = _Settings(
         store=st,
         manifest=manifest,
@@ -364,6 +382,7 @@ def replay(
         command=command,
         fork=fork,
         inject_faults=inject_faults,
+        timeout=timeout if timeout is not None else default_timeout(recording),
     )
 
     def tell(message: str, done: int) -> None:

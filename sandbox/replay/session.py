@@ -98,6 +98,9 @@ class Served:
     """The exit code of a replayed command (``None`` in-process)."""
     refused: list[str] = field(default_factory=list)
     """Connections outside the sandbox that were refused (:mod:`sandbox.replay.netguard`)."""
+    timed_out: float | None = None
+    """The wall-clock limit (seconds) the run reached and was stopped at
+    (:mod:`sandbox.replay.deadline`)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:

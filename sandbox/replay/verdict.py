@@ -42,6 +42,7 @@ from typing import Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
+from sandbox.replay.deadline import describe as describe_timeout
 from sandbox.replay.divergence import Divergence
 from sandbox.replay.jsondiff import json_equal, short
 from sandbox.replay.unexpected import REASON_TEXT, REASONS, Reason, explain
@@ -82,6 +83,8 @@ class ReplayOutcome:
     """Times the recorded order of concurrent calls could not be kept."""
     refused: str | None = None
     """A connection outside the sandbox that was refused (the first one)."""
+    timed_out: float | None = None
+    """The run was stopped at this wall-clock limit, in seconds."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -406,6 +409,10 @@ def judge_run(
     def inconclusive(reason: Reason, detail: str) -> RunVerdict:
         return RunVerdict(index, "inconclusive", detail, div, reason)
 
+    if outcome.timed_out is not None:
+        return inconclusive(
+            "timeout", f"{describe_timeout(outcome.timed_out)}: the run was stopped unfinished"
+        )
     if outcome.refused is not None:
         return inconclusive("refused", f"inconclusive: {outcome.refused}")
     if outcome.mismatch is not None:

@@ -199,3 +199,21 @@ def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
             "a different exception)*",
         ]
     )
+
+
+def test_plugin_timeout_option_is_the_default_limit(pytester: pytest.Pytester) -> None:
+    """``--sandbox-timeout`` reaches the replayer unless a test gives its own ``timeout``."""
+    pytester.makeconftest(PLUGIN_CONFTEST)
+    pytester.makepyfile(
+        """
+        from conftest import CALLS
+
+        def test_limits(replay):
+            replay("orders-1")
+            assert CALLS[-1][3] == {"timeout": 7.0}
+            replay("orders-1", timeout=2)
+            assert CALLS[-1][3] == {"timeout": 2}
+        """
+    )
+    result = pytester.runpytest_subprocess("--sandbox-timeout", "7", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

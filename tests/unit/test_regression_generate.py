@@ -80,6 +80,7 @@ def test_source_is_valid_python_naming_the_run_and_failure() -> None:
         "ENTRYPOINT": None,
         "STORE": "../../snapshots",
         "PREDICATE": None,
+        "TIMEOUT": None,
     }
     functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert functions == ["_store_path", "test_replay_orders_20240301t120000z_1a2b3c"]
@@ -95,7 +96,7 @@ def test_hostile_manifest_text_cannot_inject_code() -> None:
     assert kinds == (
         ["Expr", "ImportFrom", "Import", "ImportFrom", "Import"]
         + ["ImportFrom"] * 3
-        + ["Assign"] * 6
+        + ["Assign"] * 7
         + ["FunctionDef", "FunctionDef"]
     )
     values = constants(source)
@@ -137,8 +138,10 @@ def test_written_file_is_ruff_clean_with_store_relative_to_it(tmp_path: Path) ->
         store=store,
         times=3,
         entrypoint="examples.orders_fixed:run",
+        timeout=45,
     )
     assert constants(out.read_text())["STORE"] == "../../snapshots"
+    assert constants(out.read_text())["TIMEOUT"] == 45.0
     ruff = Path(sys.executable).parent / "ruff"
     config = ["--config", str(ROOT / "pyproject.toml")]
     check = subprocess.run(
