@@ -313,6 +313,13 @@ class Recorder:
     def timed_out(self, span: int) -> bool:
         return span in self._timed_out_spans
 
+    def attempt_fault(self, loop: str, attempt: int, failed: bool) -> BaseException | None:
+        """For tenacity's own retries (their attempts do not cross the seam): the error that
+        attempt ``attempt`` of retry loop ``loop``, just ended (``failed`` or not), must end
+        with instead of its own outcome; ``None``: its outcome stands. A capture keeps every
+        outcome; a replay fails the attempt again as it failed at capture."""
+        return None
+
     def state(self, target: str, source: str | None = None, **data: object) -> int:
         """Record an agent state transition (``source`` -> ``target``) with its data."""
         jdata = {k: jsonable_value(v) for k, v in data.items()}

@@ -305,7 +305,10 @@ def patch_tenacity() -> Callable[[], None]:
     :func:`~sandbox.capture.boundary.current_attempt`. Return the undo.
 
     Unlike :class:`Retrying`, the attempts do not cross the seam: on replay they run again,
-    and what fails inside them fails from the recording (an HTTP timeout, say)."""
+    and what fails inside them fails from the recording (an HTTP timeout, say). An attempt
+    that failed at capture but succeeds live (its call served live, the service fast now)
+    fails again with the recorded error once it ran (:meth:`Recorder.attempt_fault`), so
+    the recorded attempt schedule repeats in the same order."""
     import tenacity.asyncio
 
     original = tenacity.BaseRetrying.iter
@@ -315,6 +318,8 @@ def patch_tenacity() -> Callable[[], None]:
         if isinstance(self, _Recording):
             return original(self, retry_state)
         outcome = _attempt_ended(retry_state)
+        if outcome is not None:
+            outcome = _as_recorded(retry_state, outcome)
         do: Any = None
         try:
             do = original(self, retry_state)
@@ -328,6 +333,8 @@ def patch_tenacity() -> Callable[[], None]:
         if isinstance(self, _Recording):
             return await original_async(self, retry_state)
         outcome = _attempt_ended(retry_state)
+        if outcome is not None:
+            outcome = _as_recorded(retry_state, outcome)
         do: Any = None
         try:
             do = await original_async(self, retry_state)
@@ -352,6 +359,18 @@ def _attempt_ended(rs: tenacity.RetryCallState) -> Any:
     token = rs.__dict__.pop("_sandbox_attempt", None)
     if token is not None:
         boundary._current_attempt.reset(token)
+    return rs.outcome
+
+
+def _as_recorded(rs: tenacity.RetryCallState, outcome: Any) -> Any:
+    """The attempt's outcome, or the recorded failure a replay puts in its place."""
+    fault = getattr(boundary.current(), "attempt_fault", None)
+    if fault is None:
+        return outcome
+    error = fault(_loop_name(rs), rs.attempt_number, bool(outcome.failed))
+    if error is None:
+        return outcome
+    rs.set_exception((type(error), error, None))
     return rs.outcome
 
 

@@ -27,6 +27,7 @@ later one.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import threading
@@ -36,7 +37,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
 
-from sandbox.capture.boundary import Adapter, Call, Outcome, RecordedError
+from sandbox.capture.boundary import Adapter, Call, Outcome, RecordedError, task_id
 from sandbox.capture.clock import Clock
 from sandbox.capture.http import HTTPAdapter
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
@@ -152,6 +153,10 @@ class ReplayBoundary(Recorder):
             for e in prepared
             if isinstance(e, Timeout) and e.parent_span is not None
         }
+        self._loop_attempts: dict[tuple[str, str], collections.deque[RetryAttempt]] = {}
+        for e in prepared:  # tenacity's own loops: attempts recorded without a crossing
+            if isinstance(e, RetryAttempt) and e.span is None:
+                self._loop_attempts.setdefault((e.task, e.name), collections.deque()).append(e)
         self.turnstile = turnstile or Turnstile(recording, enabled=False)
         self.replay_clock: ReplayClock = replay_clock or LiveClock()
         self.mismatch: ReplayMismatchError | None = None
@@ -318,8 +323,7 @@ class ReplayBoundary(Recorder):
     def _recorded_fault(self, call: Call, where: Route) -> tuple[RetryAttempt, bool] | None:
         """The recorded failure of this retry attempt, and whether the attempt runs live
         first (it committed before failing at capture); ``None``: it succeeded, run live."""
-        policies = self.fork.after if self.fork is not None and self.fork.past else self.policies
-        policy = policies.policy_for("retry", where.name)
+        policy = self._retry_policies().policy_for("retry", where.name)
         serves = policy.serves_recording and self.inject_faults
         event = self._match(where) if serves else None
         if not isinstance(event, RetryAttempt) or event.error is None:
@@ -330,6 +334,27 @@ class ReplayBoundary(Recorder):
         # Timed out before anything committed: running it would add a side effect.
         return event, not (timeout is not None and timeout.committed is not True)
 
+    def attempt_fault(self, loop: str, attempt: int, failed: bool) -> BaseException | None:
+        """An attempt of one of tenacity's own loops has ended: when the same attempt failed
+        at capture (the next recorded attempt of this loop in this task) and it succeeded
+        live, it fails again with the recorded error, in the recorded order. It ran live
+        first: the plain loop cannot tell whether it had committed, so the retry repeats the
+        side effect as it did at capture."""
+        with self._state_lock:
+            queue = self._loop_attempts.get((task_id(), loop))
+            event = queue.popleft() if queue else None
+        if event is None or event.attempt != attempt or event.error is None or failed:
+            return None
+        policy = self._retry_policies().policy_for("retry", loop)
+        if not (policy.serves_recording and self.inject_faults):
+            return None
+        self._note_injection(loop, attempt, event, ran_live=True)
+        return rebuild_error(event.error)
+
+    def _retry_policies(self) -> PolicySet:
+        """The policies retry attempts follow now (a fork's, once past its step)."""
+        return self.fork.after if self.fork is not None and self.fork.past else self.policies
+
     def _fail_attempt(
         self, call: Call, adapter: Adapter[T], event: RetryAttempt, ran: float | None
     ) -> BaseException:
@@ -337,7 +362,7 @@ class ReplayBoundary(Recorder):
         when the attempt started running live (``None``: it did not run)."""
         assert event.error is not None
         injected = rebuild_error(event.error)
-        self._note_injection(call, event, ran_live=ran is not None)
+        self._note_injection(call.name, call.attempt, event, ran_live=ran is not None)
         duration = 0.0 if ran is None else self.clock.monotonic() - ran
         adapter.record(call, Outcome(error=injected, duration=duration), self)
         return injected
@@ -371,14 +396,13 @@ class ReplayBoundary(Recorder):
                     fields["served"] = how
         return super().emit(event_type, call, **fields)
 
-    def _note_injection(self, call: Call, event: RetryAttempt, *, ran_live: bool) -> None:
+    def _note_injection(
+        self, name: str, attempt: int | None, event: RetryAttempt, *, ran_live: bool
+    ) -> None:
         assert event.error is not None
+        error = f"{event.error.type}: {event.error.message}"
         with self._state_lock:
-            self.injected.append(
-                Injection(
-                    call.name, call.attempt, f"{event.error.type}: {event.error.message}", ran_live
-                )
-            )
+            self.injected.append(Injection(name, attempt, error, ran_live))
 
     def _spy(self, call: Call, where: Route, recorded: Event, value: object) -> None:
         expected: Any

@@ -65,3 +65,45 @@ def test_tenacity_retry_decorator_is_recorded_and_replayed(store: DirectoryStore
 
 def test_tenacity_retrying_loop_is_recorded_and_replayed(store: DirectoryStore) -> None:
     _capture_and_replay(store, "card_charge", "PAYMENTS_URL", "charges", "retry:__main__.main")
+
+
+def test_tenacity_retry_fails_again_as_recorded_when_the_call_is_live(
+    store: DirectoryStore,
+) -> None:
+    """``@tenacity.retry`` around an HTTP call that timed out once at capture, after the
+    booking committed. Replayed with HTTP live against the service, now fast: attempt 1 runs
+    live (it books), then fails with the recorded timeout; attempt 2 books again, and the
+    duplicate is back. (Without the recorded attempt injected, attempt 1 would succeed, the
+    service would see one booking, and the verdict would be a false "gone".)"""
+    slow = {"on": True}
+    rows: list[dict[str, object]] = []
+
+    def handle(path: str, body: dict[str, object]) -> tuple[int, object]:
+        if path.endswith("/list"):
+            return 200, {"bookings": [r for r in rows if r.items() >= body.items()]}
+        rows.append(dict(body))
+        if slow["on"] and len(rows) == 1:
+            time.sleep(1.0)  # committed, but the client gave up at 0.3 s
+        return 201, {"id": len(rows)}
+
+    with harness.service(handle, "hotel_booking") as url:
+        run = harness.capture(store, "hotel_booking", harness.base_env(HOTEL_URL=url))
+        recorded = attempts(run.events)
+        assert recorded == [
+            ("retry:__main__.book", 1, "error", "httpx.ReadTimeout"),
+            ("retry:__main__.book", 2, "success", None),
+        ]
+        slow["on"] = False
+        rows.clear()
+
+        result = harness.replay(store, run.run_id, None, "--live", "http", times=1)
+
+        written = list(rows)
+    assert written == [{"guest": "ada", "night": "2024-03-01"}] * 2, result.output
+    harness.assert_reproduced_every_time(result, times=1)
+    assert result.report["injected"] == [
+        "retry:__main__.book attempt 1: httpx.ReadTimeout: timed out"
+        " (the attempt ran, then failed as recorded)"
+    ]
+    (events,) = harness.replayed_runs(store, result)
+    assert attempts(events) == recorded
