@@ -26,8 +26,13 @@ What counts as a secret:
 Personal data (on by default, each kind configurable): e-mail addresses, phone numbers
 written with separators or a leading ``+``, and card numbers that pass the Luhn check.
 
-Redaction works on serialized bytes (one regular-expression pass per event line) so its cost
-stays flat.
+Redaction works on serialized bytes (at most one regular-expression pass per event line) so
+its cost stays flat. Each family of patterns has a cheap necessary condition (``sk-`` for a
+key, ``@`` for an e-mail or a URL password, a literal secret found as a substring,
+three digits, a separator and four more for a phone number ...): a line is searched only
+with the families whose condition holds, in the same order as the full alternation, so the
+result is the same as one pass with every pattern, and a line with none of them is not
+searched at all.
 """
 
 from __future__ import annotations
@@ -55,6 +60,16 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
     _START + r"gh[pousr]_[A-Za-z0-9]{20,}",
     _START + r"xox[abposr]-[A-Za-z0-9\-]{10,}",
 )
+_DEFAULT_TRIGGERS: tuple[tuple[str, ...], ...] = (
+    ("sk-",),
+    ("sk-",),
+    ("Bearer ",),
+    ("bearer ",),
+    ("AKIA",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("xox",),
+)
+"""Substrings without which each default pattern cannot match (same order)."""
 URL_PASSWORD = r"(?<=://)(?P<urluser>[^\s:/@\"'<>\\]*):(?P<urlpw>[^\s/@\"'<>\\]+)(?=@)"
 """``user:password`` between ``://`` and ``@``; only the password is replaced."""
 PII_PATTERNS: dict[str, str] = {
@@ -66,6 +81,36 @@ PII_PATTERNS: dict[str, str] = {
     r"|(?<=[\"'=\s>])\d{13,19}(?=[\"'&<\s])",
 }
 """Personal data found by default; :attr:`RedactionConfig.pii` chooses which kinds."""
+
+
+def _shape_of(c: int) -> int:
+    if 48 <= c <= 57:
+        return ord("0")
+    if c in b" -":
+        return ord("-")
+    if c in b".+()":
+        return c
+    if c in b"\"'=<>&\t\n\r\f\v":
+        return ord("q")
+    return ord("_")
+
+
+_SHAPE = bytes.maketrans(bytes(range(256)), bytes(_shape_of(c) for c in range(256)))
+"""Bytes to their shape: an ASCII digit becomes ``0``, a space or ``-`` becomes ``-``, ``.``
+``+`` ``(`` ``)`` stay, a quote, ``=``, ``<``, ``>``, ``&`` or other white space becomes ``q``,
+anything else ``_``."""
+_SEP = (b"-", b".")
+_PII_SHAPES: dict[str, tuple[bytes, ...]] = {
+    # 415-555-0132, 415.555.0132 ...; (415) 555-0132, (415)555-0132 ...; +14155550132
+    "phone": tuple(b"000" + a + b"000" + b + b"0000" for a in _SEP for b in _SEP)
+    + tuple(b")" + a + b"000" + b + b"0000" for a in (b"", *_SEP) for b in _SEP)
+    + (b"+0000000000",),
+    # 4111 1111 1111 1111, 4111-1111-...; "4111111111111111" after a quote, = or space
+    "card": (b"0000-0000-0000-0", b"q" + b"0" * 13, b"-" + b"0" * 13),
+}
+"""Shapes every match of a built-in personal-data kind has (see :data:`PII_PATTERNS`); a
+line whose shape holds none of a kind's is not searched for that kind: a timestamp such as
+``1709294400.123456`` has none."""
 SENSITIVE_HEADERS = frozenset(
     {
         "authorization",
@@ -85,6 +130,21 @@ _TOKEN = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9+_\-][A-Za-z0-9+/=_\-]{
 _ENTROPY_LIMIT = 3.5
 """Bits per character above which a long single token counts as a credential (random
 base64/hex keys are well above it; words, paths and versions are below it)."""
+
+
+@dataclass(frozen=True)
+class _Family:
+    """Alternatives of the redaction pattern, searched only in a line that holds one of
+    the ``triggers`` or whose shape (:data:`_SHAPE`) holds one of the ``shapes``; a family
+    with neither is always searched."""
+
+    pattern: str
+    triggers: tuple[str, ...] = ()
+    shapes: tuple[bytes, ...] = ()
+
+    @property
+    def always(self) -> bool:
+        return not self.triggers and not self.shapes
 
 
 def random_key() -> bytes:
@@ -188,9 +248,6 @@ class Redactor:
             kind: PII_PATTERNS[kind] for kind in self.config.pii if kind in PII_PATTERNS
         }
         self._pii.update(dict(self.config.pii_patterns))
-        self._patterns = list(self.config.patterns)
-        if self.config.default_patterns:
-            self._patterns[:0] = DEFAULT_PATTERNS
         self._compile()
 
     # --- configuration -------------------------------------------------------------------
@@ -216,28 +273,52 @@ class Redactor:
 
     @staticmethod
     def _url_passwords(text: str) -> set[str]:
-        if "://" not in text:
+        if "://" not in text or "@" not in text:
             return set()
         return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
 
     def _compile(self) -> None:
-        alternatives: list[str] = [URL_PASSWORD]
+        families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
         # Literal secrets, raw and as they appear inside a JSON string, longest first.
         forms: set[str] = set()
         for lit in self._literals:
             forms.add(lit)
             forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
-        alternatives.extend(re.escape(f) for f in sorted(forms, key=len, reverse=True))
-        alternatives.extend(f"(?:{p})" for p in self._patterns)
-        for i, pattern in enumerate(self._pii.values()):
-            alternatives.append(f"(?P<pii{i}>{pattern})")
+        ordered = sorted(forms, key=len, reverse=True)
+        if ordered:
+            families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
+        if self.config.default_patterns:
+            families.extend(
+                _Family(f"(?:{p})", t)
+                for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
+            )
+        families.extend(_Family(f"(?:{p})") for p in self.config.patterns)
+        for i, (kind, pattern) in enumerate(self._pii.items()):
+            named = f"(?P<pii{i}>{pattern})"
+            if pattern != PII_PATTERNS.get(kind):
+                families.append(_Family(named))  # the user's own pattern
+            elif kind == "email":
+                families.append(_Family(named, ("@",)))
+            else:
+                families.append(_Family(named, (), _PII_SHAPES[kind]))
         self._pii_kinds = {f"pii{i}": kind for i, kind in enumerate(self._pii)}
         self._escaped: dict[str, str] = {
             json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
         }
-        text = "|".join(alternatives)
-        self._re: re.Pattern[str] = re.compile(text)
-        self._bre: re.Pattern[bytes] = re.compile(text.encode())
+        self._families = families
+        self._trigger_index = [(t.encode(), i) for i, f in enumerate(families) for t in f.triggers]
+        self._shape_index = [(t, i) for i, f in enumerate(families) for t in f.shapes]
+        self._always = {i for i, f in enumerate(families) if f.always}
+        self._searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
+
+    def _search(self, active: tuple[int, ...]) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
+        """One pattern of the ``active`` families, in their order (compiled once)."""
+        found = self._searches.get(active)
+        if found is None:
+            text = "|".join(self._families[i].pattern for i in active)
+            found = (re.compile(text), re.compile(text.encode()))
+            self._searches[active] = found
+        return found
 
     # --- applying it ---------------------------------------------------------------------
 
@@ -264,17 +345,37 @@ class Redactor:
         found = match.group(0).decode("utf-8", "surrogateescape")
         return self._replace(groups, found).encode("utf-8", "surrogateescape")
 
+    def _active(self, data: bytes) -> tuple[int, ...]:
+        """The families whose condition ``data`` meets, in order."""
+        found = {i for t, i in self._trigger_index if t in data}
+        if self._shape_index:
+            shape = data.translate(_SHAPE)
+            found |= {i for t, i in self._shape_index if t in shape}
+        return tuple(sorted(found | self._always)) if found or self._always else ()
+
     def text(self, value: str) -> str:
         self._learn_urls(value)
-        return self._re.sub(self._sub, value)
+        # (``\d`` in a text pattern matches any script's digits: shapes are for bytes only)
+        active = tuple(
+            i
+            for i, f in enumerate(self._families)
+            if f.shapes or f.always or any(t in value for t in f.triggers)
+        )
+        if not active:
+            return value
+        return self._search(active)[0].sub(self._sub, value)
 
     def bytes(self, data: bytes) -> bytes:
         """Redact serialized text (an event line, a JSON or text blob)."""
-        if b"://" in data:
+        if b"://" in data and b"@" in data:
             self._learn_urls(data.decode("utf-8", "surrogateescape"))
-        if self._bre.search(data) is None:
+        active = self._active(data)
+        if not active:
             return data
-        return self._bre.sub(self._bsub, data)
+        pattern = self._search(active)[1]
+        if pattern.search(data) is None:
+            return data
+        return pattern.sub(self._bsub, data)
 
     def _learn_urls(self, text: str) -> None:
         for password in self._url_passwords(text):
