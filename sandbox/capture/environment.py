@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
@@ -73,15 +74,37 @@ def _path_key() -> tuple[tuple[str, int], ...]:
 def _packages(key: tuple[tuple[str, int], ...]) -> tuple[tuple[str, str], ...]:
     found: dict[str, str] = {}
     for dist in importlib.metadata.distributions():
-        name = dist.name
-        if name:
-            found[str(name)] = str(dist.version)
+        named = _from_folder(dist)
+        if named is None:
+            name = dist.name
+            named = (str(name), str(dist.version)) if name else None
+        if named is not None:
+            found.setdefault(_canonical(named[0]), named[1])
     return tuple(sorted(found.items()))
 
 
+def _canonical(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``PyYAML`` -> ``pyyaml``,
+    ``typing_extensions`` -> ``typing-extensions``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _from_folder(dist: importlib.metadata.Distribution) -> tuple[str, str] | None:
+    """``(name, version)`` from a ``NAME-VERSION.dist-info`` folder's name (the wheel
+    format escapes ``-`` in both): reading each distribution's metadata file costs a
+    parse of its whole text."""
+    folder = getattr(dist, "_path", None)
+    base = str(getattr(folder, "name", ""))
+    stem = base.removesuffix(".dist-info")
+    if stem == base or stem.count("-") != 1:
+        return None
+    name, version = stem.split("-")
+    return (name, version) if name and version else None
+
+
 def runtime(packages: bool = True) -> Runtime:
-    """Python version, platform, and the installed distributions with their versions (read
-    once per process while the import paths do not change)."""
+    """Python version, platform, and the installed distributions (PEP 503 names) with their
+    versions (read once per process while the import paths do not change)."""
     return Runtime(
         python=sys.version.split()[0],
         platform=platform.platform(),

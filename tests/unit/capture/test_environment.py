@@ -3,6 +3,8 @@ when a tracked file changed), the package list read once while the import paths 
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +69,15 @@ def test_packages_are_read_once_until_an_import_path_changes(
     runtime()
     assert environment._packages.cache_info().misses == 2, "a new path is read again"
     assert runtime(packages=False).packages == {}
+
+
+def test_packages_read_from_folder_names_match_their_metadata() -> None:
+    """Names and versions taken from ``NAME-VERSION.dist-info`` folder names (no metadata
+    parse) are those the metadata files hold, names in their PEP 503 form."""
+    environment._packages.cache_clear()
+    want: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        if dist.name:
+            want.setdefault(re.sub(r"[-_.]+", "-", dist.name).lower(), dist.version)
+    assert runtime().packages == want
+    assert "pydantic-core" in want
