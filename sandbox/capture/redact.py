@@ -355,12 +355,14 @@ class Redactor:
 
     def text(self, value: str) -> str:
         self._learn_urls(value)
-        # (``\d`` in a text pattern matches any script's digits: shapes are for bytes only)
-        active = tuple(
-            i
-            for i, f in enumerate(self._families)
-            if f.shapes or f.always or any(t in value for t in f.triggers)
-        )
+        if value.isascii():
+            active = self._active(value.encode("ascii"))
+        else:  # ``\d`` in a text pattern matches any script's digits: no shapes for these
+            active = tuple(
+                i
+                for i, f in enumerate(self._families)
+                if f.shapes or f.always or any(t in value for t in f.triggers)
+            )
         if not active:
             return value
         return self._search(active)[0].sub(self._sub, value)
