@@ -98,7 +98,7 @@ class ChildWriter(RunWriter):
         self.manifest = manifest
         self._file: IO[bytes] = open(path, "ab", buffering=0)  # noqa: SIM115
 
-    def update_manifest(self, manifest: Manifest) -> None:
+    def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
         self.manifest = manifest
 
 

@@ -335,7 +335,7 @@ def start_recording(
         undo.append(patch_frameworks())
     manifest = recorder.writer.manifest
     recorder.writer.update_manifest(
-        manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
+        manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}}), durable=False
     )
     return undo
 

@@ -58,7 +58,7 @@ def seal(recorder: Recorder) -> Manifest:
     manifest = recorder.writer.manifest
     env = {**manifest.env, **recorded_env(recorder)}
     sealed = redact_manifest(manifest.model_copy(update={"env": env}), redactor)
-    recorder.writer.update_manifest(sealed)
+    recorder.writer.update_manifest(sealed, durable=False)  # the finished one follows
     return sealed
 
 

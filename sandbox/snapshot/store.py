@@ -200,15 +200,17 @@ def store_writes(root: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[IO[bytes]]:
-    """A binary file that becomes ``path`` (by a rename, after fsync) only when the block
-    ends without an exception; otherwise the temporary file is removed."""
+def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
+    """A binary file that becomes ``path`` (by a rename, after fsync unless not ``durable``)
+    only when the block ends without an exception; otherwise the temporary file is
+    removed."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.name)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -216,9 +218,10 @@ def atomic_file(path: Path) -> Iterator[IO[bytes]]:
         raise
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    with atomic_file(path) as f:
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename
+    (after an fsync unless not ``durable``: still all or nothing for a crashed process)."""
+    with atomic_file(path, durable=durable) as f:
         f.write(data)
 
 
@@ -254,9 +257,11 @@ class RunWriter:
         """Append an already-serialized event line (ending in a newline)."""
         self._file.write(line)
 
-    def update_manifest(self, manifest: Manifest) -> None:
+    def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
+        """Replace the manifest (atomically); ``durable=False`` skips the fsync for a
+        version that a durable one replaces before the run ends."""
         self.manifest = manifest
-        atomic_write(self.folder / MANIFEST, dump_manifest(manifest))
+        atomic_write(self.folder / MANIFEST, dump_manifest(manifest), durable=durable)
 
     def finish(self, manifest: Manifest) -> Manifest:
         """Close the log and write ``manifest`` (status ``complete``) sealed with the hash and
