@@ -20,7 +20,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from sandbox import capture
-from sandbox.capture import boundary
+from sandbox.seam import boundary
 from sandbox.snapshot.store import DirectoryStore
 
 CALLS = 50

@@ -11,23 +11,9 @@
         agent.run()               # openai/anthropic/httpx calls are captured unchanged
         capture.result(answer)
 
-Every boundary goes through :mod:`sandbox.capture.boundary`, the seam replay builds on.
+Every boundary goes through :mod:`sandbox.seam.boundary`, the seam replay builds on.
 """
 
-from sandbox.capture.boundary import (
-    Adapter,
-    Boundary,
-    Call,
-    Outcome,
-    RecordedError,
-    athrough,
-    current,
-    current_attempt,
-    install,
-    task_scope,
-    through,
-    use,
-)
 from sandbox.capture.clock import Clock, FakeClock, SystemClock, now
 from sandbox.capture.command import CommandResult, capture_command
 from sandbox.capture.http import patch_httpx
@@ -45,6 +31,20 @@ from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.capture.retry import AsyncRetrying, Retrying, retrying
 from sandbox.capture.run import Capture, ServiceSpec, run
 from sandbox.capture.tools import retriever, tool
+from sandbox.seam.boundary import (
+    Adapter,
+    Boundary,
+    Call,
+    Outcome,
+    RecordedError,
+    athrough,
+    current,
+    current_attempt,
+    install,
+    task_scope,
+    through,
+    use,
+)
 from sandbox.snapshot.manifest import ExceptionPredicate, ResultPredicate, SQLInvariant
 
 __all__ = [

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Protocol
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import ClockRead, Event
 
 

@@ -22,8 +22,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, RandomDraw
 
 URANDOM = "os.urandom"

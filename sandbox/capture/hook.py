@@ -22,11 +22,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sandbox.capture import boundary
 from sandbox.capture.children import ENV_VAR, ChildWriter, follow_captured_children
 from sandbox.capture.discovery import Discovery, check_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.seam import boundary
 from sandbox.snapshot.store import DirectoryStore, RunWriter
 
 

@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
-from sandbox.capture import boundary, llm
-from sandbox.capture.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.capture.onimport import when_imported
 from sandbox.errors import CaptureError
+from sandbox.seam import boundary, llm
+from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import BlobRef, ErrorInfo, Event, HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 
@@ -120,6 +120,11 @@ class HTTPAdapter:
         emitter.defer(tee, flush_at_end)
         return response
 
+    def record_replayed(self, call: Call, value: Any, emitter: Any) -> Any:
+        """Replay: record the rebuilt response (its body already read) as capture does."""
+        self.emit_exchange(call, emitter, value, value.content, None)
+        return value
+
     def emit_exchange(
         self,
         call: Call,
@@ -184,12 +189,7 @@ class HTTPAdapter:
             answer = llm.parse_response(kind, resp_body, streamed)
         elif response is not None and error is None:
             error = ErrorInfo(type=f"HTTP {response.status_code}", message=str(resp_body)[:500])
-        request = {
-            "model": parsed.model,
-            "messages": parsed.messages,
-            "params": parsed.params,
-            "tools": parsed.tools,
-        }
+        request = parsed.meaning()
         emitter.emit(
             LLMCall,
             None,

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, RandomDraw
 
 

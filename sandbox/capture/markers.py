@@ -4,9 +4,9 @@ raises, since a failure that nobody records is a bug in the caller)."""
 
 from __future__ import annotations
 
-from sandbox.capture import boundary
 from sandbox.capture.recorder import Recorder
 from sandbox.errors import CaptureError
+from sandbox.seam import boundary
 from sandbox.snapshot.manifest import ExceptionPredicate, ResultPredicate, SQLInvariant
 
 

@@ -38,10 +38,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, JsonValue, TypeAdapter
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.capture.imports import ImportPatch, Undo
 from sandbox.errors import ReplayError
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.snapshot.events import Event, MCPInfo, ToolCall
 from sandbox.snapshot.normalize import request_fingerprint
 

@@ -6,8 +6,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, MemoryOp
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """The capture's boundary: performs every crossing for real and appends its event to the run.
 
 A :class:`Recorder` is what ``with sandbox.capture.run(...) as rec`` hands out. It is the
-capture implementation of :class:`sandbox.capture.boundary.Boundary`, and it also records what
+capture implementation of :class:`sandbox.seam.boundary.Boundary`, and it also records what
 is not a crossing: state transitions, the final result, timeouts, the failure.
 
 Sequence numbers are allocated and lines written under one lock, so line *n* of
@@ -20,7 +20,10 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
-from sandbox.capture.boundary import (
+from sandbox.capture.clock import Clock, SystemClock
+from sandbox.capture.redact import SENSITIVE_HEADERS, Redactor
+from sandbox.errors import CaptureError
+from sandbox.seam.boundary import (
     Adapter,
     Call,
     Outcome,
@@ -31,9 +34,6 @@ from sandbox.capture.boundary import (
     open_call,
     task_id,
 )
-from sandbox.capture.clock import Clock, SystemClock
-from sandbox.capture.redact import SENSITIVE_HEADERS, Redactor
-from sandbox.errors import CaptureError
 from sandbox.snapshot.events import (
     BlobRef,
     Event,

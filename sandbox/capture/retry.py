@@ -5,7 +5,7 @@
 * each attempt crosses the seam as a ``retry`` call named after the retry loop, with request
   ``{"attempt": n}``: replay can inject the recorded outcome of attempt *n* (a timeout that
   had already committed, say) or run it live. Code inside the attempt sees
-  :func:`sandbox.capture.boundary.current_attempt` and its events carry ``attempt``;
+  :func:`sandbox.seam.boundary.current_attempt` and its events carry ``attempt``;
 * a ``retry`` event per attempt: number, outcome, exception, the wait before the next attempt
   (0 for the last), and the policy (stop, wait, retry strategies described as data);
 * a ``timeout`` event when an attempt ends in a timeout exception, unless the code recorded
@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 import tenacity
 from pydantic import JsonValue
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.snapshot.events import Event, RetryAttempt, Timeout
 
 T = TypeVar("T")
@@ -302,7 +302,7 @@ def patch_tenacity() -> Callable[[], None]:
     or a coroutine function, ``Retrying()(fn)``, ``for attempt in Retrying(...)``, ``async for
     attempt in AsyncRetrying(...)``), with no change to the agent: a ``retry`` event per
     attempt (number, outcome, error, wait, policy), and code inside an attempt sees
-    :func:`~sandbox.capture.boundary.current_attempt`. Return the undo.
+    :func:`~sandbox.seam.boundary.current_attempt`. Return the undo.
 
     Unlike :class:`Retrying`, the attempts do not cross the seam: on replay they run again,
     and what fails inside them fails from the recording (an HTTP timeout, say). An attempt

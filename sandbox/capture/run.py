@@ -27,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
-from sandbox.capture import boundary
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
@@ -44,6 +43,7 @@ from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import redact_manifest, seal
 from sandbox.errors import CaptureError
+from sandbox.seam import boundary
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ModelInfo, ServiceState

@@ -15,9 +15,9 @@ from typing import Any, TypeVar, cast, overload
 
 from pydantic import JsonValue
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.capture.schema import tool_schema
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.snapshot.events import Event, Retrieval, RetrievedDoc, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
 

@@ -37,9 +37,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
 
-from sandbox.capture.boundary import Adapter, Call, Outcome, RecordedError, task_id
 from sandbox.capture.clock import Clock
-from sandbox.capture.http import HTTPAdapter
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError
 from sandbox.replay.clock import LiveClock, ReplayClock
@@ -53,6 +51,14 @@ from sandbox.replay.ordering import Turnstile
 from sandbox.replay.policy import Policy, PolicySet
 from sandbox.replay.report import mismatch_json
 from sandbox.replay.routing import Route, prepare_recording, route
+from sandbox.seam.boundary import (
+    Adapter,
+    Call,
+    Outcome,
+    RecordedError,
+    RecordsReplayed,
+    task_id,
+)
 from sandbox.snapshot.events import (
     Event,
     HTTPExchange,
@@ -289,36 +295,30 @@ class ReplayBoundary(Recorder):
         started = event.wall - _duration(event)
         self.replay_clock.reach(started)
         try:
-            if where.kind in {"llm", "http"}:
-                return self._replay_http(call, where, adapter, event)
             try:
-                value = adapter.replay(call, event, self.blobs)
+                value = adapter.replay(call, self._answer(where, event), self.blobs)
             except RecordedError as recorded:
                 error = rebuild_error(recorded.info)
                 adapter.record(call, Outcome(error=error), self)
                 raise error from None
+            if isinstance(adapter, RecordsReplayed):  # complete as read (an HTTP response)
+                return adapter.record_replayed(call, value, self)  # type: ignore[no-any-return]
             return adapter.record(call, Outcome(value=value), self)
         finally:
             self.replay_clock.reach(event.wall)
 
-    def _replay_http(self, call: Call, where: Route, adapter: Adapter[T], event: Event) -> T:
-        exchange: Event | None = event
-        if where.kind == "llm":
-            parent = event.parent_span
-            exchange = self._http_by_span.get(parent) if parent is not None else None
+    def _answer(self, where: Route, event: Event) -> Event:
+        """The recorded event the adapter rebuilds the answer from: a model call made over
+        HTTP is answered with its recorded HTTP exchange."""
+        if where.kind != "llm":
+            return event
+        parent = event.parent_span
+        exchange = self._http_by_span.get(parent) if parent is not None else None
         if exchange is None:
             raise ReplayError(
                 f"the recorded model call seq {event.seq} has no HTTP exchange to answer with"
             )
-        try:
-            response: Any = adapter.replay(call, exchange, self.blobs)
-        except RecordedError as recorded:
-            error = rebuild_error(recorded.info)
-            adapter.record(call, Outcome(error=error), self)
-            raise error from None
-        if isinstance(adapter, HTTPAdapter):  # record the exchange (and model call) as read
-            adapter.emit_exchange(call, self, response, response.content, None)
-        return response  # type: ignore[no-any-return]
+        return exchange
 
     def _recorded_fault(self, call: Call, where: Route) -> tuple[RetryAttempt, bool] | None:
         """The recorded failure of this retry attempt, and whether the attempt runs live

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from sandbox.capture.boundary import RecordedError
+from sandbox.seam.boundary import RecordedError
 from sandbox.snapshot.events import ErrorInfo
 
 _BUILTINS = sys.modules["builtins"]

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import JsonValue
 
-from sandbox.capture import llm
-from sandbox.capture.boundary import Call
 from sandbox.replay.semantics import request_of
+from sandbox.seam import llm
+from sandbox.seam.boundary import Call
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 
@@ -106,12 +106,6 @@ def route(call: Call) -> Route:
     api = llm.endpoint_kind(method, urlsplit(url).path)
     if api is not None:
         parsed = llm.parse_request(api, call.request.get("body"))
-        request: JsonValue = {
-            "model": parsed.model,
-            "messages": parsed.messages,
-            "params": parsed.params,
-            "tools": parsed.tools,
-        }
-        return Route("llm", parsed.model, request, order_name)
-    request = {**call.request, "url": canonical_url(url)}
+        return Route("llm", parsed.model, parsed.meaning(), order_name)
+    request: JsonValue = {**call.request, "url": canonical_url(url)}
     return Route("http", order_name, request, order_name)

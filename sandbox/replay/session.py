@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.capture import boundary as seam
 from sandbox.capture.children import follow_children
 from sandbox.capture.entropy import URANDOM
 from sandbox.capture.run import start_recording
@@ -31,6 +30,7 @@ from sandbox.replay.policy import PolicySet, parse_rule
 from sandbox.replay.redirect import Redirect
 from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
 from sandbox.replay.routing import canonical_name
+from sandbox.seam import boundary as seam
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import ForkEdits, Manifest
 from sandbox.snapshot.store import DirectoryStore, RunWriter

@@ -1,5 +1,6 @@
 """The import graph of ``sandbox/``, read from the source (every import statement, including
-those inside functions): the lower layers never import ``sandbox.replay``, and no module
+those inside functions): the lower layers never import ``sandbox.replay``, the seam
+(``sandbox.seam``, the contract capture and replay share) stands below both, and no module
 imports itself back through any chain.
 
 The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
@@ -15,7 +16,15 @@ import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sandbox"
-LOWER = ("sandbox.capture", "sandbox.snapshot", "sandbox.services", "sandbox.containers")
+LOWER = (
+    "sandbox.capture",
+    "sandbox.seam",
+    "sandbox.snapshot",
+    "sandbox.services",
+    "sandbox.containers",
+)
+SEAM = "sandbox.seam"
+SEAM_MAY_IMPORT = ("sandbox.seam", "sandbox.snapshot", "sandbox.errors")
 UPPER = "sandbox.replay"
 ALLOWED_UPWARD = {("sandbox.capture._site.sitecustomize", "sandbox.replay.command")}
 
@@ -85,6 +94,29 @@ def test_lower_layers_never_import_replay() -> None:
         if target == UPPER or target.startswith(UPPER + ".")
     }
     assert upward == ALLOWED_UPWARD
+
+
+def test_the_seam_imports_neither_capture_nor_replay() -> None:
+    """Capture and replay both build on the seam; it reads only the snapshot model."""
+    graph = import_graph()
+    seam = {m for m in graph if m == SEAM or m.startswith(SEAM + ".")}
+    assert {"sandbox.seam.boundary", "sandbox.seam.llm"} <= seam
+    outside = {(m, t) for m in seam for t in graph[m] if not t.startswith(SEAM_MAY_IMPORT)}
+    assert outside == set()
+
+
+def test_replay_reaches_the_seam_not_the_capture_adapters() -> None:
+    """Replay routes and serves crossings through the seam's contract: it never imports the
+    capture's boundary adapters (the HTTP adapter, the tools, the clock's patches ...)."""
+    adapters = ("sandbox.capture.http", "sandbox.capture.tools", "sandbox.capture.memory")
+    reached = {
+        (module, target)
+        for module, targets in import_graph().items()
+        if module.startswith(UPPER)
+        for target in targets
+        if target.startswith(adapters)
+    }
+    assert reached == set()
 
 
 def test_no_import_cycle_counting_lazy_imports() -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from sandbox.capture import boundary
-from sandbox.capture.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.capture.imports import ImportPatch, Undo
 from sandbox.capture.tools import ToolAdapter
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from sandbox.capture import boundary
 from sandbox.capture.imports import ImportPatch, Undo
 from sandbox.capture.tools import ToolAdapter
+from sandbox.seam import boundary
 
 
 def tool_schema(tool: Any) -> dict[str, JsonValue]:

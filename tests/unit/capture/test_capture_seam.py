@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 from sandbox import capture
-from sandbox.capture import boundary
-from sandbox.capture.boundary import Adapter, Call, SpanAllocator, open_call
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import patch_uuid4
+from sandbox.seam import boundary
+from sandbox.seam.boundary import Adapter, Call, SpanAllocator, open_call
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.store import DirectoryStore
 

@@ -14,10 +14,10 @@ import pytest
 import tenacity
 
 from sandbox import capture
-from sandbox.capture.boundary import RecordedError
 from sandbox.replay import PolicySet, replay
 from sandbox.replay.faults import rebuild_error
 from sandbox.replay.ordering import Turnstile
+from sandbox.seam.boundary import RecordedError
 from sandbox.snapshot.events import ErrorInfo, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore

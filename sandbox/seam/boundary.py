@@ -172,6 +172,17 @@ class Adapter(Protocol[T]):
 
 
 @runtime_checkable
+class RecordsReplayed(Protocol[T]):
+    """An adapter whose replayed value is already complete (an HTTP response rebuilt from the
+    recording, its body read) and is recorded as such, not through :meth:`Adapter.record`
+    (which would wait for the body to stream)."""
+
+    def record_replayed(self, call: Call, value: T, emitter: Emitter) -> T:
+        """Replay: emit the event(s) for ``value``, rebuilt by :meth:`Adapter.replay`."""
+        ...
+
+
+@runtime_checkable
 class Boundary(Protocol):
     """Decides how a boundary crossing is served: live and recorded (capture), from the
     recording, live, or spied (replay)."""
@@ -205,7 +216,7 @@ def install(boundary: Boundary) -> Callable[[], None]:
     if _global_boundary is not None:
         raise CaptureError(
             "a capture or replay is already active in this process; finish it before "
-            "starting another (or use sandbox.capture.boundary.use for one context)"
+            "starting another (or use sandbox.seam.boundary.use for one context)"
         )
     _global_boundary = boundary
     _renumber_tasks()

@@ -2,7 +2,8 @@
 Anthropic messages, plain or streamed (server-sent events).
 
 Pure functions from JSON to JSON: the HTTP capture calls them to add an ``llm`` event next to
-the ``http`` event of an exchange with an OpenAI- or Anthropic-shaped endpoint.
+the ``http`` event of an exchange with an OpenAI- or Anthropic-shaped endpoint, and replay
+routing matches a model call made over HTTP by the same reading (:meth:`LLMRequest.meaning`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ class LLMRequest:
     messages: list[JsonValue]
     params: dict[str, JsonValue]
     tools: list[JsonValue]
+
+    def meaning(self) -> dict[str, JsonValue]:
+        """The request as a model call is fingerprinted at capture and matched on replay:
+        model, messages, parameters and tools (not the endpoint or its port)."""
+        return {
+            "model": self.model,
+            "messages": self.messages,
+            "params": self.params,
+            "tools": self.tools,
+        }
 
 
 @dataclass
