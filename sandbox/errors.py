@@ -82,27 +82,28 @@ class UnknownNameError(SandboxError, LookupError):
         super().__init__(f"unknown {what} {name!r}; valid: {', '.join(sorted(valid))}")
 
 
-class DockerUnavailableError(SandboxError):
+class ContainerError(SandboxError):
+    """The container sandbox cannot be brought up: the engine, an image, the machine's
+    resources or a service container."""
+
+
+class DockerUnavailableError(ContainerError):
     """The Docker engine does not answer."""
 
 
-class ImageMissingError(SandboxError):
+class ImageMissingError(ContainerError):
     """A needed image is not built locally."""
 
 
-class ServiceNotReadyError(SandboxError):
+class ServiceNotReadyError(ContainerError, ServiceError):
     """A service container never became ready; the message carries its last log lines."""
 
 
-class ResourceError(SandboxError):
+class ResourceError(ContainerError):
     """The machine lacks the memory or disk a sandbox needs; the message names how much."""
 
 
-class PortInUseError(SandboxError):
-    """A port asked for on the host is already taken."""
-
-
-class ImageBuildError(SandboxError):
+class ImageBuildError(ContainerError):
     """Building a service or runner image failed; the message carries the build's last lines."""
 
 
@@ -195,6 +196,11 @@ class MissingEnvironmentError(ReplayError, KeyError):
 
 
 # --- OpenTelemetry -------------------------------------------------------------------------
+
+
+class RegressionError(SandboxError, ValueError):
+    """A regression test cannot be written as asked: a file name that does not end in
+    ``.py``, a file that exists, a number of replays below one."""
 
 
 class OTelError(SandboxError):

@@ -16,6 +16,7 @@ import os
 import re
 from pathlib import Path
 
+from sandbox.errors import RegressionError
 from sandbox.names import STORE_ENV
 from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.predicate_syntax import predicate_text
@@ -135,9 +136,9 @@ def regression_source(
     limits each replayed run's seconds (``None``: the replay's default).
     """
     if times < 1:
-        raise ValueError("times must be at least 1")
+        raise RegressionError(f"times must be at least 1, got {times}")
     if timeout is not None and not timeout > 0:
-        raise ValueError("timeout must be a positive number of seconds")
+        raise RegressionError(f"timeout must be a positive number of seconds, got {timeout}")
     failure = manifest.failure
     reason = failure.reason if failure and failure.reason else "(no reason recorded)"
     shown = predicate or (failure.predicate if failure else None)
@@ -240,9 +241,9 @@ def write_regression_test(
     to relative to the test file's folder. Refuses to replace a file unless ``overwrite``."""
     out = Path(path)
     if out.suffix != ".py":
-        raise ValueError(f"a pytest file must end in .py: {out}")
+        raise RegressionError(f"a pytest file must end in .py: {out}")
     if out.exists() and not overwrite:
-        raise FileExistsError(f"{out} exists; pass overwrite to replace it")
+        raise RegressionError(f"{out} exists; pass overwrite to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
     relative = os.path.relpath(Path(store).resolve(), out.parent.resolve())
     source = regression_source(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox.errors import NetworkRefusedError
+from sandbox.errors import NetworkRefusedError, ReplayError
 from sandbox.replay.policy import Policy, PolicySet
 
 REFUSED_EVENT = "sandbox.replay.refused"
@@ -184,7 +184,9 @@ class NetGuard:
     def install(self) -> Callable[[], None]:
         with NetGuard._lock:
             if NetGuard._active is not None:
-                raise RuntimeError("a network guard is already installed")
+                raise ReplayError(
+                    "a replay is already running in this process: finish it before starting another"
+                )
             NetGuard._active = self
         self._resolve_allowed()
         guard = self

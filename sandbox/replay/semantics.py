@@ -17,6 +17,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from sandbox.errors import SnapshotError
 from sandbox.snapshot.events import EVENT_KINDS, ErrorInfo, Event
 from sandbox.snapshot.normalize import normalize, normalize_url
 
@@ -98,7 +99,7 @@ def request_of(event: Event) -> Any:
         case "result":
             raw = {}
         case other:
-            raise TypeError(f"not an event kind: {other!r}")
+            raise SnapshotError(f"not an event kind: {other!r}")
     return normalize(raw)
 
 
@@ -140,7 +141,7 @@ def response_of(event: Event) -> Any:
         case "result":
             return {"value": event.value, "error": _error(event.error)}
         case other:
-            raise TypeError(f"not an event kind: {other!r}")
+            raise SnapshotError(f"not an event kind: {other!r}")
 
 
 def semantic_view(event: Event) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sandbox.errors import RegressionError
 from sandbox.regress import regression_source, regression_test_name, write_regression_test
 from sandbox.snapshot.manifest import (
     Entrypoint,
@@ -155,9 +156,9 @@ def test_written_file_is_ruff_clean_with_store_relative_to_it(tmp_path: Path) ->
         check=False,
     )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
-    with pytest.raises(FileExistsError):
+    with pytest.raises(RegressionError, match="exists"):
         write_regression_test(out, manifest(), store=store)
-    with pytest.raises(ValueError, match=r"\.py"):
+    with pytest.raises(RegressionError, match=r"\.py"):
         write_regression_test(tmp_path / "t.txt", manifest(), store=store)
 
 
