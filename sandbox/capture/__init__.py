@@ -11,13 +11,12 @@
         agent.run()               # openai/anthropic/httpx calls are captured unchanged
         capture.result(answer)
 
-Every boundary goes through :mod:`sandbox.seam.boundary`, the seam replay builds on.
+These names are the public surface: the verbs an agent uses. Every boundary goes through
+:mod:`sandbox.seam` (internal), the contract capture and replay share; the clocks, the
+recorder and the client patches live in this package's modules.
 """
 
-from sandbox.capture.clock import Clock, FakeClock, SystemClock, now
-from sandbox.capture.command import CommandResult, capture_command
-from sandbox.capture.http import patch_httpx
-from sandbox.capture.ids import SeededUUID, patch_uuid4, seed_generators
+from sandbox.capture.clock import now
 from sandbox.capture.markers import active, mark_failed, result, state, timeout
 from sandbox.capture.memory import (
     amemory_read,
@@ -26,72 +25,36 @@ from sandbox.capture.memory import (
     memory_read,
     memory_write,
 )
-from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.retry import AsyncRetrying, Retrying, retrying
 from sandbox.capture.run import Capture, ServiceSpec, run
 from sandbox.capture.tools import retriever, tool
-from sandbox.seam.boundary import (
-    Adapter,
-    Boundary,
-    Call,
-    Outcome,
-    RecordedError,
-    athrough,
-    current,
-    current_attempt,
-    install,
-    task_scope,
-    through,
-    use,
-)
+from sandbox.seam.boundary import task_scope
 from sandbox.snapshot.manifest import ExceptionPredicate, ResultPredicate, SQLInvariant
 
 __all__ = [
-    "Adapter",
     "AsyncRetrying",
-    "Boundary",
-    "Call",
     "Capture",
-    "Clock",
-    "CommandResult",
     "ExceptionPredicate",
-    "FakeClock",
-    "Outcome",
-    "RecordedError",
-    "Recorder",
     "RedactionConfig",
-    "Redactor",
     "ResultPredicate",
     "Retrying",
     "SQLInvariant",
-    "SeededUUID",
     "ServiceSpec",
-    "SystemClock",
     "active",
     "amemory_read",
     "amemory_write",
-    "athrough",
-    "capture_command",
-    "current",
-    "current_attempt",
-    "install",
     "mark_failed",
     "memory_delete",
     "memory_read",
     "memory_write",
     "now",
-    "patch_httpx",
-    "patch_uuid4",
     "result",
     "retriever",
     "retrying",
     "run",
-    "seed_generators",
     "state",
     "task_scope",
-    "through",
     "timeout",
     "tool",
-    "use",
 ]

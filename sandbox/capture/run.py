@@ -23,7 +23,7 @@ import re
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -91,9 +91,11 @@ def command_line() -> list[str]:
 
 @dataclass
 class Capture:
-    """Settings of a capture; enter it (``with``/``async with``) or decorate a function."""
+    """Settings of a capture; enter it (``with``/``async with``) or decorate a function.
+    The settings after ``name`` are keywords."""
 
     name: str
+    _: KW_ONLY
     store: DirectoryStore | str | os.PathLike[str] | None = None
     services: Sequence[ServiceSpec] | str = "auto"
     """``"auto"`` (capture each service the agent connects to), ``"none"`` (record the
@@ -374,10 +376,9 @@ def models_of(events: Sequence[Event]) -> list[ModelInfo]:
     return list(found.values())
 
 
-def run(name: str, **settings: Any) -> Capture:
-    """Capture a run: ``with run("name", store=..., seed=...) as rec`` or ``@run("name")``.
-
-    Settings: ``store``, ``services`` (:class:`ServiceSpec`), ``seed``, ``run_id``,
-    ``redaction`` (:class:`RedactionConfig`), ``clock``, ``http``, ``ids``, ``environ``,
-    ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``."""
-    return Capture(name, **settings)
+run = Capture
+"""Capture a run: ``with run("name", store=..., seed=...) as rec`` or ``@run("name")``; the
+settings are :class:`Capture`'s fields, as keywords with their types (``store``,
+``services`` (:class:`ServiceSpec`), ``seed``, ``run_id``, ``redaction``
+(:class:`~sandbox.capture.redact.RedactionConfig`), ``clock``, ``http``, ``ids``,
+``environ``, ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``)."""

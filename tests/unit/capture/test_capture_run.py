@@ -12,6 +12,7 @@ from typing import Any, Literal
 import pytest
 
 from sandbox import capture
+from sandbox.capture.clock import FakeClock
 from sandbox.errors import CaptureError
 from sandbox.snapshot.events import (
     ClockRead,
@@ -192,7 +193,7 @@ def test_retriever_memory_state_clock(store: DirectoryStore) -> None:
         ][:k]
 
     memory: dict[str, Any] = {"prefs": {"lang": "fr"}}
-    clock = capture.FakeClock(start=1_700_000_000.0)
+    clock = FakeClock(start=1_700_000_000.0)
     with capture.run("rag", store=store, seed=1, clock=clock) as rec:
         docs = search("refund policy")
         prefs = capture.memory_read("prefs", lambda: memory["prefs"])
