@@ -25,7 +25,7 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 import psycopg
 import redis
 
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.specs import CONTAINER_KINDS
 from sandbox.services import get_kind
 
@@ -66,7 +66,7 @@ def testcontainers_pair() -> tuple[float, float]:
 def small_states() -> tuple[bytes, bytes]:
     """A small captured state for each service: a table of 1000 rows, 1000 keys."""
     with bring_up(
-        [ServiceSpec("db", "postgres", database="shop"), ServiceSpec("cache", "redis")]
+        [RestoreSpec("db", "postgres", database="shop"), RestoreSpec("cache", "redis")]
     ) as env:
         with psycopg.connect(env.env["DATABASE_URL"], autocommit=True) as conn:
             conn.execute("CREATE TABLE orders (id int PRIMARY KEY, item text, at timestamptz)")
@@ -85,8 +85,8 @@ def small_states() -> tuple[bytes, bytes]:
 def ours_pair(pg_data: bytes, rd_data: bytes, resets: int) -> tuple[float, float, float]:
     """Bring up with restore; time ``resets`` resets; (up, median reset, teardown) s."""
     services = [
-        ServiceSpec("db", "postgres", database="shop", data=pg_data, version="15"),
-        ServiceSpec("cache", "redis", data=rd_data),
+        RestoreSpec("db", "postgres", database="shop", data=pg_data, version="15"),
+        RestoreSpec("cache", "redis", data=rd_data),
     ]
     start = time.perf_counter()
     env = bring_up(services, frozen_at=FROZEN)

@@ -37,7 +37,7 @@ import psycopg
 from bench._pairs import line as _line
 from bench._pairs import pair as _pair
 from bench._pairs import timed as _timed
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.sizing import size_for
 from sandbox.containers.specs import CONTAINER_KINDS, container_spec
 from sandbox.services import get_kind
@@ -120,7 +120,7 @@ def _scale(client: object, scale: int, repeat: int) -> None:
         )
         dump = raw_dump()
 
-    spec = ServiceSpec("db", "postgres", database="bench", data=first.data, state_bytes=size)
+    spec = RestoreSpec("db", "postgres", database="bench", data=first.data, state_bytes=size)
 
     def ours() -> None:
         bring_up([spec], client=client).close()

@@ -30,8 +30,7 @@ import psycopg
 
 from examples import _model
 from sandbox import capture
-from sandbox.containers import ServiceSpec as ContainerService
-from sandbox.containers import bring_up
+from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore, open_store
 
@@ -50,7 +49,7 @@ def _quiet(_line: str) -> None:
 def production_db(frozen_at: datetime | None = None) -> Iterator[str]:
     """An empty Postgres (its clock frozen at ``frozen_at`` if given); yields its URL."""
     with bring_up(
-        [ContainerService(name="db", kind="postgres", env="DATABASE_URL")], frozen_at=frozen_at
+        [RestoreSpec(name="db", kind="postgres", env="DATABASE_URL")], frozen_at=frozen_at
     ) as env:
         yield env.services["db"].url
 

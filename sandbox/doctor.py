@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from sandbox.containers.bringup import ServiceSpec
+from sandbox.containers.bringup import RestoreSpec
 from sandbox.containers.engine import DockerClient, connect
 from sandbox.containers.images import ImageStatus, list_images
 from sandbox.containers.labels import Owner
@@ -261,7 +261,7 @@ def _memory_check(store: DirectoryStore, client: DockerClient) -> Check:
         needs = {}
         for state in manifest.services:
             if state.kind in CONTAINER_KINDS:
-                held = ServiceSpec.from_state(state).state_bytes or 0
+                held = RestoreSpec.from_state(state).state_bytes or 0
                 needs[state.name] = (size_for(CONTAINER_KINDS[state.kind].storage, held), held)
         total = sum(size.memory_bytes for size, _ in needs.values())
         if needs and (largest is None or total > largest[0]):

@@ -11,8 +11,8 @@ Public API::
 
 from sandbox.containers.bringup import (
     Environment,
+    RestoreSpec,
     ServiceEndpoint,
-    ServiceSpec,
     bring_up,
     faketime_env,
 )
@@ -43,8 +43,8 @@ __all__ = [
     "ImageStatus",
     "Owner",
     "Progress",
+    "RestoreSpec",
     "ServiceEndpoint",
-    "ServiceSpec",
     "bring_up",
     "build_images",
     "connect",

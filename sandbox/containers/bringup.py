@@ -73,9 +73,11 @@ _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
 @dataclass(frozen=True)
-class ServiceSpec:
-    """One service to bring up. Made from a manifest's :class:`ServiceState` by
-    :meth:`from_state`, or by hand (tests, benchmarks) with inline ``data``."""
+class RestoreSpec:
+    """One service to bring up and the state to restore into it (a capture declares its
+    services with :class:`sandbox.capture.ServiceSpec`). Made from a manifest's
+    :class:`ServiceState` by :meth:`from_state`, or by hand (tests, benchmarks) with inline
+    ``data``."""
 
     name: str
     kind: str
@@ -95,7 +97,7 @@ class ServiceSpec:
     storage and memory are sized to it; default: estimated from the dump's size."""
 
     @classmethod
-    def from_state(cls, state: ServiceState) -> ServiceSpec:
+    def from_state(cls, state: ServiceState) -> RestoreSpec:
         database = state.meta.get("database")
         value = state.binding.value
         if not isinstance(database, str):
@@ -236,7 +238,7 @@ def faketime_env(frozen_at: datetime, timezone: str = "UTC") -> dict[str, str]:
 
 
 def bring_up(
-    services: Iterable[ServiceSpec | ServiceState],
+    services: Iterable[RestoreSpec | ServiceState],
     store: Store | None = None,
     frozen_at: datetime | None = None,
     *,
@@ -257,7 +259,7 @@ def bring_up(
     the wait for each service to answer. Anything that fails on the way removes what was
     started before the error propagates.
     """
-    specs = [s if isinstance(s, ServiceSpec) else ServiceSpec.from_state(s) for s in services]
+    specs = [s if isinstance(s, RestoreSpec) else RestoreSpec.from_state(s) for s in services]
     _check_names(specs)
     states = _load_states(specs, store)
     for spec in specs:
@@ -280,7 +282,7 @@ def bring_up(
     return env
 
 
-def _check_names(specs: list[ServiceSpec]) -> None:
+def _check_names(specs: list[RestoreSpec]) -> None:
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:
@@ -290,7 +292,7 @@ def _check_names(specs: list[ServiceSpec]) -> None:
             container_spec(spec.kind)  # unknown kind: a clear error before anything starts
 
 
-def _load_states(specs: list[ServiceSpec], store: Store | None) -> dict[str, bytes]:
+def _load_states(specs: list[RestoreSpec], store: Store | None) -> dict[str, bytes]:
     states: dict[str, bytes] = {}
     for spec in specs:
         if spec.data is not None:
@@ -302,7 +304,7 @@ def _load_states(specs: list[ServiceSpec], store: Store | None) -> dict[str, byt
     return states
 
 
-def _sizes(specs: list[ServiceSpec], states: Mapping[str, bytes]) -> dict[str, tuple[Size, int]]:
+def _sizes(specs: list[RestoreSpec], states: Mapping[str, bytes]) -> dict[str, tuple[Size, int]]:
     """Each container's size (see :mod:`sandbox.containers.sizing`) and its state's."""
     out: dict[str, tuple[Size, int]] = {}
     for spec in specs:
@@ -313,7 +315,7 @@ def _sizes(specs: list[ServiceSpec], states: Mapping[str, bytes]) -> dict[str, t
     return out
 
 
-def _check_version(spec: ServiceSpec, cspec: ContainerSpec) -> None:
+def _check_version(spec: RestoreSpec, cspec: ContainerSpec) -> None:
     captured = major_version(spec.version)
     if captured is not None and captured > cspec.server_major:
         raise ServiceVersionError(
@@ -325,7 +327,7 @@ def _check_version(spec: ServiceSpec, cspec: ContainerSpec) -> None:
 
 def _start(
     env: Environment,
-    specs: list[ServiceSpec],
+    specs: list[RestoreSpec],
     states: Mapping[str, bytes],
     progress: Progress,
     timeout: float,
@@ -376,7 +378,7 @@ def _container_name(session: str, service: str) -> str:
     return f"sbx-{session}-{_NAME.sub('-', service)}"[:63]
 
 
-def _create(env: Environment, spec: ServiceSpec, size: Size, progress: Progress) -> None:
+def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress) -> None:
     import docker.errors
     from docker.types import EndpointConfig
     from testcontainers.core.config import testcontainers_config
@@ -441,7 +443,7 @@ def _create(env: Environment, spec: ServiceSpec, size: Size, progress: Progress)
 
 def _ready_and_restore(
     env: Environment,
-    spec: ServiceSpec,
+    spec: RestoreSpec,
     states: Mapping[str, bytes],
     progress: Progress,
     timeout: float,
@@ -471,7 +473,7 @@ def _ready_and_restore(
     _restore(env, spec, endpoint.url, states, progress)
 
 
-def _not_ready(env: Environment, spec: ServiceSpec, why: str) -> ServiceNotReadyError:
+def _not_ready(env: Environment, spec: RestoreSpec, why: str) -> ServiceNotReadyError:
     try:
         logs = env.logs(spec.name, LOG_LINES).rstrip()
     except Exception as exc:  # the container may be gone
@@ -485,7 +487,7 @@ def _not_ready(env: Environment, spec: ServiceSpec, why: str) -> ServiceNotReady
 
 def _restore(
     env: Environment,
-    spec: ServiceSpec,
+    spec: RestoreSpec,
     url: str,
     states: Mapping[str, bytes],
     progress: Progress,
@@ -526,7 +528,7 @@ def _load_file(
 
 
 def _prepare_path(
-    env: Environment, spec: ServiceSpec, states: Mapping[str, bytes], progress: Progress
+    env: Environment, spec: RestoreSpec, states: Mapping[str, bytes], progress: Progress
 ) -> None:
     if env.workdir is None:
         env.workdir = make_workdir(env.owner)

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 
 pytestmark = pytest.mark.docker
 FROZEN = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)  # 07:00 in New York (EST, UTC-5)
@@ -25,7 +25,7 @@ def client() -> Iterator[Any]:
 
 def test_postgres_runs_in_the_recorded_zone_at_the_frozen_instant(client: Any) -> None:
     with bring_up(
-        [ServiceSpec("db", "postgres", database="app")],
+        [RestoreSpec("db", "postgres", database="app")],
         frozen_at=FROZEN,
         timezone="America/New_York",
         client=client,

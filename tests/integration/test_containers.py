@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import redis
 
-from sandbox.containers import ServiceSpec, bring_up, connect, firewall, gc, specs
+from sandbox.containers import RestoreSpec, bring_up, connect, firewall, gc, specs
 from sandbox.containers.images import IMAGES, ImageDef
 from sandbox.containers.labels import MANAGED, SESSION, Owner, new_session_id
 from sandbox.errors import ImageMissingError, ServiceNotReadyError, ServiceVersionError
@@ -69,7 +69,7 @@ def test_smoke_local_image_exec_and_cleanup(client: Any) -> None:
 
 def test_postgres_clock_is_frozen_and_bindings_point_at_it(client: Any) -> None:
     with bring_up(
-        [ServiceSpec("db", "postgres", database="app")], frozen_at=FROZEN, client=client
+        [RestoreSpec("db", "postgres", database="app")], frozen_at=FROZEN, client=client
     ) as env:
         url = env.env["DATABASE_URL"]
         assert url == env.services["db"].url
@@ -91,14 +91,14 @@ def test_redis_clock_is_frozen_and_restored_ttls_hold(client: Any) -> None:
     """Redis starts under libfaketime (no jemalloc in the image): TIME is the capture time,
     and a restored key keeps its remaining TTL on the frozen clock."""
     rd = get_kind("redis")
-    with bring_up([ServiceSpec("cache", "redis")], client=client) as source:
+    with bring_up([RestoreSpec("cache", "redis")], client=client) as source:
         r = redis.Redis.from_url(source.env["REDIS_URL"])
         r.set("session:1", "alive", px=600_000)
         r.set("stock:book", "3")
         state = rd.capture(source.env["REDIS_URL"])
 
     with bring_up(
-        [ServiceSpec("cache", "redis", data=state.data)], frozen_at=FROZEN, client=client
+        [RestoreSpec("cache", "redis", data=state.data)], frozen_at=FROZEN, client=client
     ) as env:
         assert env.services["cache"].restored
         r = redis.Redis.from_url(env.env["REDIS_URL"])
@@ -139,7 +139,7 @@ def test_sandbox_network_has_no_way_out(client: Any) -> None:
     other address answers; from the host, the service does."""
     server, port = _listen()
     try:
-        with bring_up([ServiceSpec("cache", "redis")], client=client) as env:
+        with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
             assert redis.Redis.from_url(env.services["cache"].url).ping()
             network = client.networks.get(env.network_id)
             assert network.attrs["Internal"] is True
@@ -165,7 +165,7 @@ def test_restore_then_reset_postgres_and_redis(client: Any) -> None:
     """State captured from one sandbox is restored into another; reset returns to it."""
     pg, rd = get_kind("postgres"), get_kind("redis")
     with bring_up(
-        [ServiceSpec("db", "postgres", database="shop"), ServiceSpec("cache", "redis")],
+        [RestoreSpec("db", "postgres", database="shop"), RestoreSpec("cache", "redis")],
         client=client,
     ) as source:
         with psycopg.connect(source.env["DATABASE_URL"], autocommit=True) as conn:
@@ -176,8 +176,8 @@ def test_restore_then_reset_postgres_and_redis(client: Any) -> None:
         rd_state = rd.capture(source.env["REDIS_URL"])
 
     services = [
-        ServiceSpec("db", "postgres", database="shop", data=pg_state.data, version="15.18"),
-        ServiceSpec("cache", "redis", env="CACHE", data=rd_state.data),
+        RestoreSpec("db", "postgres", database="shop", data=pg_state.data, version="15.18"),
+        RestoreSpec("cache", "redis", env="CACHE", data=rd_state.data),
     ]
     with bring_up(services, client=client) as env:
         assert env.services["db"].restored and env.services["cache"].restored
@@ -194,13 +194,13 @@ def test_restore_then_reset_postgres_and_redis(client: Any) -> None:
 
 def test_newer_postgres_dump_is_refused_before_anything_starts(client: Any) -> None:
     with pytest.raises(ServiceVersionError, match=r"postgres 16\.2.*newer"):
-        bring_up([ServiceSpec("db", "postgres", data=b"x", version="16.2")], client=client)
+        bring_up([RestoreSpec("db", "postgres", data=b"x", version="16.2")], client=client)
 
 
 def test_missing_image_names_make_images(client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(IMAGES, "redis", ImageDef("redis", "sandbox-replayer/nope:0", "redis"))
     with pytest.raises(ImageMissingError, match=r"sandbox-replayer/nope:0.*make images"):
-        bring_up([ServiceSpec("cache", "redis")], client=client)
+        bring_up([RestoreSpec("cache", "redis")], client=client)
 
 
 def test_never_ready_carries_the_last_log_lines(
@@ -210,19 +210,19 @@ def test_never_ready_carries_the_last_log_lines(
     monkeypatch.setitem(specs.CONTAINER_KINDS, "redis", never)
     session = new_session_id()
     with pytest.raises(ServiceNotReadyError, match=r"(?s)within 1 s.*Ready to accept"):
-        bring_up([ServiceSpec("cache", "redis")], client=client, timeout=1, session=session)
+        bring_up([RestoreSpec("cache", "redis")], client=client, timeout=1, session=session)
     assert labelled(client, session) == ([], [])
 
 
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from sandbox.containers import ServiceSpec, bring_up
+    from sandbox.containers import RestoreSpec, bring_up
 
     def progress(line):
         print(line, flush=True)
 
-    env = bring_up([ServiceSpec("db", "postgres")], session=sys.argv[1], progress=progress)
+    env = bring_up([RestoreSpec("db", "postgres")], session=sys.argv[1], progress=progress)
     print("UP", flush=True)
     time.sleep(120)
     """
@@ -283,7 +283,7 @@ def test_sigterm_cleans_up_at_once(client: Any) -> None:
 
 
 def test_gc_keeps_live_sessions(client: Any) -> None:
-    with bring_up([ServiceSpec("cache", "redis")], client=client) as env:
+    with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
         gc(client=client)
         containers, networks = labelled(client, env.session)
         assert len(containers) == 1 and len(networks) == 1

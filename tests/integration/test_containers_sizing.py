@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.labels import SESSION
 from sandbox.errors import ResourceError
 from sandbox.services import get_kind
@@ -29,7 +29,7 @@ def test_a_database_beyond_the_old_fixed_tmpfs_restores_resets_and_judges(client
     """About 130 MB of table data with its indexes: three copies (database, restore point,
     a reset's copy) did not fit the old 256 MB tmpfs."""
     pg = get_kind("postgres")
-    with bring_up([ServiceSpec("db", "postgres", database="big")], client=client) as source:
+    with bring_up([RestoreSpec("db", "postgres", database="big")], client=client) as source:
         url = source.env["DATABASE_URL"]
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(
@@ -43,7 +43,7 @@ def test_a_database_beyond_the_old_fixed_tmpfs_restores_resets_and_judges(client
     assert size is not None and size[0] > 120 * MIB
     assert captured.meta["state_bytes"] == size[0]
 
-    spec = ServiceSpec(
+    spec = RestoreSpec(
         "db", "postgres", database="big", data=captured.data, state_bytes=int(size[0])
     )
     with bring_up([spec], client=client) as env:
@@ -63,7 +63,7 @@ def test_a_database_beyond_the_old_fixed_tmpfs_restores_resets_and_judges(client
 
 
 def test_a_state_the_host_cannot_hold_is_refused_naming_the_size(client: Any) -> None:
-    huge = ServiceSpec("db", "postgres", data=b"x", version="15.18", state_bytes=1 << 50)
+    huge = RestoreSpec("db", "postgres", data=b"x", version="15.18", state_bytes=1 << 50)
     with pytest.raises(
         ResourceError, match=r"needs [\d.]+ [TP]B of memory \(db .* for 1024\.0 TB of state\)"
     ) as err:

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import redis
 
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.runner import create_runner
 from sandbox.replay.incontainer import ensure_runner_image
 
@@ -48,7 +48,7 @@ def _assert_hardened(client: Any, container_id: str, network: str) -> None:
 
 def test_service_containers_are_hardened_and_still_work(client: Any) -> None:
     with bring_up(
-        [ServiceSpec("db", "postgres", database="app"), ServiceSpec("cache", "redis")],
+        [RestoreSpec("db", "postgres", database="app"), RestoreSpec("cache", "redis")],
         client=client,
     ) as env:
         assert env.network_name is not None
@@ -70,7 +70,7 @@ def test_the_runner_container_is_hardened(client: Any, tmp_path: Path) -> None:
     ensure_runner_image()
     store = tmp_path / "store"
     store.mkdir()
-    with bring_up([ServiceSpec("cache", "redis")], client=client) as env:
+    with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
         assert env.network_name is not None
         runner = create_runner(
             env,

@@ -6,7 +6,7 @@ import os
 import subprocess
 from datetime import UTC, datetime, timedelta, timezone
 
-from sandbox.containers import ServiceSpec, faketime_env
+from sandbox.containers import RestoreSpec, faketime_env
 from sandbox.containers.firewall import bridge_name
 from sandbox.containers.labels import HOST, MANAGED, PID, Owner, owner_alive
 from sandbox.containers.specs import LIBFAKETIME, major_version
@@ -38,14 +38,14 @@ def test_service_spec_from_manifest_state() -> None:
         version="15.4",
         before=BlobRef(sha256=sha, size=1),
     )
-    spec = ServiceSpec.from_state(state)
+    spec = RestoreSpec.from_state(state)
     assert (spec.env, spec.blob, spec.database, spec.version) == (
         "DATABASE_URL",
         sha,
         "shop",
         "15.4",
     )
-    files = ServiceSpec.from_state(
+    files = RestoreSpec.from_state(
         ServiceState(name="ws", kind="files", binding=Binding(env="WORKSPACE", value="/srv/ws"))
     )
     assert files.path == "/srv/ws" and files.blob is None
