@@ -7,9 +7,8 @@ is served:
 
 * **recorded**: the recorded event is found by the :class:`~sandbox.replay.matcher.Matcher`
   and the adapter rebuilds the response (or the recorded error, as the original exception
-  type: see :mod:`sandbox.replay.faults`). Model calls are matched on their meaning (model,
-  messages, parameters, tools), not on the HTTP exchange, so a local model server on another
-  port still matches; HTTP calls to loopback addresses ignore the port for the same reason;
+  type: see :mod:`sandbox.replay.faults`). What a crossing is matched as (a model call by
+  its meaning, HTTP by its canonical URL) is :mod:`sandbox.replay.routing`'s;
 * **live**: ``perform()`` runs (tools against the restored services);
 * **spy**: live, and a difference from the recorded output is kept in :attr:`drift`.
 
@@ -23,6 +22,10 @@ A request with no recorded answer under miss mode ``fail`` stops the run: the mi
 kept in :attr:`mismatch` and :class:`ReplayStopped` (a ``BaseException``, so that an agent's
 ``except Exception`` or a retry loop cannot swallow it) is raised at that call and at every
 later one.
+
+The sync and async paths share one serving core (:meth:`ReplayBoundary._serving`): it answers
+from the recording, or hands back a :class:`_Live` run whose ``perform()`` the thin
+:meth:`~ReplayBoundary.call` / :meth:`~ReplayBoundary.acall` shells run or await.
 """
 
 from __future__ import annotations
