@@ -33,7 +33,7 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 import redis
 
 from bench._pairs import line, pair
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 from sandbox.services.redis import unpack_rdb
@@ -82,7 +82,7 @@ def _container_on_rdb(client: object, folder: Path) -> None:
 
 def _keys(client: object, keys: int, repeat: int, shm: Path) -> None:
     kind = get_kind("redis")
-    with bring_up([ServiceSpec("src", "redis")], client=client) as source:
+    with bring_up([RestoreSpec("src", "redis")], client=client) as source:
         url = source.env["REDIS_URL"]
         _fill(url, keys)
         endpoint = source.services["src"]
@@ -108,7 +108,7 @@ def _keys(client: object, keys: int, repeat: int, shm: Path) -> None:
     folder.mkdir(exist_ok=True)
     (folder / "dump.rdb").write_bytes(unpack_rdb(first.data)[1])
     (folder / "dump.rdb").chmod(0o644)
-    spec = ServiceSpec("cache", "redis", data=first.data, state_bytes=first.meta["state_bytes"])  # type: ignore[arg-type]
+    spec = RestoreSpec("cache", "redis", data=first.data, state_bytes=first.meta["state_bytes"])  # type: ignore[arg-type]
 
     def ours() -> None:
         bring_up([spec], client=client).close()

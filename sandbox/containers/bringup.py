@@ -75,7 +75,7 @@ _NAME = re.compile(r"[^a-zA-Z0-9_.-]+")
 @dataclass(frozen=True)
 class RestoreSpec:
     """One service to bring up and the state to restore into it (a capture declares its
-    services with :class:`sandbox.capture.ServiceSpec`). Made from a manifest's
+    services with :class:`sandbox.capture.RestoreSpec`). Made from a manifest's
     :class:`ServiceState` by :meth:`from_state`, or by hand (tests, benchmarks) with inline
     ``data``."""
 
@@ -513,7 +513,7 @@ def _restore(
 
 
 def _load_file(
-    env: Environment, spec: ServiceSpec, kind: ServiceKind, url: str, data: bytes
+    env: Environment, spec: RestoreSpec, kind: ServiceKind, url: str, data: bytes
 ) -> bool:
     """Write the capture's server file into the container and load it (see
     :class:`ServerFileLoad`); ``False`` when the kind or the capture has none."""

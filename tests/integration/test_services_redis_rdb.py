@@ -10,7 +10,7 @@ import pytest
 import redis
 from test_services_containers import redis_server
 
-from sandbox.containers import Environment, ServiceSpec, bring_up
+from sandbox.containers import Environment, RestoreSpec, bring_up
 from sandbox.services import get_kind
 from sandbox.services.redis import MEDIA_TYPE, RDB_MEDIA_TYPE, parse_dump, unpack_rdb
 
@@ -31,7 +31,7 @@ def _fill(client: redis.Redis) -> None:
 @pytest.fixture(scope="module")
 def source() -> Iterator[Environment]:
     """A sandbox server to capture from (no state of its own)."""
-    with bring_up([ServiceSpec("src", "redis")]) as env:
+    with bring_up([RestoreSpec("src", "redis")]) as env:
         yield env
 
 
@@ -100,7 +100,7 @@ def test_a_sandbox_loads_the_snapshot_and_resets_by_reloading_it(
     kind = get_kind("redis")
     captured = kind.capture(source.env["REDIS_URL"])
     at = datetime.now(UTC)
-    with bring_up([ServiceSpec("cache", "redis", data=captured.data)], frozen_at=at) as env:
+    with bring_up([RestoreSpec("cache", "redis", data=captured.data)], frozen_at=at) as env:
         client = redis.Redis.from_url(env.env["REDIS_URL"])
         persistence = client.info("persistence")
         assert persistence["rdb_last_load_keys_loaded"] == 305, "loaded from the file"
@@ -130,7 +130,7 @@ def test_a_clock_past_a_keys_expiry_restores_key_by_key_with_its_ttl(
     src.set("ttl", "x", px=HOUR_MS)
     captured = get_kind("redis").capture(source.env["REDIS_URL"])
     later = datetime.now(UTC) + timedelta(days=2)
-    with bring_up([ServiceSpec("cache", "redis", data=captured.data)], frozen_at=later) as env:
+    with bring_up([RestoreSpec("cache", "redis", data=captured.data)], frozen_at=later) as env:
         client = redis.Redis.from_url(env.env["REDIS_URL"])
         assert client.info("persistence")["rdb_last_load_keys_loaded"] == 0
         assert client.dbsize() == 305
@@ -165,5 +165,5 @@ def test_a_database_with_a_stream_keeps_key_by_key_capture(
     captured = kind.capture(source.env["REDIS_URL"])
     assert captured.media_type == MEDIA_TYPE
     assert parse_dump(captured.data)["hash_version"] == 1
-    with bring_up([ServiceSpec("cache", "redis", data=captured.data)]) as env:
+    with bring_up([RestoreSpec("cache", "redis", data=captured.data)]) as env:
         assert kind.state_hash(env.env["REDIS_URL"]) == captured.state_hash
