@@ -60,6 +60,7 @@ from sandbox.seam.boundary import (
     Outcome,
     RecordedError,
     RecordsReplayed,
+    RewritesRequest,
     task_id,
 )
 from sandbox.snapshot.events import (
@@ -272,7 +273,7 @@ class ReplayBoundary(Recorder):
     ) -> _Live[T]:
         """A live run; the clock moves to the start of its recorded counterpart. A fork's
         live model call goes out with the fork's model and parameters."""
-        if self.fork is not None and where.kind == "llm" and isinstance(adapter, HTTPAdapter):
+        if self.fork is not None and where.kind == "llm" and isinstance(adapter, RewritesRequest):
             adapter.rewrite_json(self.fork.request_body)
         counterpart = self._counterparts.match(where.kind, where.name, where.request)
         if counterpart is not None:

@@ -27,8 +27,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from sandbox.capture import llm
 from sandbox.errors import ForkError
+from sandbox.seam import llm
 from sandbox.snapshot.events import (
     BlobRef,
     Event,

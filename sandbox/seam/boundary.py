@@ -183,6 +183,16 @@ class RecordsReplayed(Protocol[T]):
 
 
 @runtime_checkable
+class RewritesRequest(Protocol):
+    """An adapter whose request body can be edited before it goes out live (a fork's model
+    call sent with another model or parameters)."""
+
+    def rewrite_json(self, edit: Callable[[Any], Any]) -> None:
+        """Send ``edit(body)`` instead of the request's JSON body."""
+        ...
+
+
+@runtime_checkable
 class Boundary(Protocol):
     """Decides how a boundary crossing is served: live and recorded (capture), from the
     recording, live, or spied (replay)."""
