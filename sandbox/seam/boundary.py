@@ -75,6 +75,7 @@ from sandbox.snapshot.events import ErrorInfo, Event
 from sandbox.snapshot.normalize import request_fingerprint
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _current_span: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "sandbox_current_span", default=None
@@ -240,24 +241,24 @@ def install(boundary: Boundary) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def use(boundary: Boundary | None) -> Iterator[None]:
-    """Serve boundary crossings in this context (and tasks it starts) with ``boundary``."""
-    token = _context_boundary.set(boundary)
+def _set_within(var: contextvars.ContextVar[V], value: V) -> Iterator[None]:
+    """``var`` is ``value`` within the block (and the tasks it starts)."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _context_boundary.reset(token)
+        var.reset(token)
 
 
-@contextlib.contextmanager
-def bypassed() -> Iterator[None]:
+def use(boundary: Boundary | None) -> contextlib.AbstractContextManager[None]:
+    """Serve boundary crossings in this context (and tasks it starts) with ``boundary``."""
+    return _set_within(_context_boundary, boundary)
+
+
+def bypassed() -> contextlib.AbstractContextManager[None]:
     """Nothing is captured or replayed in this context and the tasks it starts: for a
     transport whose traffic is already recorded a level up (an MCP client's HTTP)."""
-    token = _context_boundary.set(_BYPASS)
-    try:
-        yield
-    finally:
-        _context_boundary.reset(token)
+    return _set_within(_context_boundary, _BYPASS)
 
 
 # --- the crossing itself --------------------------------------------------------------------
@@ -309,23 +310,14 @@ def current_attempt() -> int | None:
     return _current_attempt.get()
 
 
-@contextlib.contextmanager
-def attempt_scope(number: int | None) -> Iterator[None]:
-    token = _current_attempt.set(number)
-    try:
-        yield
-    finally:
-        _current_attempt.reset(token)
+def attempt_scope(number: int | None) -> contextlib.AbstractContextManager[None]:
+    """The code in the block runs as retry attempt ``number``."""
+    return _set_within(_current_attempt, number)
 
 
-@contextlib.contextmanager
-def task_scope(name: str) -> Iterator[None]:
+def task_scope(name: str) -> contextlib.AbstractContextManager[None]:
     """Name the task for events emitted in this context (overrides the automatic id)."""
-    token = _task_name.set(name)
-    try:
-        yield
-    finally:
-        _task_name.reset(token)
+    return _set_within(_task_name, name)
 
 
 def task_id() -> str:
