@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sandbox.containers.bringup import ServiceSpec, faketime_env
+from sandbox.containers.bringup import RestoreSpec, faketime_env
 from sandbox.containers.runner import RUNNER_GID, RUNNER_UID
 from sandbox.containers.specs import container_spec, is_path_kind
 from sandbox.snapshot.manifest import Manifest
@@ -82,7 +82,7 @@ def _env(values: Mapping[str, str]) -> list[Object]:
     return [{"name": k, "value": v} for k, v in sorted(values.items())]
 
 
-def _sidecar(spec: ServiceSpec, frozen_at: datetime | None, timezone: str, image: str) -> Object:
+def _sidecar(spec: RestoreSpec, frozen_at: datetime | None, timezone: str, image: str) -> Object:
     cspec = container_spec(spec.kind)
     env = dict(cspec.env)
     if frozen_at is not None and cspec.faketime:
@@ -111,7 +111,7 @@ def _sidecar(spec: ServiceSpec, frozen_at: datetime | None, timezone: str, image
     return container
 
 
-def _sidecar_volumes(spec: ServiceSpec) -> list[Object]:
+def _sidecar_volumes(spec: RestoreSpec) -> list[Object]:
     cspec = container_spec(spec.kind)
     names = (["data"] if cspec.storage.path else []) + [f"tmp-{n}" for n in range(len(cspec.tmpfs))]
     return [{"name": f"{spec.name}-{n}", "emptyDir": {"medium": "Memory"}} for n in names]
@@ -122,7 +122,7 @@ def endpoints(manifest: Manifest) -> dict[str, str]:
     ``/work``."""
     found = {}
     for state in manifest.services:
-        spec = ServiceSpec.from_state(state)
+        spec = RestoreSpec.from_state(state)
         if is_path_kind(spec.kind):
             found[spec.name] = f"{WORK}/{spec.name}"
         else:
@@ -172,7 +172,7 @@ def replay_objects(manifest: Manifest, settings: JobSettings) -> list[Object]:
 
 
 def _job(manifest: Manifest, settings: JobSettings, run: str, config: str, n: int) -> Object:
-    specs = [ServiceSpec.from_state(s) for s in manifest.services]
+    specs = [RestoreSpec.from_state(s) for s in manifest.services]
     clock = manifest.clock
     frozen_at = clock.start if clock is not None else None
     timezone = clock.timezone if clock is not None and clock.timezone else "UTC"
