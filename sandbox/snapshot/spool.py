@@ -64,8 +64,8 @@ class SpoolWriter(RunWriter):
         super().__init__(folder, manifest)
         self._on_final = on_final
 
-    def update_manifest(self, manifest: Manifest) -> None:
-        super().update_manifest(manifest)
+    def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
+        super().update_manifest(manifest, durable=durable)
         if manifest.status == "complete":
             self._on_final()
 
