@@ -72,12 +72,13 @@ def ci_repro(
     from rich.console import Console
     from rich.table import Column, Table
 
+    from sandbox.errors import RegressionError
     from sandbox.regress import check_store
     from sandbox.regress.shard import Shard
 
     try:
         part = None if shard is None else Shard.parse(shard)
-    except ValueError as exc:
+    except RegressionError as exc:
         raise typer.BadParameter(str(exc), param_hint="--shard") from None
     opened = store_from(store)
     if dry_run:

@@ -199,8 +199,8 @@ class MissingEnvironmentError(ReplayError, KeyError):
 
 
 class RegressionError(SandboxError, ValueError):
-    """A regression test cannot be written as asked: a file name that does not end in
-    ``.py``, a file that exists, a number of replays below one."""
+    """A regression test or a CI check cannot be set up as asked: a file name that does not
+    end in ``.py``, a file that exists, a number of replays below one, a shard not ``I/N``."""
 
 
 class OTelError(SandboxError):

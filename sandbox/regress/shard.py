@@ -11,6 +11,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from sandbox.errors import RegressionError
+
 _SPEC = re.compile(r"(\d+)/(\d+)")
 
 
@@ -22,10 +24,12 @@ class Shard:
 
     @classmethod
     def parse(cls, spec: str) -> Shard:
-        """``"I/N"`` with ``1 <= I <= N``; a :class:`ValueError` naming the form otherwise."""
+        """``"I/N"`` with ``1 <= I <= N``; a :class:`RegressionError` naming the form otherwise."""
         match = _SPEC.fullmatch(spec.strip())
         if match is None or not 1 <= int(match[1]) <= int(match[2]):
-            raise ValueError(f"invalid shard {spec!r}: expected I/N with 1 <= I <= N, like 2/4")
+            raise RegressionError(
+                f"invalid shard {spec!r}: expected I/N with 1 <= I <= N, like 2/4"
+            )
         return cls(int(match[1]), int(match[2]))
 
     def __str__(self) -> str:
