@@ -9,7 +9,7 @@ import typer
 from sandbox.names import PREDICATE_FORMS, STORE_ENV, TIMEOUT_HELP
 
 if TYPE_CHECKING:
-    from sandbox.snapshot.store import DirectoryStore
+    from sandbox.snapshot.store import Store
 
 app = typer.Typer(
     name="sandbox",
@@ -44,7 +44,7 @@ TimeoutOption = Annotated[
 ]
 
 
-def store_from(location: str | None) -> DirectoryStore:
+def store_from(location: str | None) -> Store:
     from sandbox.snapshot.store import open_store
 
     return open_store(location)

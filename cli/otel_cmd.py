@@ -111,4 +111,4 @@ def import_cmd(
         predicate=_predicate(predicate),
         force=force,
     )
-    typer.echo(f"imported {snapshot.run_id} ({len(snapshot.events)} events) into {where.root}")
+    typer.echo(f"imported {snapshot.run_id} ({len(snapshot.events)} events) into {where.location}")

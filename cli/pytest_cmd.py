@@ -42,7 +42,7 @@ def pytest_cmd(
     path = write_regression_test(
         output,
         manifest,
-        store=opened.root,
+        store=opened.location,
         times=times,
         entrypoint=entrypoint,
         predicate=parse_predicate(predicate) if predicate is not None else None,

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sandbox.snapshot.events import Event
-    from sandbox.snapshot.store import DirectoryStore
+    from sandbox.snapshot.store import Store
     from sandbox.snapshot.verify import VerifyReport
 
 RunArgument = Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")]
@@ -53,7 +53,7 @@ def list_runs(
         typer.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
         return
     if not summaries:
-        typer.echo(f"no runs in {store_from(store).root}")
+        typer.echo(f"no runs in {store_from(store).location}")
         return
     # Plain columns: a store of thousands of runs lists in milliseconds (a rich table takes
     # seconds to measure and wrap them).
@@ -196,7 +196,7 @@ def _served(event: Event) -> str:
     return f"[{event.served}] " if event.served else ""
 
 
-def _is_run(store: DirectoryStore, target: str) -> bool:
+def _is_run(store: Store, target: str) -> bool:
     from sandbox.snapshot.store import check_run_id
 
     try:
@@ -281,4 +281,4 @@ def import_cmd(
 
     where = store_from(store)
     run_id = import_bundle(where, bundle, force=force)
-    typer.echo(f"imported {run_id} into {where.root}")
+    typer.echo(f"imported {run_id} into {where.location}")

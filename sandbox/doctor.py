@@ -24,7 +24,7 @@ from sandbox.containers.sizing import Size, check_fits, host_memory, size_for
 from sandbox.containers.specs import CONTAINER_KINDS, LIBFAKETIME
 from sandbox.errors import DockerUnavailableError, ResourceError
 from sandbox.sizes import human_size
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import DirectoryStore, Store
 
 Status = Literal["ok", "warn", "fail", "off"]
 
@@ -93,7 +93,7 @@ def _disk_usage(path: str) -> DiskUsage:
 
 
 def diagnose(
-    store: DirectoryStore,
+    store: Store,
     *,
     connect_engine: Callable[[], DockerClient] = lambda: connect(timeout=10),
     image_tags: Mapping[str, str] | None = None,
@@ -219,7 +219,7 @@ class _State:
         return f"{human_size(self.size)} ({self.run_id}, service {self.service})"
 
 
-def _captured_states(store: DirectoryStore) -> Iterator[_State]:
+def _captured_states(store: Store) -> Iterator[_State]:
     for manifest in store.list():
         for service in manifest.services:
             for ref in (service.before, service.after):
@@ -233,7 +233,10 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def _space_checks(store: DirectoryStore, disk_usage: DiskUsageFn) -> Iterator[Check]:
+def _space_checks(store: Store, disk_usage: DiskUsageFn) -> Iterator[Check]:
+    if not isinstance(store, DirectoryStore):
+        yield Check("space", "off", f"the store {store.location} is not a local folder")
+        return
     states = list(_captured_states(store))
     largest = max(states, key=lambda s: s.size, default=None)
     need = SPACE_HEADROOM + (largest.size if largest else 0)
@@ -253,7 +256,7 @@ def _space_checks(store: DirectoryStore, disk_usage: DiskUsageFn) -> Iterator[Ch
         )
 
 
-def _memory_check(store: DirectoryStore, client: DockerClient) -> Check:
+def _memory_check(store: Store, client: DockerClient) -> Check:
     """The run whose containers need the most memory (each one's tmpfs and limit are sized to
     its state, :mod:`sandbox.containers.sizing`) against what the Docker host has."""
     largest: tuple[int, str, dict[str, tuple[Size, int]]] | None = None

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from sandbox.names import DEFAULT_STORE, STORE_ENV, TIMEOUT_HELP
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, open_store
 
 ReplayFn = Callable[..., Any]
 
@@ -86,12 +86,12 @@ def timeout_setting(config: pytest.Config) -> float | None:
 
 
 @pytest.fixture
-def sandbox_store(pytestconfig: pytest.Config) -> DirectoryStore:
+def sandbox_store(pytestconfig: pytest.Config) -> Store:
     return open_store(store_location(pytestconfig))
 
 
 @pytest.fixture
-def replay(sandbox_store: DirectoryStore, pytestconfig: pytest.Config) -> ReplayFn:
+def replay(sandbox_store: Store, pytestconfig: pytest.Config) -> ReplayFn:
     """``replay(run_id, times=1, **options)`` replays a run from the configured store."""
     limit = timeout_setting(pytestconfig)
 

@@ -28,7 +28,7 @@ from sandbox.errors import SandboxError
 from sandbox.replay.verdict import RunVerdict, Verdict, predicate_for
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.spool import SpooledStore, default_spool
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, open_store
 
 DOCKER_RESOURCE = "docker"
 RETRIES = 3
@@ -60,7 +60,7 @@ class SweepProgress:
     outcome: str
 
 
-def _task_store(location: str) -> DirectoryStore:
+def _task_store(location: str) -> Store:
     """The store a task works in: an ``s3://`` store through a spool of this worker process
     (workers on one host never share a spool folder), else the folder itself."""
     if location.startswith("s3://"):

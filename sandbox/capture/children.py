@@ -27,7 +27,7 @@ from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import DirectoryStore, RunWriter, parse_events
+from sandbox.snapshot.store import RunWriter, Store, parse_events
 
 ENV_VAR = "SANDBOX_CAPTURE"
 """Starts the capture hook in a process (JSON: :func:`child_settings`)."""
@@ -159,7 +159,7 @@ def hook_environment(env: dict[str, str]) -> dict[str, str]:
 
 
 def child_settings(
-    store: DirectoryStore,
+    store: Store,
     run_id: str,
     seed: int,
     redaction: RedactionConfig,
@@ -171,7 +171,7 @@ def child_settings(
     see :mod:`sandbox.capture.children`)."""
     return json.dumps(
         {
-            "store": str(store.root),
+            "store": store.location,
             "run_id": run_id,
             "seed": seed,
             "redaction": redaction.to_json(),

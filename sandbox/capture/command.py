@@ -23,7 +23,7 @@ from sandbox.capture.scrub import redact_manifest
 from sandbox.errors import CaptureError
 from sandbox.snapshot.events import Event, FinalResult, StateTransition
 from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest, Predicate
-from sandbox.snapshot.store import DirectoryStore, parse_events
+from sandbox.snapshot.store import Store, parse_events
 
 Judge = Callable[[Predicate, Manifest, Sequence[Event], int], tuple[bool, str]]
 """``(predicate, manifest, events, exit code) -> (holds, detail)``: checks a ``--fail-if``
@@ -51,7 +51,7 @@ def capture_command(
     command: Sequence[str],
     *,
     name: str,
-    store: DirectoryStore,
+    store: Store,
     seed: int | None = None,
     redaction: RedactionConfig | None = None,
     environ: Mapping[str, str] | None = None,

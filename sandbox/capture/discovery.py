@@ -28,7 +28,7 @@ from sandbox.capture.clients import install as install_clients
 from sandbox.capture.redact import Redactor
 from sandbox.errors import CaptureError, SandboxError
 from sandbox.snapshot.manifest import ServiceState, TouchedService
-from sandbox.snapshot.store import DirectoryStore, RunWriter
+from sandbox.snapshot.store import RunWriter, Store
 
 ServicesMode = Literal["auto", "none"]
 MODES: tuple[ServicesMode, ...] = ("auto", "none")
@@ -47,7 +47,7 @@ class Discovery:
     def __init__(
         self,
         writer: RunWriter,
-        store: DirectoryStore,
+        store: Store,
         redactor: Redactor,
         *,
         mode: ServicesMode,

@@ -27,7 +27,7 @@ from sandbox.capture.discovery import Discovery, check_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.seam import boundary
-from sandbox.snapshot.store import DirectoryStore, RunWriter
+from sandbox.snapshot.store import open_store
 
 
 def record_uncaught(
@@ -62,15 +62,11 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     if not raw:
         return None
     settings: dict[str, Any] = json.loads(raw)
-    store = DirectoryStore(settings["store"])
+    store = open_store(settings["store"])
     run_id = str(settings["run_id"])
     manifest = store.load_manifest(run_id)
     events = settings.get("events")
-    writer = (
-        ChildWriter(Path(events), manifest)
-        if events
-        else RunWriter(store.run_dir(run_id), manifest)
-    )
+    writer = ChildWriter(Path(events), manifest) if events else store.resume(run_id)
     config = RedactionConfig.from_json(settings.get("redaction", {}))
     redactor = Redactor(config, dict(env), store.placeholder_key())
     threshold = int(settings.get("blob_threshold", 65536))

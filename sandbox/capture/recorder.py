@@ -49,7 +49,7 @@ from sandbox.snapshot.manifest import (
     ResultPredicate,
     SQLInvariant,
 )
-from sandbox.snapshot.store import DirectoryStore, RunWriter, dump_event
+from sandbox.snapshot.store import RunWriter, Store, dump_event
 
 T = TypeVar("T")
 
@@ -131,7 +131,7 @@ class Recorder:
     def __init__(
         self,
         writer: RunWriter,
-        store: DirectoryStore,
+        store: Store,
         *,
         redactor: Redactor | None = None,
         clock: Clock | None = None,

@@ -3,7 +3,7 @@
 A :class:`Redactor` replaces every secret with a stable placeholder ``<redacted:HMAC>`` and
 every piece of personal data with ``<email:HMAC>``, ``<phone:HMAC>`` or ``<card:HMAC>``. The
 HMAC (12 hex digits of HMAC-SHA256) is keyed with the store's placeholder key
-(:meth:`sandbox.snapshot.store.DirectoryStore.placeholder_key`), which never leaves the store:
+(:meth:`sandbox.snapshot.store.Store.placeholder_key`), which never leaves the store:
 the same value gives the same placeholder everywhere in a store (events, manifest, blobs), so
 a trace still shows *that* two calls used the same key, but a guessed secret cannot be
 confirmed from a bundle.

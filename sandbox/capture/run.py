@@ -49,9 +49,9 @@ from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ModelInfo, ServiceState
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
-    DirectoryStore,
     RunWriter,
-    open_store,
+    Store,
+    as_store,
     parse_events,
     referenced_blob_bytes,
 )
@@ -96,7 +96,7 @@ class Capture:
 
     name: str
     _: KW_ONLY
-    store: DirectoryStore | str | os.PathLike[str] | None = None
+    store: Store | str | os.PathLike[str] | None = None
     services: Sequence[ServiceSpec] | str = "auto"
     """``"auto"`` (capture each service the agent connects to), ``"none"`` (record the
     endpoints only), or the declared services (the others found are recorded only); see
@@ -127,10 +127,10 @@ class Capture:
 
     # --- context manager -------------------------------------------------------------------
 
-    def begin(self) -> tuple[DirectoryStore, RunWriter, Redactor, int]:
+    def begin(self) -> tuple[Store, RunWriter, Redactor, int]:
         """Create the run (manifest with status ``running``); return the store, the writer,
         the redactor and the run's seed. :meth:`__enter__` and the command wrapper share it."""
-        store = self.store if isinstance(self.store, DirectoryStore) else open_store(self.store)
+        store = as_store(self.store)
         clock = self.clock or SystemClock()
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         env = dict(os.environ if self.environ is None else self.environ)
@@ -199,9 +199,7 @@ class Capture:
             raise
         return recorder
 
-    def _capture_service(
-        self, store: DirectoryStore, redactor: Redactor, spec: ServiceSpec
-    ) -> ServiceState:
+    def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
         from sandbox.services.masking import capture_masked
 
         mask = spec.mask or self.redaction.mask_for(spec.name, spec.kind)
@@ -343,14 +341,15 @@ def start_recording(
 
 
 def finish_manifest(
-    store: DirectoryStore, manifest: Manifest, writer: Any, *, exit_code: int | None = None
+    store: Store, manifest: Manifest, writer: Any, *, exit_code: int | None = None
 ) -> Manifest:
     """Mark a run complete: count and hash its event log as it stands."""
     data = store.read_events_bytes(manifest.run_id)
     events = parse_events(data, allow_torn_tail=True)
     if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
         data = data[: data.rfind(b"\n") + 1]
-        (store.run_dir(manifest.run_id) / "events.jsonl").write_bytes(data)
+        with store.resume(manifest.run_id) as torn:
+            torn.replace_events(data)
     done = manifest.model_copy(
         update={
             "status": "complete",

@@ -10,9 +10,6 @@ the old blob is removed when this run created it. The manifest is redacted again
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import Redactor
 from sandbox.errors import CaptureError
@@ -74,8 +71,7 @@ def _rewrite(recorder: Recorder) -> None:
         moved[key] = (ref.sha256, len(data), len(clean))
         recorder.written_blobs.pop(key, None)
         if created:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(store.blob_path(key))
+            store.delete_blob(key)
     path = recorder.writer.folder / EVENTS
     with open(path, "rb") as src, atomic_file(path) as dst:
         for line in src:

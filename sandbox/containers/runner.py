@@ -39,7 +39,7 @@ from sandbox.containers.images import image_tag
 from sandbox.containers.labels import KIND, SERVICE
 from sandbox.errors import SandboxError
 from sandbox.snapshot.integrity import check_store_run
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import DirectoryStore, Store
 
 RUNNER_UID = 1000
 RUNNER_GID = 1000
@@ -74,7 +74,7 @@ def _hand_over(root: Path, uid: int, gid: int) -> None:
             os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
 
 
-def stage_run(store: DirectoryStore, run_id: str, folder: Path) -> DirectoryStore:
+def stage_run(store: Store, run_id: str, folder: Path) -> DirectoryStore:
     """A store in ``folder`` holding ``run_id`` of ``store`` and the blobs it references,
     writable by the user the runner runs as."""
     check = check_store_run(store, run_id)
@@ -90,7 +90,7 @@ def stage_run(store: DirectoryStore, run_id: str, folder: Path) -> DirectoryStor
     return staging
 
 
-def collect_runs(staging: DirectoryStore, store: DirectoryStore, run_ids: Iterable[str]) -> None:
+def collect_runs(staging: DirectoryStore, store: Store, run_ids: Iterable[str]) -> None:
     """Copy runs the runner wrote into ``staging`` (and the blobs they reference) into
     ``store``, checked first."""
     for run_id in run_ids:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from sandbox.errors import StoreError
-from sandbox.snapshot.store import DirectoryStore, atomic_write
+from sandbox.snapshot.store import Store
 
 EXPLAIN_FILE = "explain.json"
 EXPLAIN_VERSION = 1
@@ -114,25 +114,25 @@ class Explanation(_Model):
         return "\n".join(lines)
 
 
-def save_explanation(store: DirectoryStore, explanation: Explanation) -> None:
-    """Write ``explain.json`` into the run's folder (atomically)."""
-    folder = store.run_dir(explanation.run_id)
-    if not folder.is_dir():
+def save_explanation(store: Store, explanation: Explanation) -> None:
+    """Keep ``explain.json`` beside the run (atomically)."""
+    if not store.exists(explanation.run_id):
         raise StoreError(f"run {explanation.run_id} is not in the store")
-    atomic_write(folder / EXPLAIN_FILE, explanation.model_dump_json(indent=2).encode())
+    data = explanation.model_dump_json(indent=2).encode()
+    store.put_run_file(explanation.run_id, EXPLAIN_FILE, data)
 
 
-def load_explanation(store: DirectoryStore, run_id: str) -> Explanation | None:
+def load_explanation(store: Store, run_id: str) -> Explanation | None:
     """The stored explanation of a run, ``None`` when there is none; a damaged or newer file
     is a :class:`StoreError`."""
-    path = store.run_dir(run_id) / EXPLAIN_FILE
-    if not path.is_file():
+    data = store.get_run_file(run_id, EXPLAIN_FILE)
+    if data is None:
         return None
     from pydantic import ValidationError
 
     try:
-        found = Explanation.model_validate_json(path.read_bytes())
-    except (ValidationError, OSError) as exc:
+        found = Explanation.model_validate_json(data)
+    except ValidationError as exc:
         raise StoreError(f"{EXPLAIN_FILE} of run {run_id} cannot be read: {exc}") from None
     if found.version > EXPLAIN_VERSION:
         raise StoreError(

@@ -44,7 +44,7 @@ from sandbox.replay.environment import recorded_timezone
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.verdict import Verdict
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, as_store
 
 ExplainProgress = Callable[[str, int, int], None]
 """``(message, replays done, budget)``; the library never prints."""
@@ -81,7 +81,7 @@ class _Sandboxes:
     def __init__(
         self,
         manifest: Manifest,
-        store: DirectoryStore,
+        store: Store,
         stack: contextlib.ExitStack,
         tell: Callable[[str], None],
     ) -> None:
@@ -126,7 +126,7 @@ class _Trials:
     """Runs trials and keeps their results."""
 
     run_id: str
-    store: DirectoryStore
+    store: Store
     conditions: Sequence[Condition]
     sandboxes: _Sandboxes
     baseline: PolicySet
@@ -219,7 +219,7 @@ class _Trials:
 def explain(
     run_id: str,
     *,
-    store: DirectoryStore | str | os.PathLike[str] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
     times: int = 2,
     budget: int = 40,
     quorum: int | None = None,
@@ -241,7 +241,7 @@ def explain(
         raise ReplayError(f"quorum must be between 1 and times ({times}), got {need}")
     if budget < times:
         raise ReplayError(f"the budget ({budget} replays) is less than one trial ({times})")
-    st = store if isinstance(store, DirectoryStore) else open_store(store)
+    st = as_store(store)
     manifest = st.load_manifest(run_id)
     recording = st.load_events(run_id)
     baseline = policies or PolicySet()

@@ -46,7 +46,7 @@ from sandbox.snapshot.manifest import (
     Predicate,
 )
 from sandbox.snapshot.snapshot import Snapshot
-from sandbox.snapshot.store import DirectoryStore, check_run_id
+from sandbox.snapshot.store import Store, check_run_id
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 """An OTLP/JSON file larger than this is refused before it is parsed."""
@@ -562,7 +562,7 @@ def snapshot_from_spans(
 
 
 def import_otlp_json(
-    store: DirectoryStore,
+    store: Store,
     path: str | Path,
     *,
     run_id: str | None = None,

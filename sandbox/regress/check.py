@@ -18,7 +18,7 @@ from sandbox.errors import SandboxError
 from sandbox.regress.shard import Shard
 from sandbox.replay.verdict import EXIT_CODES, Outcome, Verdict
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import Store
 
 
 class _Report(Protocol):
@@ -30,7 +30,7 @@ Replayer = Callable[..., _Report]
 """``replay(run_id, *, store, times, ...)``, as :func:`sandbox.replay.engine.replay`."""
 
 
-def expected_reproductions(store: DirectoryStore) -> list[Manifest]:
+def expected_reproductions(store: Store) -> list[Manifest]:
     """The runs that were captured failing, and so must reproduce (oldest first)."""
     return [
         m
@@ -131,7 +131,7 @@ class CheckReport:
 
 
 def select_runs(
-    store: DirectoryStore, runs: Sequence[str] | None = None, shard: Shard | None = None
+    store: Store, runs: Sequence[str] | None = None, shard: Shard | None = None
 ) -> list[Manifest]:
     """The expected reproductions to check: those named in ``runs`` (each must be one), of
     ``shard`` when given."""
@@ -148,7 +148,7 @@ def select_runs(
 
 
 def check_store(
-    store: DirectoryStore,
+    store: Store,
     *,
     times: int = 1,
     runs: Sequence[str] | None = None,

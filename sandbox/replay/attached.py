@@ -24,7 +24,7 @@ from sandbox.errors import ReplayError, UnknownNameError
 from sandbox.services.base import ServiceKind
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import Manifest, ServiceState
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import Store
 
 
 class ServicesUp(Protocol):
@@ -123,9 +123,7 @@ def load_services(path: str | Path) -> dict[str, str]:
     return dict(data)
 
 
-def restore_states(
-    store: DirectoryStore, manifest: Manifest, given: Mapping[str, str]
-) -> list[str]:
+def restore_states(store: Store, manifest: Manifest, given: Mapping[str, str]) -> list[str]:
     """Restore each service's captured state (its ``before``) into the endpoint given for it
     (services started by someone else: a Kubernetes pod's sidecars); return their names."""
     restored = []

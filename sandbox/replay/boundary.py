@@ -73,7 +73,7 @@ from sandbox.snapshot.events import (
     ToolCall,
 )
 from sandbox.snapshot.manifest import ForkEdits
-from sandbox.snapshot.store import DirectoryStore, RunWriter
+from sandbox.snapshot.store import RunWriter, Store
 
 T = TypeVar("T")
 ServedAs = Literal["recorded", "live", "override"]
@@ -129,7 +129,7 @@ class ReplayBoundary(Recorder):
     def __init__(
         self,
         writer: RunWriter,
-        store: DirectoryStore,
+        store: Store,
         recording: Sequence[Event],
         *,
         policies: PolicySet | None = None,

@@ -46,7 +46,7 @@ from sandbox.replay.session import (
     replay_variables,
 )
 from sandbox.snapshot.manifest import Entrypoint, Manifest
-from sandbox.snapshot.store import DirectoryStore, RunWriter
+from sandbox.snapshot.store import RunWriter, Store, open_store
 
 
 def recorded_command(manifest: Manifest, override: str | None) -> Entrypoint | None:
@@ -62,7 +62,7 @@ def recorded_command(manifest: Manifest, override: str | None) -> Entrypoint | N
 def child_environment(
     base: Mapping[str, str],
     *,
-    store: DirectoryStore,
+    store: Store,
     original: str,
     run_id: str,
     options: ReplayOptions,
@@ -77,7 +77,7 @@ def run_command(
     entry: Entrypoint,
     *,
     writer: RunWriter,
-    store: DirectoryStore,
+    store: Store,
     original: str,
     options: ReplayOptions,
     timeout: float | None = None,
@@ -148,7 +148,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
     if not original or not run_id or not raw:
         return None
     settings = json.loads(raw)
-    store = DirectoryStore(settings["store"])
+    store = open_store(settings["store"])
     options = ReplayOptions.from_json(settings)
     task = settings.get("task")
     if task:  # a child of the replayed program: its recorded task, adopted by the parent
@@ -163,7 +163,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         atexit.register(session.close)
         return session
     result = Path(settings["result"])
-    writer = RunWriter(store.run_dir(run_id), store.load_manifest(run_id))
+    writer = store.resume(run_id)
     session = ReplaySession(
         writer, store, store.load_manifest(original), store.load_events(original), options
     )

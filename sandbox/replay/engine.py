@@ -55,7 +55,7 @@ from sandbox.snapshot.manifest import (
     Predicate,
     ServiceState,
 )
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, as_store
 
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
@@ -141,7 +141,7 @@ class _Run:
 
 @dataclass
 class _Settings:
-    store: DirectoryStore
+    store: Store
     manifest: Manifest
     recording: list[Event]
     compared: list[Event]
@@ -313,7 +313,7 @@ def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
 def replay(
     run_id: str,
     *,
-    store: DirectoryStore | str | os.PathLike[str] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
     times: int = 1,
     policies: PolicySet | None = None,
     miss: MissMode | str = "fail",
@@ -352,7 +352,7 @@ def replay(
     if empty and (services is not None or services_up is not None):
         raise ReplayError("empty services need the sandbox to bring the services up")
     began = time.monotonic()
-    st = store if isinstance(store, DirectoryStore) else open_store(store)
+    st = as_store(store)
     manifest = st.load_manifest(run_id)
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")

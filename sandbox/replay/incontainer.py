@@ -25,7 +25,7 @@ from typing import Any
 
 from sandbox.errors import ReplayError, SandboxError
 from sandbox.replay.verdict import RunVerdict, Verdict, predicate_for
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, as_store
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def ensure_runner_image(progress: Callable[[str], None] | None = None) -> None:
 def replay_in_container(
     run_id: str,
     *,
-    store: DirectoryStore | str | os.PathLike[str] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
     times: int = 1,
     project: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -82,7 +82,7 @@ def replay_in_container(
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     tell = progress or (lambda _line: None)
-    st = store if isinstance(store, DirectoryStore) else open_store(store)
+    st = as_store(store)
     manifest = st.load_manifest(run_id)
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")

@@ -33,7 +33,7 @@ from sandbox.replay.routing import canonical_name
 from sandbox.seam import boundary as seam
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import ForkEdits, Manifest
-from sandbox.snapshot.store import DirectoryStore, RunWriter
+from sandbox.snapshot.store import RunWriter, Store
 
 OF_VAR = "SANDBOX_REPLAY_OF"
 RUN_VAR = "SANDBOX_REPLAY_RUN_ID"
@@ -168,12 +168,12 @@ class Served:
 
 
 def replay_variables(
-    store: DirectoryStore, original: str, run_id: str, options: ReplayOptions, **more: str
+    store: Store, original: str, run_id: str, options: ReplayOptions, **more: str
 ) -> dict[str, str]:
     """The variables that start the replay hook: for the program (``result``: where it
     leaves its :class:`Served`), or for a child of it (``task``, ``events``: see
     :mod:`sandbox.capture.children`)."""
-    settings = {**options.to_json(), "store": str(store.root), **more}
+    settings = {**options.to_json(), "store": store.location, **more}
     return {OF_VAR: original, RUN_VAR: run_id, OPTIONS_VAR: json.dumps(settings)}
 
 
@@ -184,7 +184,7 @@ class ReplaySession:
     def __init__(
         self,
         writer: RunWriter,
-        store: DirectoryStore,
+        store: Store,
         original: Manifest,
         recording: Sequence[Event],
         options: ReplayOptions,
@@ -257,7 +257,7 @@ class ReplaySession:
         )
 
     def _follow_children(
-        self, store: DirectoryStore, original: str, options: ReplayOptions
+        self, store: Store, original: str, options: ReplayOptions
     ) -> Callable[[], None]:
         """Replay the program's Python children as their recorded tasks, into this run."""
 

@@ -15,6 +15,7 @@ not accept, and names where they are (``table public.api_keys column value (row 
 from __future__ import annotations
 
 import fnmatch
+import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,7 +27,7 @@ from sandbox.errors import ExportRefusedError
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
 from sandbox.snapshot.integrity import check_store_run
-from sandbox.snapshot.store import EVENTS, MANIFEST, DirectoryStore
+from sandbox.snapshot.store import EVENTS, MANIFEST, Store
 
 SECRET_DETECTORS: tuple[str, ...] = (
     "ArtifactoryDetector",
@@ -111,12 +112,12 @@ def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
                 yield Finding(kind, where)
 
 
-def run_places(store: DirectoryStore, run_id: str) -> Iterator[Place]:
+def run_places(store: Store, run_id: str) -> Iterator[Place]:
     """Every piece of text a bundle of the run would hold, with where it is."""
     check = check_store_run(store, run_id)
-    folder = store.run_dir(run_id)
-    yield from text_places(MANIFEST, (folder / MANIFEST).read_bytes())
-    with open(folder / EVENTS, "rb") as events:
+    yield from text_places(MANIFEST, store.read_manifest_bytes(run_id))
+    stream = store.open_events(run_id)
+    with stream if stream is not None else io.BytesIO() as events:
         for number, line in enumerate(events, 1):
             yield f"{EVENTS} line {number}", line.decode("utf-8", "replace")
     media: dict[str, str] = {}
@@ -135,13 +136,13 @@ def run_places(store: DirectoryStore, run_id: str) -> Iterator[Place]:
             yield from text_places(where, data)
 
 
-def scan_run(store: DirectoryStore, run_id: str) -> list[Finding]:
+def scan_run(store: Store, run_id: str) -> list[Finding]:
     """What :func:`export_shareable` would refuse (before ``--allow``)."""
     return list(dict.fromkeys(scan_places(run_places(store, run_id))))
 
 
 def export_shareable(
-    store: DirectoryStore,
+    store: Store,
     run_id: str,
     out_path: str | os.PathLike[str],
     *,

@@ -50,14 +50,13 @@ from sandbox.snapshot.integrity import (
     blob_member,
     check_run_files,
     check_store_run,
-    file_digest,
     run_path,
 )
 from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Provenance
 from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
-    DirectoryStore,
+    Store,
     atomic_file,
     parse_manifest,
     read_manifest_bytes,
@@ -146,7 +145,7 @@ class BundleContents:
 # --- export ------------------------------------------------------------------------------
 
 
-def export_bundle(store: DirectoryStore, run_id: str, out_path: str | os.PathLike[str]) -> Path:
+def export_bundle(store: Store, run_id: str, out_path: str | os.PathLike[str]) -> Path:
     """Write run ``run_id`` of ``store`` and the blobs it references to one ``.tar.gz``.
 
     The run is checked first: a run that fails verification is not exported."""
@@ -156,10 +155,9 @@ def export_bundle(store: DirectoryStore, run_id: str, out_path: str | os.PathLik
             f"run {run_id!r} fails verification, not exported: {_summary(check.problems)}; "
             f"see `sandbox verify {run_id}`"
         )
-    folder = store.run_dir(run_id)
     files: dict[str, bytes] = {
-        run_path(run_id, MANIFEST): (folder / MANIFEST).read_bytes(),
-        run_path(run_id, EVENTS): (folder / EVENTS).read_bytes(),
+        run_path(run_id, MANIFEST): store.read_manifest_bytes(run_id),
+        run_path(run_id, EVENTS): store.read_events_bytes(run_id),
     }
     for key in sorted(check.blob_keys):
         files[blob_member(key)] = store.get_verified_blob(key)
@@ -439,7 +437,7 @@ def _file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def import_bundle(
-    store: DirectoryStore,
+    store: Store,
     path: str | os.PathLike[str],
     *,
     force: bool = False,
@@ -459,7 +457,7 @@ def import_bundle(
 
 
 def _import_checked(
-    store: DirectoryStore, path: str | os.PathLike[str], contents: BundleContents, *, force: bool
+    store: Store, path: str | os.PathLike[str], contents: BundleContents, *, force: bool
 ) -> str:
     run_id, check, problems = check_bundle(contents)
     if run_id is None or check is None:
@@ -489,11 +487,10 @@ def _import_checked(
 
     if store.exists(run_id):
         try:
-            stored_events = store.run_dir(run_id) / EVENTS
             same = (
                 store.load_manifest(run_id).model_copy(update={"provenance": provenance})
                 == manifest
-                and file_digest(stored_events)[0] == events.sha256
+                and sha256_bytes(store.read_events_bytes(run_id)) == events.sha256
                 and all(store.has_blob(key) for key in check.blob_keys)
             )
         except (SnapshotError, OSError):  # the stored run is damaged: it differs
@@ -502,7 +499,7 @@ def _import_checked(
             return run_id
         if not force:
             raise StoreError(
-                f"run {run_id!r} is already in {store.root} and differs from the bundle's; "
+                f"run {run_id!r} is already in {store.location} and differs from the bundle's; "
                 "import with --force to replace it"
             )
 
@@ -516,7 +513,7 @@ def _import_checked(
     except BaseException:
         for key in added:
             with contextlib.suppress(OSError):
-                store.blob_path(key).unlink()
+                store.delete_blob(key)
         raise
     return run_id
 

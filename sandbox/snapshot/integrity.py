@@ -16,17 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sandbox.errors import SnapshotError
+from sandbox.errors import SnapshotError, StoreError
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import iter_blob_refs
 from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
     MAX_EVENT_LINE,
-    DirectoryStore,
+    Store,
     parse_event,
     parse_manifest,
-    read_manifest_bytes,
 )
 
 MAX_PROBLEMS_PER_FILE = 20
@@ -36,8 +35,8 @@ BlobInfo = tuple[str, int]
 """A blob as found: the SHA-256 of its content and its size."""
 BlobLookup = Callable[[str], BlobInfo | None]
 """Returns what a blob holds (hash and size) by its SHA-256 key, or ``None`` when absent."""
-EventSource = bytes | Path
-"""The event log: its bytes, or the file it is in (read a line at a time)."""
+EventSource = bytes | Path | IO[bytes]
+"""The event log: its bytes, the file it is in, or an open stream (read a line at a time)."""
 _CHUNK = 1024 * 1024
 
 
@@ -142,7 +141,9 @@ def check_run_files(
 def _open_events(events: EventSource) -> contextlib.AbstractContextManager[IO[bytes]]:
     if isinstance(events, bytes):
         return contextlib.nullcontext(io.BytesIO(events))
-    return open(events, "rb")
+    if isinstance(events, Path):
+        return open(events, "rb")
+    return contextlib.nullcontext(events)
 
 
 def _lines(stream: IO[bytes], digest: Any) -> Iterator[tuple[bytes, bool]]:
@@ -247,38 +248,45 @@ def _check_events(
 
 def file_digest(path: Path) -> BlobInfo:
     """SHA-256 and size of a file, read in chunks."""
+    with open(path, "rb") as f:
+        return stream_digest(f)
+
+
+def stream_digest(stream: IO[bytes]) -> BlobInfo:
+    """SHA-256 and size of what a stream holds, read in chunks."""
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
     return digest.hexdigest(), size
 
 
-def store_blob_lookup(store: DirectoryStore) -> BlobLookup:
-    """Look blobs up in a directory store (``None`` when absent)."""
+def store_blob_lookup(store: Store) -> BlobLookup:
+    """Look blobs up in a store (``None`` when absent)."""
 
     def lookup(key: str) -> BlobInfo | None:
         try:
-            return file_digest(store.blob_path(key))
-        except OSError:
+            with store.open_blob(key) as blob:
+                return stream_digest(blob)
+        except (OSError, StoreError):
             return None
 
     return lookup
 
 
-def check_store_run(store: DirectoryStore, run_id: str) -> RunCheck:
-    """Check a run kept in a directory store (raises :class:`UnknownRunError` if absent)."""
-    folder = store.run_dir(run_id)
-    if not (folder / MANIFEST).is_file():
-        store.load_manifest(run_id)  # raises UnknownRunError with near matches
+def check_store_run(store: Store, run_id: str) -> RunCheck:
+    """Check a run kept in a store (raises :class:`UnknownRunError` if absent)."""
+    if not store.exists(run_id):
+        store.load_manifest(run_id)  # raises UnknownRunError with near matches, or damaged
     try:
-        manifest_bytes = read_manifest_bytes(folder / MANIFEST)
+        manifest_bytes = store.read_manifest_bytes(run_id)
     except (OSError, SnapshotError) as exc:
         check = RunCheck(run_id)
         check.problems.append(Problem(run_path(run_id, MANIFEST), f"unreadable: {exc}"))
         return check
-    events_path = folder / EVENTS
-    events = events_path if events_path.is_file() else None
-    return check_run_files(run_id, manifest_bytes, events, store_blob_lookup(store))
+    events = store.open_events(run_id)
+    if events is None:
+        return check_run_files(run_id, manifest_bytes, None, store_blob_lookup(store))
+    with events:
+        return check_run_files(run_id, manifest_bytes, events, store_blob_lookup(store))

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from sandbox.errors import SnapshotError, UnknownRunError
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import iter_blob_refs
-from sandbox.snapshot.store import EVENTS, MANIFEST, DirectoryStore
+from sandbox.snapshot.store import MANIFEST, Store
 
 RunState = Literal["running", "incomplete", "complete", "damaged"]
 
@@ -94,16 +92,8 @@ class RunSummary:
         }
 
 
-def _folder_bytes(folder: Path) -> int:
-    size = 0
-    for name in (MANIFEST, EVENTS):
-        with contextlib.suppress(OSError):
-            size += (folder / name).stat().st_size
-    return size
-
-
 def summarize_run(
-    store: DirectoryStore,
+    store: Store,
     manifest: Manifest,
     *,
     hostname: str | None = None,
@@ -120,11 +110,11 @@ def summarize_run(
         events=manifest.event_count,
         state=run_state(manifest, hostname=hostname, alive=alive),
         failure=failure_text(manifest),
-        size=_folder_bytes(store.run_dir(manifest.run_id)) + blobs,
+        size=store.run_bytes(manifest.run_id) + blobs,
     )
 
 
-def damaged_run(store: DirectoryStore, run_id: str, reason: str) -> RunSummary:
+def damaged_run(store: Store, run_id: str, reason: str) -> RunSummary:
     return RunSummary(
         run_id=run_id,
         created=None,
@@ -132,7 +122,7 @@ def damaged_run(store: DirectoryStore, run_id: str, reason: str) -> RunSummary:
         events=None,
         state="damaged",
         failure=cut(reason, 200),
-        size=_folder_bytes(store.run_dir(run_id)),
+        size=store.run_bytes(run_id),
     )
 
 
@@ -143,7 +133,7 @@ def cut(text: str, limit: int) -> str:
 
 
 def summarize_runs(
-    store: DirectoryStore,
+    store: Store,
     *,
     hostname: str | None = None,
     alive: Callable[[int], bool] = pid_alive,

@@ -84,6 +84,7 @@ class SpooledStore(DirectoryStore):
     ) -> None:
         super().__init__(spool if spool is not None else default_spool(url))
         self.url = url
+        self.location = url
         self.remote = remote or ObjectStore(url)
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -296,6 +297,11 @@ class SpooledStore(DirectoryStore):
         if not DirectoryStore.exists(self, run_id):
             return 0
         return sum(p.stat().st_size for p in self.run_dir(run_id).iterdir() if p.is_file())
+
+    def open_blob(self, key: str) -> IO[bytes]:
+        if not DirectoryStore.has_blob(self, key):
+            self.get_blob(key)  # fetched into the spool, checked
+        return super().open_blob(key)
 
     def has_blob(self, key: str) -> bool:
         return DirectoryStore.has_blob(self, key) or self.remote.has_blob(key)

@@ -24,9 +24,9 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import IO, Protocol, runtime_checkable
+from typing import IO, Protocol
 
 from pydantic import ValidationError
 
@@ -225,20 +225,202 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
         f.write(data)
 
 
-@runtime_checkable
 class Store(Protocol):
-    """What every snapshot store backend offers."""
+    """What every snapshot store backend offers, and all that callers may rely on.
 
-    def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None: ...
-    def load(self, run_id: str) -> Snapshot: ...
-    def load_manifest(self, run_id: str) -> Manifest: ...
-    def list(self) -> list[Manifest]: ...
-    def delete(self, run_id: str) -> None: ...
-    def exists(self, run_id: str) -> bool: ...
-    def put_blob(self, data: bytes, media_type: str = ...) -> BlobRef: ...
-    def get_blob(self, key: str) -> bytes: ...
+    A backend implements the primitives (the methods without a body here): begin a run that
+    appends as it goes, or commit a whole run at once (a run appears complete or not at all),
+    put and get content-addressed blobs, read a run's manifest and stream its events, list
+    run ids, delete. The other operations are built on those and shared by every backend
+    (a backend subclasses :class:`Store` to inherit them)."""
+
+    location: str
+    """Where the store is, as :func:`open_store` accepts it (a child process reopens it)."""
+
+    # --- primitives ----------------------------------------------------------------------
+
+    def placeholder_key(self) -> bytes:
+        """The store's secret for keyed placeholders (32 bytes, made on first use, never
+        exported)."""
+        ...
+
+    def put_blob(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
+        """Store ``data`` under its SHA-256 (once: a blob already present is kept)."""
+        ...
+
+    def put_blob_file(self, source: Path, key: str) -> None:
+        """Add a blob from a file whose SHA-256 the caller has checked to be ``key``."""
+        ...
+
+    def open_blob(self, key: str) -> IO[bytes]:
+        """The blob's bytes as a stream (:class:`StoreError` when absent)."""
+        ...
+
     def has_blob(self, key: str) -> bool: ...
-    def begin(self, manifest: Manifest) -> RunWriter: ...
+
+    def delete_blob(self, key: str) -> None:
+        """Remove a blob (nothing happens when it is absent)."""
+        ...
+
+    def iter_blobs(self) -> Iterator[str]:
+        """The keys of every blob in the store."""
+        ...
+
+    def begin(self, manifest: Manifest) -> RunWriter:
+        """Create a run (atomically) for a capture that appends events as it goes."""
+        ...
+
+    def resume(self, run_id: str) -> RunWriter:
+        """Append to a run that :meth:`begin` created (a replay's child process does)."""
+        ...
+
+    def save_raw(
+        self, manifest: Manifest, events: bytes | Path, *, overwrite: bool = False
+    ) -> None:
+        """Commit a whole run from its manifest and the exact bytes of its event log (or the
+        file holding them): it appears complete or not at all."""
+        ...
+
+    def exists(self, run_id: str) -> bool: ...
+
+    def read_manifest_bytes(self, run_id: str) -> bytes:
+        """The run's ``manifest.json`` as stored (:class:`UnknownRunError` when there is no
+        such run, :class:`SnapshotError` when it is damaged)."""
+        ...
+
+    def open_events(self, run_id: str) -> IO[bytes] | None:
+        """The run's ``events.jsonl`` as a stream, ``None`` when the run has no log."""
+        ...
+
+    def run_ids(self) -> list[str]:
+        """The ids of the runs in the store, sorted; nothing is read inside them."""
+        ...
+
+    def run_bytes(self, run_id: str) -> int:
+        """Bytes of the run's own files (its manifest and event log, not its blobs)."""
+        ...
+
+    def put_run_file(self, run_id: str, name: str, data: bytes) -> None:
+        """Keep a file beside an existing run (an explanation), replacing it atomically."""
+        ...
+
+    def get_run_file(self, run_id: str, name: str) -> bytes | None:
+        """A file kept beside a run by :meth:`put_run_file`, ``None`` when there is none."""
+        ...
+
+    def delete(self, run_id: str) -> None: ...
+
+    def clean_stale(self, max_age: float = STALE_AFTER, now: float | None = None) -> int:
+        """Remove what killed writers left behind (older than ``max_age`` seconds); return
+        how many entries were removed."""
+        ...
+
+    # --- built on the primitives ---------------------------------------------------------
+
+    def get_blob(self, key: str) -> bytes:
+        with self.open_blob(key) as f:
+            return f.read()
+
+    def get_verified_blob(self, key: str) -> bytes:
+        data = self.get_blob(key)
+        if sha256_bytes(data) != key:
+            raise IntegrityError(f"blob {key}: content does not match its SHA-256")
+        return data
+
+    def load_manifest(self, run_id: str) -> Manifest:
+        return parse_manifest(self.read_manifest_bytes(run_id), f"{run_id}/{MANIFEST}")
+
+    def read_events_bytes(self, run_id: str) -> bytes:
+        stream = self.open_events(run_id)
+        if stream is None:
+            return b""
+        with stream:
+            return stream.read()
+
+    def iter_events(
+        self,
+        run_id: str,
+        *,
+        kinds: Collection[str] = (),
+        start: int = 0,
+        limit: int | None = None,
+    ) -> Iterator[Event]:
+        """The run's events, read one line at a time: those of ``kinds`` (every kind when
+        empty) whose sequence number is at least ``start``, at most ``limit`` of them. Only
+        the events yielded are validated, so memory and time follow what is shown; a last
+        line cut by a crash is dropped while the run is still running."""
+        torn_ok = self.load_manifest(run_id).status == "running"
+        stream = self.open_events(run_id)
+        if stream is None or limit == 0:
+            return
+        with stream as lines:
+            yield from _select_events(lines, run_id, kinds, start, limit, torn_ok=torn_ok)
+
+    def load_events(self, run_id: str) -> list[Event]:
+        manifest = self.load_manifest(run_id)
+        return parse_events(
+            self.read_events_bytes(run_id),
+            f"{run_id}/{EVENTS}",
+            allow_torn_tail=manifest.status == "running",
+        )
+
+    def load(self, run_id: str) -> Snapshot:
+        return Snapshot(self.load_manifest(run_id), self.load_events(run_id))
+
+    def list(self) -> list[Manifest]:
+        """The readable runs, oldest first; a damaged or unreadable run is left out (see
+        :func:`sandbox.snapshot.listing.summarize_runs`, which lists it as damaged)."""
+        manifests = []
+        for run_id in self.run_ids():
+            with contextlib.suppress(SnapshotError, OSError):
+                manifests.append(self.load_manifest(run_id))
+        return sorted(manifests, key=lambda m: (m.created, m.run_id))
+
+    def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None:
+        """Write a whole run at once: it appears complete or not at all."""
+        body = b"".join(dump_event(e) for e in snapshot.events)
+        self.save_raw(snapshot.manifest, body, overwrite=overwrite)
+
+
+def unknown_run(store: Store, run_id: str) -> UnknownRunError:
+    """The error for a run that is not in ``store``, naming the nearest run ids."""
+    near = [k for k in store.run_ids() if run_id in k or k in run_id][:5]
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return UnknownRunError(f"no run {run_id!r} in store {store.location}{hint}")
+
+
+def _select_events(
+    lines: IO[bytes],
+    run_id: str,
+    kinds: Collection[str],
+    start: int,
+    limit: int | None,
+    *,
+    torn_ok: bool,
+) -> Iterator[Event]:
+    shown = 0
+    # A compact line names its kind as "kind":"<kind>": one without any wanted kind is
+    # skipped unparsed (a line written otherwise is parsed).
+    wanted = [canonical_json({"kind": k})[1:-1] for k in kinds]
+    for number, line in enumerate(lines, 1):
+        source = f"{run_id}/{EVENTS} line {number}"
+        if not line.endswith(b"\n") and torn_ok:
+            return
+        if wanted and b'"kind":"' in line and not any(w in line for w in wanted):
+            continue
+        try:
+            head = json.loads(line)
+        except ValueError:
+            raise SnapshotError(f"{source}: not a JSON line") from None
+        if not isinstance(head, dict):
+            raise SnapshotError(f"{source}: not a JSON object")
+        seq = head.get("seq")
+        if (kinds and head.get("kind") not in kinds) or (isinstance(seq, int) and seq < start):
+            continue
+        yield parse_event(line, source)
+        shown += 1
+        if limit is not None and shown >= limit:
+            return
 
 
 class RunWriter:
@@ -256,6 +438,12 @@ class RunWriter:
     def append_raw(self, line: bytes) -> None:
         """Append an already-serialized event line (ending in a newline)."""
         self._file.write(line)
+
+    def replace_events(self, data: bytes) -> None:
+        """Replace the event log with ``data`` (atomically) and append after it."""
+        self.close()
+        atomic_write(self.folder / EVENTS, data)
+        self._file = open(self.folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
         """Replace the manifest (atomically); ``durable=False`` skips the fsync for a
@@ -283,11 +471,12 @@ class RunWriter:
         self.close()
 
 
-class DirectoryStore:
+class DirectoryStore(Store):
     """A store in a local folder (the default backend)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
+        self.location = str(self.root)
 
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.root)!r})"
@@ -351,7 +540,6 @@ class DirectoryStore:
         return BlobRef(sha256=key, size=len(data), media_type=media_type)
 
     def put_blob_file(self, source: Path, key: str) -> None:
-        """Add a blob from a file whose SHA-256 the caller has checked to be ``key``."""
         path = self.blob_path(key)
         if path.exists():
             return
@@ -360,21 +548,18 @@ class DirectoryStore:
             with atomic_file(path) as out, open(source, "rb") as src:
                 shutil.copyfileobj(src, out, 1024 * 1024)
 
-    def get_blob(self, key: str) -> bytes:
-        path = self.blob_path(key)
+    def open_blob(self, key: str) -> IO[bytes]:
         try:
-            return path.read_bytes()
+            return self.blob_path(key).open("rb")
         except FileNotFoundError:
             raise StoreError(f"blob {key} is not in the store {self.root}") from None
 
-    def get_verified_blob(self, key: str) -> bytes:
-        data = self.get_blob(key)
-        if sha256_bytes(data) != key:
-            raise IntegrityError(f"blob {key}: content does not match its SHA-256")
-        return data
-
     def has_blob(self, key: str) -> bool:
         return self.blob_path(key).is_file()
+
+    def delete_blob(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.blob_path(key).unlink()
 
     def iter_blobs(self) -> Iterator[str]:
         if self.blobs_dir.is_dir():
@@ -403,73 +588,17 @@ class DirectoryStore:
             if folder.is_dir():
                 reason = self.missing_manifest_reason(run_id)
                 raise SnapshotError(f"run {run_id!r} is damaged: {reason}")
-            known = self.run_ids()
-            near = [k for k in known if run_id in k or k in run_id][:5]
-            hint = f"; did you mean {', '.join(near)}?" if near else ""
-            raise UnknownRunError(f"no run {run_id!r} in store {self.root}{hint}")
+            raise unknown_run(self, run_id)
         return folder
 
-    def load_manifest(self, run_id: str) -> Manifest:
-        folder = self._require(run_id)
-        return parse_manifest(read_manifest_bytes(folder / MANIFEST), f"{run_id}/{MANIFEST}")
+    def read_manifest_bytes(self, run_id: str) -> bytes:
+        return read_manifest_bytes(self._require(run_id) / MANIFEST)
 
-    def read_events_bytes(self, run_id: str) -> bytes:
-        path = self._require(run_id) / EVENTS
-        return path.read_bytes() if path.exists() else b""
-
-    def iter_events(
-        self,
-        run_id: str,
-        *,
-        kinds: Collection[str] = (),
-        start: int = 0,
-        limit: int | None = None,
-    ) -> Iterator[Event]:
-        """The run's events, read one line at a time: those of ``kinds`` (every kind when
-        empty) whose sequence number is at least ``start``, at most ``limit`` of them. Only
-        the events yielded are validated, so memory and time follow what is shown; a last
-        line cut by a crash is dropped while the run is still running."""
-        torn_ok = self.load_manifest(run_id).status == "running"
-        path = self._require(run_id) / EVENTS
-        if not path.exists() or limit == 0:
-            return
-        shown = 0
-        # A compact line names its kind as "kind":"<kind>": one without any wanted kind is
-        # skipped unparsed (a line written otherwise is parsed).
-        wanted = [canonical_json({"kind": k})[1:-1] for k in kinds]
-        with path.open("rb") as lines:
-            for number, line in enumerate(lines, 1):
-                source = f"{run_id}/{EVENTS} line {number}"
-                if not line.endswith(b"\n") and torn_ok:
-                    return
-                if wanted and b'"kind":"' in line and not any(w in line for w in wanted):
-                    continue
-                try:
-                    head = json.loads(line)
-                except ValueError:
-                    raise SnapshotError(f"{source}: not a JSON line") from None
-                if not isinstance(head, dict):
-                    raise SnapshotError(f"{source}: not a JSON object")
-                seq = head.get("seq")
-                if (kinds and head.get("kind") not in kinds) or (
-                    isinstance(seq, int) and seq < start
-                ):
-                    continue
-                yield parse_event(line, source)
-                shown += 1
-                if limit is not None and shown >= limit:
-                    return
-
-    def load_events(self, run_id: str) -> list[Event]:
-        manifest = self.load_manifest(run_id)
-        return parse_events(
-            self.read_events_bytes(run_id),
-            f"{run_id}/{EVENTS}",
-            allow_torn_tail=manifest.status == "running",
-        )
-
-    def load(self, run_id: str) -> Snapshot:
-        return Snapshot(self.load_manifest(run_id), self.load_events(run_id))
+    def open_events(self, run_id: str) -> IO[bytes] | None:
+        try:
+            return (self._require(run_id) / EVENTS).open("rb")
+        except FileNotFoundError:
+            return None
 
     def run_ids(self) -> list[str]:
         """Names of the run folders (valid run ids), sorted; nothing is read inside them."""
@@ -481,18 +610,31 @@ class DirectoryStore:
             raise StoreError(f"cannot read the store {self.root}: {exc.strerror}") from None
         return sorted(n for n in names if _RUN_ID.match(n) and n not in {".", ".."})
 
-    def list(self) -> list[Manifest]:
-        """The readable runs, oldest first; a damaged or unreadable run is left out (see
-        :func:`sandbox.snapshot.listing.summarize_runs`, which lists it as damaged)."""
-        manifests = []
-        for run_id in self.run_ids():
-            with contextlib.suppress(SnapshotError, OSError):
-                manifests.append(self.load_manifest(run_id))
-        return sorted(manifests, key=lambda m: (m.created, m.run_id))
+    def run_bytes(self, run_id: str) -> int:
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.run_dir(run_id)):
+                with contextlib.suppress(OSError):
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def _side_file(self, run_id: str, name: str) -> Path:
+        if name in {MANIFEST, EVENTS} or not _RUN_ID.match(name) or name in {".", ".."}:
+            raise UnsafePathError(f"invalid run file name {name!r}")
+        return self._require(run_id) / name
+
+    def put_run_file(self, run_id: str, name: str, data: bytes) -> None:
+        with store_writes(self.root):
+            atomic_write(self._side_file(run_id, name), data)
+
+    def get_run_file(self, run_id: str, name: str) -> bytes | None:
+        try:
+            return self._side_file(run_id, name).read_bytes()
+        except FileNotFoundError:
+            return None
 
     def clean_stale(self, max_age: float = STALE_AFTER, now: float | None = None) -> int:
-        """Remove what killed writers left in ``.tmp`` (staging folders, half-written files)
-        that is older than ``max_age`` seconds; return how many entries were removed."""
         tmp = self.root / ".tmp"
         limit = (time.time() if now is None else now) - max_age
         removed = 0
@@ -512,11 +654,6 @@ class DirectoryStore:
             except OSError:
                 continue
         return removed
-
-    def save(self, snapshot: Snapshot, *, overwrite: bool = False) -> None:
-        """Write a whole run at once: it appears complete or not at all."""
-        body = b"".join(dump_event(e) for e in snapshot.events)
-        self.save_raw(snapshot.manifest, body, overwrite=overwrite)
 
     def save_raw(
         self, manifest: Manifest, events: bytes | Path, *, overwrite: bool = False
@@ -562,6 +699,9 @@ class DirectoryStore:
             raise
         return RunWriter(target, manifest)
 
+    def resume(self, run_id: str) -> RunWriter:
+        return RunWriter(self._require(run_id), self.load_manifest(run_id))
+
     def delete(self, run_id: str) -> None:
         self._remove(self._require(run_id))
 
@@ -571,16 +711,6 @@ class DirectoryStore:
         os.rename(folder, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def run_size(self, run_id: str) -> int:
-        """Bytes of the run folder plus the blobs it references."""
-        folder = self._require(run_id)
-        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
-        with contextlib.suppress(SnapshotError):
-            for key in self.load(run_id).blob_refs():
-                with contextlib.suppress(OSError):
-                    size += self.blob_path(key).stat().st_size
-        return size
-
 
 LAZY_BACKENDS: dict[str, str] = {"s3": "sandbox.snapshot.spool:SpooledStore"}
 """Backends by URL scheme that live in modules of their own (``module:class``, given the
@@ -588,7 +718,7 @@ whole location), imported on first use: they build on this module, and their cli
 libraries are optional."""
 
 
-def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore:
+def open_store(location: str | os.PathLike[str] | None = None) -> Store:
     """Open a store by location: a folder path, a ``file://`` URL or an ``s3://BUCKET/PREFIX``
     URL (:class:`sandbox.snapshot.spool.SpooledStore`); ``None`` reads ``$SANDBOX_STORE`` and
     falls back to ``./snapshots``."""
@@ -600,6 +730,13 @@ def open_store(location: str | os.PathLike[str] | None = None) -> DirectoryStore
         return DirectoryStore(rest)
     if scheme in LAZY_BACKENDS:
         module, _, name = LAZY_BACKENDS[scheme].partition(":")
-        backend: type[DirectoryStore] = getattr(importlib.import_module(module), name)
+        backend: Callable[[str], Store] = getattr(importlib.import_module(module), name)
         return backend(loc)
     raise UnknownNameError("store scheme", scheme, ["file", *LAZY_BACKENDS])
+
+
+def as_store(store: Store | str | os.PathLike[str] | None) -> Store:
+    """``store`` itself, or the store :func:`open_store` opens at that location."""
+    if store is None or isinstance(store, (str, os.PathLike)):
+        return open_store(store)
+    return store

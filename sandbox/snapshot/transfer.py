@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import Store
 
 
-def copy_run(
-    source: DirectoryStore, target: DirectoryStore, run_id: str, *, overwrite: bool = False
-) -> int:
+def copy_run(source: Store, target: Store, run_id: str, *, overwrite: bool = False) -> int:
     """Copy a run (its exact event log, its manifest, the blobs it references that the
     target lacks, each checked against its SHA-256); return how many blobs were copied."""
     snapshot = source.load(run_id)

@@ -19,7 +19,7 @@ from sandbox.snapshot.bundle import (
     read_bundle,
 )
 from sandbox.snapshot.integrity import Problem, check_store_run
-from sandbox.snapshot.store import DirectoryStore
+from sandbox.snapshot.store import Store
 
 
 @dataclass
@@ -49,11 +49,11 @@ class VerifyReport:
         }
 
 
-def verify_run(store: DirectoryStore, run_id: str) -> VerifyReport:
+def verify_run(store: Store, run_id: str) -> VerifyReport:
     """Check run ``run_id`` of ``store``; an unknown run raises :class:`UnknownRunError`."""
     check = check_store_run(store, run_id)
     return VerifyReport(
-        target=f"run {run_id} in {store.root}",
+        target=f"run {run_id} in {store.location}",
         run_id=run_id,
         problems=check.problems,
         warnings=check.warnings,

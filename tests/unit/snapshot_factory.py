@@ -9,7 +9,7 @@ import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sandbox.snapshot import DirectoryStore, Manifest, Snapshot
+from sandbox.snapshot import Manifest, Snapshot, Store
 from sandbox.snapshot.events import (
     ClockRead,
     ErrorInfo,
@@ -32,7 +32,7 @@ from sandbox.snapshot.manifest import Entrypoint, Failure, ServiceState
 CREATED = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def build_snapshot(store: DirectoryStore, run_id: str = "run-1", *, save: bool = True) -> Snapshot:
+def build_snapshot(store: Store, run_id: str = "run-1", *, save: bool = True) -> Snapshot:
     """A complete run with events of many kinds and three blobs (one in the manifest)."""
     dump = store.put_blob(b"CREATE TABLE orders (id int);\n" * 50, "application/sql")
     page = store.put_blob(b"<html>order page</html>", "text/html")
