@@ -32,7 +32,7 @@ from examples import _model
 from sandbox import capture
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.manifest import Entrypoint
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, open_store
 
 Progress = Callable[[str], None]
 SEED = 7
@@ -77,7 +77,7 @@ def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
 
 
 def capture_orders(
-    store: DirectoryStore, run_id: str | None = None, *, portable: bool = False
+    store: Store, run_id: str | None = None, *, portable: bool = False
 ) -> str:
     """The gateway's first charge is slow (over the client's timeout), after the order row
     committed: the retry inserts it again. ``run_id`` names the run (default: generated);
@@ -116,7 +116,7 @@ def capture_orders(
 
 
 def _capture_checked(
-    store: DirectoryStore,
+    store: Store,
     name: str,
     target: str,
     url: str,
@@ -158,7 +158,7 @@ def _capture_checked(
 # --- inventory -------------------------------------------------------------------------------
 
 
-def capture_inventory(store: DirectoryStore, attempts: int = 15) -> str:
+def capture_inventory(store: Store, attempts: int = 15) -> str:
     """Capture until the race shows (a slow quote for worker-1 lets worker-2 read the stale
     stock); runs that did not show it are deleted."""
     from examples import inventory
@@ -199,7 +199,7 @@ def capture_inventory(store: DirectoryStore, attempts: int = 15) -> str:
 # --- billing ---------------------------------------------------------------------------------
 
 
-def capture_billing(store: DirectoryStore) -> str:
+def capture_billing(store: Store) -> str:
     """Capture at the end of January: Python frozen with freezegun, Postgres with libfaketime."""
     import freezegun
 
@@ -225,7 +225,7 @@ def capture_billing(store: DirectoryStore) -> str:
 # --- support ---------------------------------------------------------------------------------
 
 
-def capture_support(store: DirectoryStore) -> str:
+def capture_support(store: Store) -> str:
     """Capture the support agent over a folder of policy documents (a ``files`` workspace,
     captured before and after): the stale 2023 policy wins the search, the answer says 30
     days."""
@@ -255,7 +255,7 @@ def capture_support(store: DirectoryStore) -> str:
     return rec.run_id
 
 
-def capture_all(store: DirectoryStore) -> dict[str, str]:
+def capture_all(store: Store) -> dict[str, str]:
     """Capture every demo agent; return agent name -> run id."""
     return {
         "orders": capture_orders(store),

@@ -41,9 +41,9 @@ from sandbox.errors import SandboxError
 from sandbox.regress.check import CheckReport, RunCheck
 from sandbox.replay.verdict import Verdict
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import Store, open_store
 
-Capturer = Callable[[DirectoryStore], object]
+Capturer = Callable[[Store], object]
 
 
 def demo_captures(module: ModuleType) -> dict[str, Capturer]:
@@ -62,7 +62,7 @@ def demo_captures(module: ModuleType) -> dict[str, Capturer]:
     return found
 
 
-def captured(store: DirectoryStore, name: str) -> Manifest | None:
+def captured(store: Store, name: str) -> Manifest | None:
     """The newest finished, failed, original capture of ``name`` in the store."""
     found = [
         m
@@ -76,7 +76,7 @@ def captured(store: DirectoryStore, name: str) -> Manifest | None:
     return max(found, key=lambda m: m.created) if found else None
 
 
-def capture(store: DirectoryStore, name: str, capturer: Capturer, console: Console) -> Manifest:
+def capture(store: Store, name: str, capturer: Capturer, console: Console) -> Manifest:
     existing = captured(store, name)
     if existing is not None:
         console.print(f"[dim]{name}: already captured as {existing.run_id}[/dim]")
@@ -88,7 +88,7 @@ def capture(store: DirectoryStore, name: str, capturer: Capturer, console: Conso
     else:
         found = captured(store, name)
         if found is None:
-            raise SandboxError(f"capturing demo {name!r} left no failed run in {store.root}")
+            raise SandboxError(f"capturing demo {name!r} left no failed run in {store.location}")
         manifest = found
     console.print(f"{name}: captured {manifest.run_id}")
     return manifest
