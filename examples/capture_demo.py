@@ -76,9 +76,7 @@ def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
 # --- orders ----------------------------------------------------------------------------------
 
 
-def capture_orders(
-    store: Store, run_id: str | None = None, *, portable: bool = False
-) -> str:
+def capture_orders(store: Store, run_id: str | None = None, *, portable: bool = False) -> str:
     """The gateway's first charge is slow (over the client's timeout), after the order row
     committed: the retry inserts it again. ``run_id`` names the run (default: generated);
     ``portable`` leaves this machine out of the manifest (see :func:`_capture_checked`)."""

@@ -21,7 +21,7 @@ from sandbox.containers.engine import DockerClient, connect
 from sandbox.containers.images import ImageStatus, list_images
 from sandbox.containers.labels import Owner
 from sandbox.containers.sizing import Size, check_fits, host_memory, size_for
-from sandbox.containers.specs import CONTAINER_KINDS, LIBFAKETIME
+from sandbox.containers.specs import LIBFAKETIME, container_spec, server_kinds
 from sandbox.errors import DockerUnavailableError, ResourceError
 from sandbox.sizes import human_size
 from sandbox.snapshot.store import DirectoryStore, Store
@@ -263,9 +263,9 @@ def _memory_check(store: Store, client: DockerClient) -> Check:
     for manifest in store.list():
         needs = {}
         for state in manifest.services:
-            if state.kind in CONTAINER_KINDS:
+            if state.kind in server_kinds():
                 held = RestoreSpec.from_state(state).state_bytes or 0
-                needs[state.name] = (size_for(CONTAINER_KINDS[state.kind].storage, held), held)
+                needs[state.name] = (size_for(container_spec(state.kind).storage, held), held)
         total = sum(size.memory_bytes for size, _ in needs.values())
         if needs and (largest is None or total > largest[0]):
             largest = (total, manifest.run_id, needs)

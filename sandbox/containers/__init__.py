@@ -27,13 +27,12 @@ from sandbox.containers.images import (
     list_images,
 )
 from sandbox.containers.labels import MANAGED, PID, SESSION, Owner
-from sandbox.containers.specs import CONTAINER_KINDS, PATH_KINDS, ContainerSpec
+from sandbox.containers.specs import container_spec, server_kinds
+from sandbox.services.descriptor import ContainerSpec
 
 __all__ = [
-    "CONTAINER_KINDS",
     "IMAGES",
     "MANAGED",
-    "PATH_KINDS",
     "PID",
     "SESSION",
     "BuildResult",
@@ -48,8 +47,10 @@ __all__ = [
     "bring_up",
     "build_images",
     "connect",
+    "container_spec",
     "faketime_env",
     "gc",
     "image_tag",
     "list_images",
+    "server_kinds",
 ]

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from sandbox.containers import cleanup, firewall
@@ -47,10 +46,10 @@ from sandbox.containers.labels import KIND, SERVICE, Owner
 from sandbox.containers.sizing import Size, check_fits, host_memory, size_for, state_bytes
 from sandbox.containers.specs import (
     LIBFAKETIME,
-    ContainerSpec,
     container_spec,
     is_path_kind,
     major_version,
+    spec_image_tag,
 )
 from sandbox.containers.workdirs import make_workdir
 from sandbox.errors import (
@@ -61,6 +60,7 @@ from sandbox.errors import (
     UnknownNameError,
 )
 from sandbox.services.base import ServerFileLoad, ServiceKind
+from sandbox.services.descriptor import ContainerSpec
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
 from sandbox.snapshot.store import Store
@@ -102,8 +102,9 @@ class RestoreSpec:
         value = state.binding.value
         if not isinstance(database, str):
             database = None
-            if value and "://" in value and state.kind == "postgres":
-                database = urlsplit(value).path.lstrip("/") or None
+            container = get_kind(state.kind).container
+            if value and "://" in value and container and container.database_of:
+                database = container.database_of(value)
         return cls(
             name=state.name,
             kind=state.kind,
@@ -268,7 +269,7 @@ def bring_up(
     client = client or connect()
     for spec in specs:
         if not is_path_kind(spec.kind):
-            require_image(client, container_spec(spec.kind).image_tag)
+            require_image(client, spec_image_tag(container_spec(spec.kind)))
     check_fits(_sizes(specs, states), host_memory(client.info()))
 
     owner = Owner.current(session)
@@ -288,8 +289,7 @@ def _check_names(specs: list[RestoreSpec]) -> None:
         if spec.name in seen:
             raise SandboxError(f"two services are named {spec.name!r}: names must be unique")
         seen.add(spec.name)
-        if not is_path_kind(spec.kind):
-            container_spec(spec.kind)  # unknown kind: a clear error before anything starts
+        get_kind(spec.kind)  # unknown kind: a clear error before anything starts
 
 
 def _load_states(specs: list[RestoreSpec], store: Store | None) -> dict[str, bytes]:
@@ -318,9 +318,10 @@ def _sizes(specs: list[RestoreSpec], states: Mapping[str, bytes]) -> dict[str, t
 def _check_version(spec: RestoreSpec, cspec: ContainerSpec) -> None:
     captured = major_version(spec.version)
     if captured is not None and captured > cspec.server_major:
+        tag = spec_image_tag(cspec)
         raise ServiceVersionError(
             f"service {spec.name!r} was captured from {spec.kind} {spec.version}, newer than "
-            f"the {cspec.image_tag} image ({spec.kind} {cspec.server_major}): its dump cannot "
+            f"the {tag} image ({spec.kind} {cspec.server_major}): its dump cannot "
             f"be restored there; build images/{cspec.image} for {spec.kind} {captured}"
         )
 
@@ -393,7 +394,7 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
     if env.frozen_at is not None and cspec.faketime:
         environment.update(faketime_env(env.frozen_at, env.timezone))
     builder = (
-        DockerContainer(cspec.image_tag)
+        DockerContainer(spec_image_tag(cspec))
         .with_name(_container_name(env.session, spec.name))
         .with_envs(**environment)
         .with_kwargs(
@@ -420,14 +421,15 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
         container = builder.start().get_wrapped_container()
     except docker.errors.APIError as exc:
         raise ServiceNotReadyError(
-            f"service {spec.name!r} ({cspec.image_tag}) could not start: {exc.explanation}"
+            f"service {spec.name!r} ({spec_image_tag(cspec)}) could not start: {exc.explanation}"
         ) from None
     env._containers[spec.name] = container
     container.reload()
     ip = container.attrs["NetworkSettings"]["Networks"][env.network_name]["IPAddress"]
     database = spec.database or cspec.default_database
     url = cspec.url(ip, cspec.port, database)
-    binding = {spec.env or cspec.default_env: url}
+    variable = spec.env or get_kind(spec.kind).binding.env
+    binding = {variable: url} if variable else {}
     env.services[spec.name] = ServiceEndpoint(
         name=spec.name,
         kind=spec.kind,
@@ -438,7 +440,7 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
         ip=ip,
         port=cspec.port,
     )
-    progress(f"{spec.name}: started {cspec.image_tag} at {ip}")
+    progress(f"{spec.name}: started {spec_image_tag(cspec)} at {ip}")
 
 
 def _ready_and_restore(
@@ -480,7 +482,7 @@ def _not_ready(env: Environment, spec: RestoreSpec, why: str) -> ServiceNotReady
         logs = f"(no logs: {exc})"
     cspec = container_spec(spec.kind)
     return ServiceNotReadyError(
-        f"service {spec.name!r} ({cspec.image_tag}) never became ready: {why}; its last "
+        f"service {spec.name!r} ({spec_image_tag(cspec)}) never became ready: {why}; its last "
         f"{LOG_LINES} log lines:\n{logs or '(empty)'}"
     )
 
@@ -493,16 +495,9 @@ def _restore(
     progress: Progress,
 ) -> None:
     data = states.get(spec.name)
-    if data is None and not is_path_kind(spec.kind):
-        prepare = container_spec(spec.kind).prepare_empty
-        if prepare is not None:
-            prepare(url)
-    try:
-        kind = get_kind(spec.kind)
-    except UnknownNameError:
-        if data is not None:
-            raise
-        return  # nothing to restore and no kind to mark a restore point with
+    kind = get_kind(spec.kind)
+    if data is None and kind.container is not None and kind.container.prepare_empty:
+        kind.container.prepare_empty(url)
     if data is not None:
         if not _load_file(env, spec, kind, url, data):
             kind.restore(url, data)
@@ -535,7 +530,7 @@ def _prepare_path(
     folder = env.workdir / _NAME.sub("-", spec.name)
     folder.mkdir()
     leaf = Path(spec.path).name if spec.path else ""
-    if spec.kind == "files":
+    if get_kind(spec.kind).binding.path == "folder":
         target = folder / (leaf or "workspace")
         target.mkdir()
     else:

@@ -16,26 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import ResourceError
+from sandbox.services.descriptor import Storage
 from sandbox.sizes import human_size
 
 MIB = 1 << 20
 DUMP_EXPANSION = 8
 """Bytes of live state per byte of dump, for captures that did not measure their state."""
-
-
-@dataclass(frozen=True)
-class Storage:
-    """How a kind's storage and memory grow with its state."""
-
-    path: str | None
-    """Where the tmpfs is mounted (``None``: no tmpfs)."""
-    owner: tuple[int, int] = (0, 0)
-    copies: float = 3.0
-    """How many copies of the state the storage holds at most."""
-    base_mib: int = 256
-    """Storage for an empty state (the cluster, the WAL, headroom)."""
-    memory_mib: int = 512
-    """Memory for the server itself, on top of its storage."""
 
 
 @dataclass(frozen=True)

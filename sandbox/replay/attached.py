@@ -56,13 +56,6 @@ class AttachedServices:
             kind.reset(self.endpoints[name])
 
 
-def _default_env(kind: str) -> str | None:
-    from sandbox.containers.specs import CONTAINER_KINDS
-
-    spec = CONTAINER_KINDS.get(kind)
-    return spec.default_env if spec is not None else None
-
-
 def attach(
     states: Sequence[ServiceState],
     given: Mapping[str, str],
@@ -91,13 +84,15 @@ def attach(
     for state in states:
         endpoint = given[state.name]
         attached.endpoints[state.name] = endpoint
-        variable = state.binding.env or _default_env(state.kind)
-        if variable:
-            attached.env[variable] = endpoint
         try:
             kind = get_kind(state.kind)
         except UnknownNameError:
+            if state.binding.env:
+                attached.env[state.binding.env] = endpoint
             continue  # nothing to reset with; the service is used as it is
+        variable = state.binding.env or kind.binding.env
+        if variable:
+            attached.env[variable] = endpoint
         kind.mark_restore_point(endpoint)
         attached.kinds[state.name] = kind
         if progress is not None:

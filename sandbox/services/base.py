@@ -1,7 +1,8 @@
 """The service-kind extension point: capture, restore, hash and describe one kind of
 tool-side state.
 
-A service kind works on an *endpoint*: a URL for a server (``postgresql://user@host:port/db``,
+Everything a kind needs lives with it (:mod:`sandbox.services.descriptor`). A service kind
+works on an *endpoint*: a URL for a server (``postgresql://user@host:port/db``,
 ``redis://host:port/0``) or a filesystem path (a SQLite file, a workspace folder). It never
 starts containers itself; ``sandbox.containers`` starts them and hands endpoints over.
 """
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
+
+from sandbox.services.descriptor import Binding, ContainerSpec
 
 DESCRIBE_LIMIT = 1000
 """Items a description holds per table, per Redis database or per folder (see
@@ -34,9 +37,14 @@ class CapturedState:
 
 
 class ServiceKind(Protocol):
-    """What every service kind offers. Implementations register with :func:`register`."""
+    """What every service kind offers: its state operations, how an agent finds it, and for
+    a server how it runs in a container. Implementations register with :func:`register`."""
 
     name: ClassVar[str]
+    binding: ClassVar[Binding]
+    """How an agent usually finds a service of this kind (a variable, or a path)."""
+    container: ClassVar[ContainerSpec | None]
+    """How the server runs in a sandbox container; ``None`` for a kind on a path."""
 
     def capture(self, endpoint: str) -> CapturedState:
         """Dump the whole state behind ``endpoint``."""

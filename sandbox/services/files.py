@@ -41,6 +41,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services.descriptor import Binding, ContainerSpec
 from sandbox.snapshot.hashing import fingerprint
 
 DEFAULT_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc")
@@ -178,6 +179,8 @@ class FilesKind:
     """Capture a folder as a tar; restore it safely; hash paths, modes and contents."""
 
     name: ClassVar[str] = "files"
+    binding: ClassVar[Binding] = Binding(path="folder")
+    container: ClassVar[ContainerSpec | None] = None
 
     def __init__(self, ignore: Sequence[str] = DEFAULT_IGNORE) -> None:
         self.ignore = tuple(_clean_patterns(ignore))

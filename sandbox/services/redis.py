@@ -57,6 +57,7 @@ from pydantic import JsonValue
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services import rdbfile, redisstate
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services.descriptor import Binding, ContainerSpec, Storage
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 FORMAT = "sandbox-replayer/redis-dump"
@@ -383,11 +384,56 @@ class _Point:
     """Set by a load: the file is the restore point already."""
 
 
+def _redis_url(host: str, port: int, database: str) -> str:
+    return f"redis://{host}:{port}/{database or '0'}"
+
+
+def _redis_ready(url: str) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
 class RedisKind:
     """Capture as an RDB snapshot (else ``DUMP``/``PTTL``), restore by loading it (else
     ``RESTORE``), reset by reloading the server's RDB file."""
 
     name: ClassVar[str] = "redis"
+    binding: ClassVar[Binding] = Binding(env="REDIS_URL")
+    container: ClassVar[ContainerSpec | None] = ContainerSpec(
+        image="redis",
+        port=6379,
+        user="redis",
+        server_major=7,
+        default_database="0",
+        url=_redis_url,
+        ready=_redis_ready,
+        # The image rebuilds Debian's redis with glibc's malloc: Debian's own binary links
+        # jemalloc, whose start-up clock_gettime call recurses into libfaketime before it
+        # is initialised, and never starts (images/redis/Dockerfile). Keys' TTLs are
+        # restored relative to the restore, so they run out as they would have.
+        faketime=True,
+        # The data folder (a tmpfs sized to the state) holds the RDB file: the captured
+        # snapshot is written there and loaded, and it is the restore point a reset
+        # reloads (DEBUG RELOAD, hence the debug command). A SYNC (the state hash) streams
+        # from the forked child at once, never touching that file. The image's redis user
+        # is uid/gid 100/101.
+        storage=Storage(path="/data", owner=(100, 101), copies=2, base_mib=16, memory_mib=256),
+        state_file="/data/dump.rdb",
+        pids_limit=64,
+        tmpfs={"/tmp": "rw,size=64m,mode=1777"},
+        command=(
+            *("--dir", "/data", "--dbfilename", "dump.rdb"),
+            *("--enable-debug-command", "yes"),
+            *("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"),
+        ),
+    )
 
     def __init__(self) -> None:
         self._points: dict[str, _Point | bytes] = {}

@@ -29,6 +29,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services.descriptor import Binding, ContainerSpec
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 MEDIA_TYPE = "application/vnd.sqlite3"
@@ -162,6 +163,8 @@ class SQLiteKind:
     """Capture with the backup API, restore by an atomic replace of the file."""
 
     name: ClassVar[str] = "sqlite"
+    binding: ClassVar[Binding] = Binding(path="file")
+    container: ClassVar[ContainerSpec | None] = None
 
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import redis
 
-from sandbox.containers import RestoreSpec, bring_up, connect, firewall, gc, specs
+from sandbox.containers import RestoreSpec, bring_up, connect, container_spec, firewall, gc
 from sandbox.containers.images import IMAGES, ImageDef
 from sandbox.containers.labels import MANAGED, SESSION, Owner, new_session_id
 from sandbox.errors import ImageMissingError, ServiceNotReadyError, ServiceVersionError
@@ -206,8 +206,8 @@ def test_missing_image_names_make_images(client: Any, monkeypatch: pytest.Monkey
 def test_never_ready_carries_the_last_log_lines(
     client: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    never = dataclasses.replace(specs.CONTAINER_KINDS["redis"], ready=lambda url: False)
-    monkeypatch.setitem(specs.CONTAINER_KINDS, "redis", never)
+    never = dataclasses.replace(container_spec("redis"), ready=lambda url: False)
+    monkeypatch.setattr(type(get_kind("redis")), "container", never)
     session = new_session_id()
     with pytest.raises(ServiceNotReadyError, match=r"(?s)within 1 s.*Ready to accept"):
         bring_up([RestoreSpec("cache", "redis")], client=client, timeout=1, session=session)

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 import redis as redis_client
 from test_services_containers import create_database, postgres_server, redis_server
+from toy_kind import MemoHarness
 
 from sandbox.services import get_kind, kind_names
 
@@ -142,6 +143,7 @@ class FilesHarness:
 
 KINDS = ["files", "sqlite", pytest.param("postgres", marks=pytest.mark.docker)]
 KINDS.append(pytest.param("redis", marks=pytest.mark.docker))
+KINDS.append(pytest.param("memo", marks=pytest.mark.docker))  # the toy kind of toy_kind.py
 
 
 @pytest.fixture(scope="module")
@@ -167,6 +169,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
         return SQLiteHarness(tmp_path)
     if kind == "files":
         return FilesHarness(tmp_path)
+    if kind == "memo":
+        return MemoHarness(request.getfixturevalue("redis_url"))
     raise AssertionError(f"no contract harness for service kind {kind!r}")
 
 
