@@ -1,21 +1,22 @@
-"""Sandbox bring-up. ``python -m bench.bringup [ROUNDS]``
+"""Sandbox bring-up. ``python -m bench.bringup [--rounds N] [--quick]``
 
 1. From warm images to a ready Postgres + Redis pair: our ``bring_up`` (private internal
-   network, labels, limits, libfaketime, *and* a small captured state restored into each
-   service, then a restore point marked) against testcontainers starting the same two
-   images with published ports and no restore, each waited for with the same readiness
-   probes. Goal: ours within 1.5x of the bare start.
-2. Between runs: ``env.reset()`` against a fresh bring-up. Goal: reset at least 10x faster.
+   network, labels, libfaketime, *and* a small captured state restored into each service,
+   then a restore point marked) against testcontainers starting the same two images with
+   the same tmpfs mounts, memory, pid and CPU limits, user and command (published ports, no
+   restore), each waited for with the same readiness probes. Teardown is timed on neither
+   side. Goal: ours within 1.5x of the bare start.
+2. Between runs: ``env.reset()`` (after the agent's writes, which are not timed) against a
+   fresh bring-up of the same state. Goal: reset at least 10x faster.
 
-Medians over ROUNDS rounds (default 3), alternating the two so that neither gets a warmer
-engine. Needs a Docker engine and the images (``make images``).
+Both comparisons warm up each side once, then alternate the sides over the rounds
+(:func:`bench.compare.compare`). Needs a Docker engine and the images (``make images``).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import statistics
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,10 +26,14 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 import psycopg
 import redis
 
+from bench.compare import compare, ratios, record
 from sandbox.containers import RestoreSpec, bring_up, connect
-from sandbox.containers.specs import CONTAINER_KINDS
+from sandbox.containers.images import image_tag
+from sandbox.containers.sizing import size_for, state_bytes
+from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 
+QUICK = ["--quick"]
 FROZEN = datetime(2024, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
@@ -40,27 +45,43 @@ def _wait(ready: Callable[[str], bool], url: str, timeout: float = 60.0) -> None
         time.sleep(0.05)
 
 
-def testcontainers_pair() -> tuple[float, float]:
-    """Start both images with testcontainers, wait until both answer; (up, teardown) s."""
+def _bare_start(data: dict[str, bytes]) -> float:
+    """Start both images with testcontainers, configured as the sandbox configures them
+    (tmpfs, limits, user, command), and wait until both answer; the seconds it took."""
     from testcontainers.core.container import DockerContainer
 
-    pg, rd = CONTAINER_KINDS["postgres"], CONTAINER_KINDS["redis"]
     start = time.perf_counter()
     containers = []
     try:
-        for spec in (pg, rd):
-            container = DockerContainer(spec.image_tag).with_exposed_ports(spec.port)
-            containers.append((spec, container.with_kwargs(user=spec.user).start()))
+        for kind in ("postgres", "redis"):
+            spec = container_spec(kind)
+            size = size_for(spec.storage, state_bytes(None, len(data[kind])))
+            builder = (
+                DockerContainer(image_tag(spec.image))
+                .with_exposed_ports(spec.port)
+                .with_kwargs(
+                    user=spec.user,
+                    mem_limit=size.mem_limit,
+                    pids_limit=spec.pids_limit,
+                    nano_cpus=int(spec.cpus * 1e9),
+                    cap_drop=["ALL"],
+                    read_only=True,
+                    security_opt=["no-new-privileges"],
+                )
+            )
+            if spec.command:
+                builder.with_command(list(spec.command))
+            for path, options in {**spec.tmpfs, **size.tmpfs(spec.storage)}.items():
+                builder.with_tmpfs_mount(path, options)
+            containers.append((spec, builder.start()))
         for spec, container in containers:
             host = container.get_container_host_ip()
             port = int(container.get_exposed_port(spec.port))
             _wait(spec.ready, spec.url(host, port, spec.default_database))
-        up = time.perf_counter() - start
+        return time.perf_counter() - start
     finally:
-        stop = time.perf_counter()
         for _, container in containers:
             container.stop()
-    return up, time.perf_counter() - stop
 
 
 def small_states() -> tuple[bytes, bytes]:
@@ -82,59 +103,55 @@ def small_states() -> tuple[bytes, bytes]:
         )
 
 
-def ours_pair(pg_data: bytes, rd_data: bytes, resets: int) -> tuple[float, float, float]:
-    """Bring up with restore; time ``resets`` resets; (up, median reset, teardown) s."""
-    services = [
-        RestoreSpec("db", "postgres", database="shop", data=pg_data, version="15"),
-        RestoreSpec("cache", "redis", data=rd_data),
+def _services(data: dict[str, bytes]) -> list[RestoreSpec]:
+    return [
+        RestoreSpec("db", "postgres", database="shop", data=data["postgres"], version="15"),
+        RestoreSpec("cache", "redis", data=data["redis"]),
     ]
+
+
+def _ours(data: dict[str, bytes]) -> float:
+    """Bring the pair up with its state restored; the seconds until it is ready."""
     start = time.perf_counter()
-    env = bring_up(services, frozen_at=FROZEN)
+    env = bring_up(_services(data), frozen_at=FROZEN)
     up = time.perf_counter() - start
-    try:
-        times = []
-        for _ in range(resets):
-            with psycopg.connect(env.env["DATABASE_URL"], autocommit=True) as conn:
-                conn.execute("DELETE FROM orders WHERE id % 2 = 0")
-            redis.Redis.from_url(env.env["REDIS_URL"]).flushdb()
-            t = time.perf_counter()
-            env.reset()
-            times.append(time.perf_counter() - t)
-    finally:
-        stop = time.perf_counter()
-        env.close()
-    return up, statistics.median(times), time.perf_counter() - stop
+    env.close()
+    return up
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    rounds = int(args[0]) if args else 3
+    parser = argparse.ArgumentParser(prog="bench.bringup")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="3 rounds")
+    args = parser.parse_args(argv)
+    rounds = 3 if args.quick else args.rounds
     connect().close()
     pg_data, rd_data = small_states()
+    data = {"postgres": pg_data, "redis": rd_data}
     print(f"state: postgres dump {len(pg_data)} B, redis dump {len(rd_data)} B")
-    tc_up, tc_down, our_up, our_down, resets = [], [], [], [], []
-    for i in range(rounds):
-        up, down = testcontainers_pair()
-        tc_up.append(up)
-        tc_down.append(down)
-        up, reset, down = ours_pair(pg_data, rd_data, resets=5)
-        our_up.append(up)
-        our_down.append(down)
-        resets.append(reset)
-        print(
-            f"round {i + 1}: testcontainers {tc_up[-1]:.2f} s, ours {our_up[-1]:.2f} s, "
-            f"reset {reset * 1000:.0f} ms"
-        )
-    tc, ours, reset = (statistics.median(x) for x in (tc_up, our_up, resets))
-    tc_td = statistics.median(tc_down)
-    print(f"bare start (testcontainers, no restore): {tc:.2f} s (teardown {tc_td:.2f} s)")
-    print(
-        f"ours (internal network, faketime, restore): {ours:.2f} s "
-        f"(teardown {statistics.median(our_down):.2f} s)"
+    ours, bare = compare(lambda: _ours(data), lambda: _bare_start(data), rounds=rounds)
+    record(
+        "bring-up: ours (restore, faketime, network) / bare testcontainers start",
+        ratios(ours, bare),
+        goal="<= 1.5x",
+        holds=lambda r: r <= 1.5,
     )
-    print(f"ratio ours / bare start: {ours / tc:.2f}x (goal <= 1.5x)")
-    print(
-        f"reset: {reset * 1000:.0f} ms; fresh bring-up / reset: {ours / reset:.1f}x (goal >= 10x)"
+    with bring_up(_services(data), frozen_at=FROZEN) as env:
+
+        def reset() -> float:
+            with psycopg.connect(env.env["DATABASE_URL"], autocommit=True) as conn:
+                conn.execute("DELETE FROM orders WHERE id % 2 = 0")
+            redis.Redis.from_url(env.env["REDIS_URL"]).flushdb()
+            start = time.perf_counter()
+            env.reset()
+            return time.perf_counter() - start
+
+        resets, fresh = compare(reset, lambda: _ours(data), rounds=rounds)
+    record(
+        "bring-up: fresh bring-up / reset between runs",
+        ratios(fresh, resets),
+        goal=">= 10x",
+        holds=lambda r: r >= 10,
     )
     return 0
 

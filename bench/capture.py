@@ -1,37 +1,37 @@
-"""Capture overhead. ``python -m bench.capture``
+"""Capture overhead, each figure from two sides doing the same work (both pay the run's
+setup, its sealing and the flushing of every event, or neither), one warm-up each, the sides
+alternating over the rounds (:func:`bench.compare.compare`). ``python -m bench.capture
+[--quick]``
 
-1. Tool calls: median cost per recorded ``@tool`` call, against the same loop with no capture
-   running (the decorator's pass-through). Goal: at most 50 µs per event.
-2. HTTP: the same requests (local server, one ``httpx.Client``) recorded by our transport
-   capture and by vcrpy writing a cassette; overhead per request over the plain loop, and the
-   ratio vcrpy / ours. Goal: faster than vcrpy.
-3. A whole 20-request run, each side paying its setup and its save: ``capture.run`` with its
-   defaults (package list, git, manifest, event log) against ``vcr.use_cassette`` writing a
-   new cassette; the sides alternate, after a warm-up each; median ratio vcrpy / ours and
-   its spread over 15 rounds. Goal: > 1 (ours cheaper).
+1. Tool calls: ``capture.run`` around N ``@tool`` calls against ``capture.run`` around no
+   call followed by the same N calls with no run (the decorator's pass-through): the
+   difference per call is the cost of recording one event. Goal: at most 50 µs.
+2. and 3. HTTP: a whole run of N requests (local server, one ``httpx.Client``), each side
+   paying its setup and its save: ``capture.run`` with its defaults (package list, git,
+   manifest, event log) against ``vcr.use_cassette`` writing a new cassette; ratio
+   vcrpy / ours per round, for N = 200 and N = 20. Goal: > 1 (ours cheaper).
 """
 
 from __future__ import annotations
 
+import argparse
+import itertools
 import json
-import os
-import statistics
 import tempfile
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench.compare import compare, ratios, record
 from sandbox import capture
 from sandbox.snapshot.store import DirectoryStore
 
-TOOL_CALLS = 2_000
-HTTP_CALLS = 200
-REPEATS = 5
+QUICK = ["--quick"]
 
 
 @capture.tool
@@ -39,27 +39,26 @@ def lookup(order_id: int, region: str = "eu") -> dict[str, Any]:
     return {"id": order_id, "region": region, "items": [1, 2, 3]}
 
 
-def _median(fn: Callable[[], None], repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def _tool_loop() -> None:
-    for i in range(TOOL_CALLS):
-        lookup(i)
-
-
-def bench_tools(root: Path) -> dict[str, float]:
-    plain = _median(_tool_loop)
+def bench_tools(root: Path, calls: int, rounds: int) -> list[float]:
+    """µs per recorded tool call, one value per round."""
     store = DirectoryStore(root / "tools")
-    with capture.run("bench-tools", store=store, seed=1, packages=False, http=False):
-        captured = _median(_tool_loop)
-    per_call = (captured - plain) / TOOL_CALLS
-    return {"plain_us": plain / TOOL_CALLS * 1e6, "overhead_us": per_call * 1e6}
+    count = itertools.count()
+
+    def loop() -> None:
+        for i in range(calls):
+            lookup(i)
+
+    def recorded() -> None:
+        with capture.run(f"tools-{next(count)}", store=store, seed=1, packages=False, http=False):
+            loop()
+
+    def passed_through() -> None:
+        with capture.run(f"tools-{next(count)}", store=store, seed=1, packages=False, http=False):
+            pass
+        loop()
+
+    ours, base = compare(recorded, passed_through, rounds=rounds)
+    return [(o - b) / calls * 1e6 for o, b in zip(ours, base, strict=True)]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -80,120 +79,64 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(raw)
 
 
-def _http_loop(client: httpx.Client, url: str) -> Callable[[], None]:
-    def loop() -> None:
-        for i in range(HTTP_CALLS):
-            client.post(url, json={"i": i, "q": "where is my order"}).json()
-
-    return loop
-
-
-def bench_http(root: Path) -> dict[str, float]:
-    import vcr
-
+@contextmanager
+def _server() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/echo"
     try:
-        with httpx.Client() as client:
-            loop = _http_loop(client, url)
-            loop()  # warm the connection
-            plain = _median(loop)
-            store = DirectoryStore(root / "http")
-            with capture.run("bench-http", store=store, seed=1, packages=False):
-                ours = _median(loop)
-            cassettes = []
-
-            def vcr_loop() -> None:
-                path = root / f"cassette-{len(cassettes)}.yaml"
-                cassettes.append(path)
-                with vcr.use_cassette(str(path), record_mode="all"):
-                    loop()
-
-            theirs = _median(vcr_loop)
+        yield f"http://127.0.0.1:{server.server_address[1]}/echo"
     finally:
         server.shutdown()
         server.server_close()
-    return {
-        "plain_us": plain / HTTP_CALLS * 1e6,
-        "ours_us": (ours - plain) / HTTP_CALLS * 1e6,
-        "vcr_us": (theirs - plain) / HTTP_CALLS * 1e6,
-    }
 
 
-RUN_REQUESTS = 20
-RUN_ROUNDS = 15
-
-
-def bench_small_run(root: Path) -> list[float]:
-    """Ratios vcrpy / ours of a whole 20-request run, setup and save included."""
+def bench_http_run(root: Path, requests: int, rounds: int) -> list[float]:
+    """Ratios vcrpy / ours of a whole ``requests``-request run, setup and save included."""
     import vcr
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/echo"
-    store = DirectoryStore(root / "runs")
-    count = iter(range(10**6))
+    store = DirectoryStore(root / f"runs-{requests}")
+    count = itertools.count()
+    with _server() as url:
 
-    def requests() -> None:
-        with httpx.Client() as client:
-            for i in range(RUN_REQUESTS):
-                client.post(url, json={"i": i, "q": "where is my order"}).json()
+        def work() -> None:
+            with httpx.Client() as client:
+                for i in range(requests):
+                    client.post(url, json={"i": i, "q": "where is my order"}).json()
 
-    def ours() -> float:
-        start = time.perf_counter()
-        with capture.run(f"small-{next(count)}", store=store, seed=1):
-            requests()
-        return time.perf_counter() - start
+        def ours() -> None:
+            with capture.run(f"http-{next(count)}", store=store, seed=1):
+                work()
 
-    def theirs() -> float:
-        start = time.perf_counter()
-        with vcr.use_cassette(str(root / f"small-{next(count)}.yaml"), record_mode="all"):
-            requests()
-        return time.perf_counter() - start
+        def theirs() -> None:
+            with vcr.use_cassette(str(root / f"http-{next(count)}.yaml"), record_mode="all"):
+                work()
 
-    try:
-        ours()
-        theirs()
-        ratios = []
-        for i in range(RUN_ROUNDS):
-            if i % 2:
-                t, o = theirs(), ours()
-            else:
-                o, t = ours(), theirs()
-            ratios.append(t / o)
-    finally:
-        server.shutdown()
-        server.server_close()
-    return ratios
+        mine, vcrpy = compare(ours, theirs, rounds=rounds)
+    return ratios(vcrpy, mine)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.capture")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
+    args = parser.parse_args(argv)
+    calls, big, rounds = (500, 50, 5) if args.quick else (2000, 200, 15)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        tools = bench_tools(root)
-        http = bench_http(root)
-        small = bench_small_run(root)
-    print(
-        f"tool call: {tools['plain_us']:.1f} µs plain, +{tools['overhead_us']:.1f} µs per "
-        f"recorded call (goal ≤ 50 µs): {'ok' if tools['overhead_us'] <= 50 else 'OVER'}"
-    )
-    ratio = http["vcr_us"] / http["ours_us"] if http["ours_us"] > 0 else float("inf")
-    print(
-        f"http request: {http['plain_us']:.1f} µs plain; overhead +{http['ours_us']:.1f} µs "
-        f"ours vs +{http['vcr_us']:.1f} µs vcrpy cassette: vcrpy/ours = {ratio:.1f}x"
-    )
-    print(
-        f"{RUN_REQUESTS}-request run with setup and save: vcrpy/ours median "
-        f"{statistics.median(small):.2f}x, spread {min(small):.2f}-{max(small):.2f}x over "
-        f"{RUN_ROUNDS} rounds (goal > 1)"
-    )
-    print(
-        f"(cpu count {os.cpu_count()}, {TOOL_CALLS} tool calls, {HTTP_CALLS} requests, "
-        f"median of {REPEATS})"
-    )
+        record(
+            f"capture: recording one @tool call ({calls} calls)",
+            bench_tools(root, calls, rounds),
+            goal="<= 50 µs",
+            holds=lambda us: us <= 50,
+            unit=" µs",
+        )
+        for requests in (big, 20):
+            record(
+                f"capture: vcrpy / ours, {requests}-request run with setup and save",
+                bench_http_run(root, requests, rounds),
+                goal="> 1x",
+                holds=lambda ratio: ratio > 1,
+            )
     return 0
 
 

@@ -38,8 +38,9 @@ from bench._pairs import line as _line
 from bench._pairs import pair as _pair
 from bench._pairs import timed as _timed
 from sandbox.containers import RestoreSpec, bring_up, connect
+from sandbox.containers.images import image_tag
 from sandbox.containers.sizing import size_for
-from sandbox.containers.specs import CONTAINER_KINDS, container_spec
+from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 from sandbox.services.pgstate import logical_state, state_fingerprint
 
@@ -54,7 +55,7 @@ def _server(client: object, state_bytes: int) -> Iterator[str]:
     cspec = container_spec("postgres")
     size = size_for(cspec.storage, state_bytes)
     container = client.containers.run(  # type: ignore[attr-defined]
-        cspec.image_tag,
+        image_tag(cspec.image),
         list(cspec.command),
         detach=True,
         user=cspec.user,
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     client = connect()
     for scale in (int(s) for s in args.scales.split(",")):
         _scale(client, scale, args.repeat)
-    print("(postgres data on tmpfs sized by", CONTAINER_KINDS["postgres"].storage, ")")
+    print("(postgres data on tmpfs sized by", container_spec("postgres").storage, ")")
     return 0
 
 
