@@ -12,10 +12,11 @@ import contextlib
 import io
 import statistics
 import tempfile
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.compare import compare, ratios, record
 from cli.main import main as cli_main
 from sandbox.snapshot import DirectoryStore, Manifest
 from sandbox.snapshot.events import StateTransition
@@ -72,10 +73,8 @@ def cli_list(store: DirectoryStore) -> str:
     return out.getvalue()
 
 
-def _timed(fn: object, *args: object) -> float:
-    t0 = time.perf_counter()
-    fn(*args)  # type: ignore[operator]
-    return time.perf_counter() - t0
+def _untimed(fn: Callable[[DirectoryStore], object], store: DirectoryStore) -> None:
+    fn(store)
 
 
 def main() -> dict[str, float]:
@@ -88,31 +87,18 @@ def main() -> dict[str, float]:
         big = next(s for s in summaries if s.run_id == "big-run")
         assert big.events == BIG_EVENTS
         assert "damaged" in cli_list(store)
-        baseline(store)  # warm-up
-        lists: list[float] = []
-        bases: list[float] = []
-        for i in range(ROUNDS):
-            if i % 2:
-                bases.append(_timed(baseline, store))
-                lists.append(_timed(cli_list, store))
-            else:
-                lists.append(_timed(cli_list, store))
-                bases.append(_timed(baseline, store))
-    ratios = [a / b for a, b in zip(lists, bases, strict=True)]
+        lists, bases = compare(
+            lambda: _untimed(cli_list, store), lambda: _untimed(baseline, store), rounds=ROUNDS
+        )
     median = statistics.median(lists)
     print(
         f"list: {RUNS} runs + one of {BIG_EVENTS:,} events + one damaged + one unreadable, "
-        f"{ROUNDS} rounds"
+        f"{ROUNDS} rounds; manifests alone median {statistics.median(bases):.3f} s"
     )
-    print(
-        f"  sandbox list      median {median:.3f} s (min {min(lists):.3f}, max "
-        f"{max(lists):.3f}; goal < 1 s: {'met' if median < 1 else 'MISSED'})"
+    record(
+        "list: sandbox list of a large store", lists, goal="< 1 s", holds=lambda t: t < 1, unit=" s"
     )
-    print(f"  manifests alone   median {statistics.median(bases):.3f} s")
-    print(
-        f"  ratio list/manifests median x{statistics.median(ratios):.2f} "
-        f"(spread x{min(ratios):.2f}..x{max(ratios):.2f})"
-    )
+    record("list: sandbox list / reading the manifests alone", ratios(lists, bases))
     return {"list": median, "baseline": statistics.median(bases)}
 
 

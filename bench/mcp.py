@@ -19,10 +19,12 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from bench.compare import ratios, record
 from sandbox import capture
 from sandbox.seam import boundary
 from sandbox.snapshot.store import DirectoryStore
 
+QUICK: list[str] = []
 CALLS = 50
 PAIRS = 15
 WARMUP = 2
@@ -68,16 +70,12 @@ def main() -> None:
         (run_id,) = [m.run_id for m in store.list()]
         calls = [e for e in store.load_events(run_id) if e.name == "mcp:bench/lookup"]
         assert len(calls) == (PAIRS + WARMUP) * CALLS, len(calls)  # only the captured side
-    ratios = [c / p for p, c in zip(plain, captured, strict=True)]
     print(
         f"mcp tools/call over stdio: uncaptured {statistics.median(plain) * 1e6:.0f} µs, "
         f"captured {statistics.median(captured) * 1e6:.0f} µs per call "
-        f"({PAIRS} alternating pairs of {CALLS} calls)"
+        f"({PAIRS} alternating pairs of {CALLS} calls, after {WARMUP} warm-up pairs)"
     )
-    print(
-        f"capture overhead ratio captured/uncaptured: median {statistics.median(ratios):.3f} "
-        f"(spread {min(ratios):.3f} to {max(ratios):.3f})"
-    )
+    record("mcp: captured / uncaptured tools/call over stdio", ratios(captured, plain))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ fresh container plus restore as the baseline that a reset replaces.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,9 +15,11 @@ from typing import Any
 import docker
 import psycopg
 
+from bench.compare import compare, ratios, record
 from sandbox.services import get_kind
 
 IMAGE = "sandbox-replayer/postgres:15"
+QUICK = ["--repeat", "3"]
 LABELS = {"org.sandbox-replayer.managed": "true", "org.sandbox-replayer.bench": "services"}
 
 
@@ -78,18 +79,10 @@ def _populate(server: str, rows: int) -> str:
     return endpoint
 
 
-def _time(fn: Callable[[], None], repeat: int) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def _measure(
-    client: docker.DockerClient, rows: int, repeat: int, tmpfs: bool
-) -> tuple[int, list[float], list[float]]:
+def _measure(client: docker.DockerClient, rows: int, repeat: int, tmpfs: bool) -> int:
+    """Record, on one storage, restore-from-dump / reset and fresh-container-plus-restore /
+    reset (each side after the same untimed DELETE; warm-up, alternation, ``repeat``
+    rounds); return the dump's size."""
     kind = get_kind("postgres")
     container, server = _start(client, tmpfs)
     try:
@@ -98,42 +91,44 @@ def _measure(
         kind.restore(endpoint, captured.data)
         kind.mark_restore_point(endpoint)
 
-        def mutate() -> None:
+        def mutated(step: Callable[[], None]) -> float:
             with psycopg.connect(endpoint, autocommit=True) as conn:
                 conn.execute("DELETE FROM events WHERE id % 3 = 0")
+            start = time.perf_counter()
+            step()
+            return time.perf_counter() - start
 
-        def restore() -> None:
-            mutate()
-            kind.restore(endpoint, captured.data)
+        def fresh() -> float:
+            start = time.perf_counter()
+            other, other_server = _start(client, tmpfs)
+            try:
+                kind.restore(f"{other_server}/bench", captured.data)
+                return time.perf_counter() - start
+            finally:
+                other.remove(force=True)
 
-        def reset() -> None:
-            mutate()
-            kind.reset(endpoint)
+        def reset() -> float:
+            return mutated(lambda: kind.reset(endpoint))
 
-        restore_s = _time(restore, repeat)
-        reset_s = _time(reset, repeat)
+        def restore() -> float:
+            return mutated(lambda: kind.restore(endpoint, captured.data))
+
+        where = "tmpfs" if tmpfs else "overlay2"
+        resets, restores = compare(reset, restore, rounds=repeat)
+        record(f"pg reset ({where}): restore from dump / reset", ratios(restores, resets))
+        resets, fresh_s = compare(reset, fresh, rounds=repeat)
+        record(
+            f"pg reset ({where}): fresh container + restore / reset",
+            ratios(fresh_s, resets),
+            goal=">= 10x",
+            holds=lambda r: r >= 10,
+        )
+        kind.reset(endpoint)
         if kind.state_hash(endpoint) != captured.state_hash:
             raise RuntimeError("reset did not return to the captured state")
-        return len(captured.data), restore_s, reset_s
+        return len(captured.data)
     finally:
         container.remove(force=True)
-
-
-def _fresh_container_restore(client: docker.DockerClient, rows: int) -> float:
-    """The baseline a reset replaces: a new container, then a restore of the dump."""
-    kind = get_kind("postgres")
-    source, server = _start(client)
-    try:
-        captured = kind.capture(_populate(server, rows))
-    finally:
-        source.remove(force=True)
-    start = time.perf_counter()
-    other, other_server = _start(client)
-    try:
-        kind.restore(f"{other_server}/bench", captured.data)
-        return time.perf_counter() - start
-    finally:
-        other.remove(force=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,21 +139,10 @@ def main(argv: list[str] | None = None) -> int:
 
     client = docker.from_env()
     try:
-        fresh = _fresh_container_restore(client, args.rows)
-        print(f"postgres, 2 tables x {args.rows} rows; medians of {args.repeat}; each restore")
-        print("and reset follows a DELETE of a third of one table")
-        print(f"  fresh container + restore (baseline, x1): {fresh * 1000:8.1f} ms")
+        print(f"postgres, 2 tables x {args.rows} rows, {args.repeat} rounds")
         for tmpfs in (False, True):
-            size, restore_s, reset_s = _measure(client, args.rows, args.repeat, tmpfs)
-            restore_m, reset_m = statistics.median(restore_s), statistics.median(reset_s)
-            where = "tmpfs data folder" if tmpfs else "container layer (overlay2)"
-            print(f"  {where}, dump {size} bytes:")
-            print(f"    restore from dump (pg_restore): {restore_m * 1000:8.1f} ms")
-            print(f"    reset from template database:   {reset_m * 1000:8.1f} ms")
-            print(
-                f"    restore / reset = {restore_m / reset_m:.1f}x, "
-                f"fresh container / reset = {fresh / reset_m:.0f}x"
-            )
+            size = _measure(client, args.rows, args.repeat, tmpfs)
+        print(f"(dump {size} bytes)")
     finally:
         client.close()
     return 0
