@@ -13,7 +13,6 @@ Each command runs as a real process; one warm-up, then medians and spreads (min-
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -21,9 +20,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.compare import compare, ratios, record
 from bench.events import make_events
 from sandbox.snapshot import DirectoryStore, Manifest
 
+QUICK = ["--events", "10000", "--repeat", "3"]
 SANDBOX = [sys.executable, "-m", "cli.main"]
 
 
@@ -33,22 +34,8 @@ def _wall(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def _runs(cmds: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
-    for cmd in cmds.values():
-        _wall(cmd)  # warm-up
-    out: dict[str, list[float]] = {name: [] for name in cmds}
-    order = list(cmds)
-    for i in range(repeat):
-        for name in order if i % 2 == 0 else reversed(order):
-            out[name].append(_wall(cmds[name]))
-    return out
-
-
-def _line(what: str, times: list[float], goal: str) -> str:
-    return (
-        f"  {what:<40} median {statistics.median(times):6.3f} s"
-        f"  spread {min(times):.3f}-{max(times):.3f} s  ({goal})"
-    )
+def _pair(cmd: list[str], floor: list[str], repeat: int) -> tuple[list[float], list[float]]:
+    return compare(lambda: _wall(cmd), lambda: _wall(floor), rounds=repeat)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,15 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    help_runs = _runs(
-        {"help": [*SANDBOX, "--help"], "typer": [sys.executable, "-c", "import typer"]},
-        args.repeat,
-    )
-    print("sandbox --help")
-    print(_line("sandbox --help", help_runs["help"], "goal <= 0.25 s"))
-    print(_line("python -c 'import typer' (floor)", help_runs["typer"], "baseline"))
-    ratio = [h / t for h, t in zip(help_runs["help"], help_runs["typer"], strict=True)]
-    print(f"  ratio --help / typer floor: median {statistics.median(ratio):.2f}x")
+    floor = [sys.executable, "-c", "import typer"]
+    helps, typer_floor = _pair([*SANDBOX, "--help"], floor, args.repeat)
+    record("cli: sandbox --help", helps, goal="<= 0.25 s", holds=lambda t: t <= 0.25, unit=" s")
+    record("cli: sandbox --help / python -c 'import typer'", ratios(helps, typer_floor))
 
     with tempfile.TemporaryDirectory() as tmp:
         store = DirectoryStore(Path(tmp) / "store")
@@ -74,13 +56,17 @@ def main(argv: list[str] | None = None) -> int:
                 writer.append(event)
         base = [*SANDBOX, "show", "big", "--store", str(store.root)]
         half = str(args.events // 2)
-        show_runs = _runs(
-            {"page": base, "kind": [*base, "--kind", "tool", "--limit", "50", "--start", half]},
-            args.repeat,
+        page, kind = _pair(
+            base, [*base, "--kind", "tool", "--limit", "50", "--start", half], args.repeat
         )
-    print(f"sandbox show of a {args.events}-event run")
-    print(_line("show (first page)", show_runs["page"], "goal <= 2 s"))
-    print(_line("show --kind tool --limit 50 --start N/2", show_runs["kind"], "goal <= 2 s"))
+    for what, times in (("first page", page), ("--kind tool --limit 50 --start N/2", kind)):
+        record(
+            f"cli: sandbox show of {args.events} events, {what}",
+            times,
+            goal="<= 2 s",
+            holds=lambda t: t <= 2,
+            unit=" s",
+        )
     return 0
 
 

@@ -1,15 +1,16 @@
 """Event log throughput: append 10,000 events of mixed kinds through ``RunWriter`` and reload
 them with ``store.load``; baseline: plain ``json.dumps``/``json.loads`` of the same dicts to a
-file, one line each. Goal: append + reload under 1 s. ``python -m bench.events``"""
+file, one line each. Goal: append + reload under 1 s. Rounds alternate the sides after a warm-up. ``python -m bench.events``"""
 
 from __future__ import annotations
 
 import json
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from bench.compare import compare, ratios, record
 from sandbox.snapshot import DirectoryStore, Manifest
 from sandbox.snapshot.events import (
     ClockRead,
@@ -24,6 +25,7 @@ from sandbox.snapshot.events import (
     ToolCall,
 )
 
+QUICK = ["--quick"]
 N = 10_000
 
 
@@ -73,61 +75,48 @@ def make_events(n: int = N) -> list[Event]:
     return out
 
 
-def measure(root: Path, events: list[Event]) -> dict[str, float]:
-    store = DirectoryStore(root / "store")
-    manifest = Manifest(run_id="bench", created=datetime.now(UTC))
-
-    t0 = time.perf_counter()
-    with store.begin(manifest) as writer:
+def _ours(root: Path, events: list[Event]) -> None:
+    """Append every event through ``RunWriter`` into a new run, then ``store.load`` it."""
+    store = DirectoryStore(root)
+    run_id = f"bench-{len(store.run_ids())}"
+    with store.begin(Manifest(run_id=run_id, created=datetime.now(UTC))) as writer:
         for event in events:
             writer.append(event)
-    t1 = time.perf_counter()
-    loaded = store.load("bench")
-    t2 = time.perf_counter()
+    loaded = store.load(run_id)
     assert len(loaded.events) == len(events) and loaded.events[-1] == events[-1]
 
-    dicts = [e.model_dump(mode="json", exclude_defaults=True) for e in events]
-    path = root / "baseline.jsonl"
-    t3 = time.perf_counter()
+
+def _plain_json(path: Path, dicts: list[dict[str, Any]]) -> None:
+    """The floor: ``json.dumps`` of ready dicts to a file, one a line, and ``json.loads``."""
     with open(path, "w", encoding="utf-8") as f:
         for d in dicts:
             f.write(json.dumps(d) + "\n")
-    t4 = time.perf_counter()
     with open(path, encoding="utf-8") as f:
         back = [json.loads(line) for line in f]
-    t5 = time.perf_counter()
     assert len(back) == len(dicts)
-    return {
-        "append": t1 - t0,
-        "reload": t2 - t1,
-        "base_append": t4 - t3,
-        "base_reload": t5 - t4,
-    }
 
 
-def main() -> dict[str, float]:
+def main(argv: list[str] | None = None) -> int:
+    rounds = 3 if argv else 7
     events = make_events()
+    dicts = [e.model_dump(mode="json", exclude_defaults=True) for e in events]
     with tempfile.TemporaryDirectory() as tmp:
-        best = min(
-            (measure(Path(tmp) / str(i), events) for i in range(3)),
-            key=lambda r: r["append"] + r["reload"],
+        root = Path(tmp)
+        ours, plain = compare(
+            lambda: _ours(root / "store", events),
+            lambda: _plain_json(root / "plain.jsonl", dicts),
+            rounds=rounds,
         )
-    total = best["append"] + best["reload"]
-    base = best["base_append"] + best["base_reload"]
-    print(f"events: {N} of 8 kinds, best of 3 runs")
-    print(f"  RunWriter.append  {best['append']:.3f} s  ({N / best['append']:,.0f} events/s)")
-    print(f"  store.load        {best['reload']:.3f} s  ({N / best['reload']:,.0f} events/s)")
-    print(f"  append + reload   {total:.3f} s  (goal < 1 s: {'met' if total < 1 else 'MISSED'})")
-    print(
-        f"  baseline json     {base:.3f} s  (dumps {best['base_append']:.3f} s, "
-        f"loads {best['base_reload']:.3f} s)"
+    record(
+        f"events: append + reload {N} events",
+        ours,
+        goal="< 1 s",
+        holds=lambda t: t < 1,
+        unit=" s",
     )
-    print(
-        f"  ratio vs baseline append x{best['append'] / best['base_append']:.1f}, "
-        f"reload x{best['reload'] / best['base_reload']:.1f}, total x{total / base:.1f}"
-    )
-    return best
+    record(f"events: append + reload / plain json of {N} dicts", ratios(ours, plain))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
