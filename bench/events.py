@@ -1,6 +1,7 @@
 """Event log throughput: append 10,000 events of mixed kinds through ``RunWriter`` and reload
 them with ``store.load``; baseline: plain ``json.dumps``/``json.loads`` of the same dicts to a
-file, one line each. Goal: append + reload under 1 s. Rounds alternate the sides after a warm-up. ``python -m bench.events``"""
+file, one line each. Goal: append + reload under 1 s. Rounds alternate the sides after a
+warm-up. ``python -m bench.events``"""
 
 from __future__ import annotations
 

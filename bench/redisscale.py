@@ -34,6 +34,7 @@ import redis
 
 from bench._pairs import line, pair
 from sandbox.containers import RestoreSpec, bring_up, connect
+from sandbox.containers.images import image_tag
 from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 from sandbox.services.redis import unpack_rdb
@@ -64,7 +65,7 @@ def _container_on_rdb(client: object, folder: Path) -> None:
     """Baseline of 3: a container of the same image started on the RDB, until it answers."""
     cspec = container_spec("redis")
     container = client.containers.run(  # type: ignore[attr-defined]
-        cspec.image_tag,
+        image_tag(cspec.image),
         ["--dir", "/data", "--dbfilename", "dump.rdb"],
         detach=True,
         user=cspec.user,
