@@ -36,7 +36,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     problem = _docker_problem()
     if problem is None:
-        _build_missing_images(config)
+        for item in items:  # first, before the module fixtures that start containers
+            if item.get_closest_marker("docker") and isinstance(item, pytest.Function):
+                item.fixturenames.insert(0, "sandbox_images")
         return
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         raise pytest.UsageError(f"CI=true and tests need Docker, but {problem}")
@@ -46,11 +48,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _build_missing_images(config: pytest.Config) -> None:
-    """Docker tests run against locally built images: build the missing ones once, first."""
+@pytest.fixture(scope="session")
+def sandbox_images(pytestconfig: pytest.Config) -> None:
+    """Docker tests run against locally built images: the missing ones are built once, when
+    the first test that needs Docker runs (never while tests are being collected)."""
     from sandbox.containers import build_images
 
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
 
     def progress(line: str) -> None:
         if reporter is not None and "building" in line.lower():
