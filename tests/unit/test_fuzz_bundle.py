@@ -1,5 +1,8 @@
 """Property tests: whatever a bundle, manifest or event line holds, reading it raises nothing
-but :class:`SandboxError` subclasses, and verifying it raises nothing at all."""
+but :class:`SandboxError` subclasses, verifying it raises nothing at all, and a change is
+*detected*: a damaged bundle is refused with a clear error and writes nothing anywhere in the
+temporary tree (or, when the damage changed no data, imports the very same run), and a
+changed event log of a sealed run is reported by the check."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from sandbox.errors import SandboxError, SnapshotError
 from sandbox.snapshot import SCHEMA_VERSION, DirectoryStore
 from sandbox.snapshot.bundle import BundleLimits, export_bundle, import_bundle
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
-from sandbox.snapshot.integrity import check_run_files
+from sandbox.snapshot.integrity import check_run_files, store_blob_lookup
 from sandbox.snapshot.store import EVENTS, MANIFEST, parse_events, parse_manifest
 from sandbox.snapshot.verify import verify_bundle
 
@@ -47,6 +50,8 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bundle = export_bundle(store, "run-1", root / "run-1.tar.gz")
     folder = store.run_dir("run-1")
     return {
+        "store": store,
+        "blobs": {key: store.get_blob(key) for key in store.iter_blobs()},
         "bundle": bundle.read_bytes(),
         "tar": gzip.decompress(bundle.read_bytes()),
         "members": read_members(bundle),
@@ -55,18 +60,38 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def _try_everything(data: bytes) -> None:
-    """Import (only SandboxError allowed) and verify (nothing may escape) a bundle's bytes."""
+def _files(root: Path) -> list[str]:
+    """Every file (not folder) under ``root``, relative, sorted."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+def _try_everything(data: bytes, base: dict[str, Any] | None = None) -> None:
+    """Import and verify a bundle's bytes: only SandboxError may come out of the import and
+    nothing out of the verification; a refused import writes no file anywhere in the temporary
+    tree, and verification reports a problem too. With ``base`` (the bundle the bytes were
+    damaged from), an accepted import must hold exactly the original run: damage is detected
+    unless it changed no data."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "b.tar.gz"
+        root = Path(tmp)
+        path = root / "b.tar.gz"
         path.write_bytes(data)
-        store = DirectoryStore(Path(tmp) / "store")
+        store = DirectoryStore(root / "store")
         try:
-            import_bundle(store, path, limits=SMALL)
-        except SandboxError:
-            assert not (Path(tmp) / "store" / "runs").exists()  # a refused import wrote nothing
+            run_id = import_bundle(store, path, limits=SMALL)
+        except SandboxError as exc:
+            assert str(exc) and "\n" not in str(exc).strip()  # one clear line
+            assert _files(root) == ["b.tar.gz"], "a refused import wrote files"
+            assert not verify_bundle(path, limits=SMALL).ok
+            return
         verify_bundle(path, limits=SMALL)
-        assert sorted(p.name for p in Path(tmp).iterdir()) in (["b.tar.gz"], ["b.tar.gz", "store"])
+        if base is None:
+            return
+        assert run_id == "run-1"
+        assert store.read_events_bytes(run_id) == base["events"]
+        assert {key: store.get_blob(key) for key in store.iter_blobs()} == base["blobs"]
+        expected = ["b.tar.gz", *(f"store/runs/run-1/{n}" for n in (EVENTS, MANIFEST))]
+        expected += [f"store/blobs/sha256/{k[:2]}/{k}" for k in base["blobs"]]
+        assert [f for f in _files(root) if not f.startswith("store/.")] == sorted(expected)
 
 
 def _mutate(data: bytes, flips: list[tuple[int, int]], cut: int | None, junk: bytes) -> bytes:
@@ -90,14 +115,14 @@ mutations = st.tuples(
 @settings(FAST, max_examples=300)
 @given(mutation=mutations)
 def test_mutated_bundle_files(base: dict[str, Any], mutation: tuple[Any, Any, bytes]) -> None:
-    _try_everything(_mutate(base["bundle"], *mutation))
+    _try_everything(_mutate(base["bundle"], *mutation), base)
 
 
 @settings(FAST, max_examples=1000)
 @given(mutation=mutations)
 def test_mutated_tar_streams(base: dict[str, Any], mutation: tuple[Any, Any, bytes]) -> None:
     # Mutate below the gzip layer, so that tar headers and member bytes get damaged too.
-    _try_everything(gzip.compress(_mutate(base["tar"], *mutation), mtime=0))
+    _try_everything(gzip.compress(_mutate(base["tar"], *mutation), mtime=0), base)
 
 
 names = st.sampled_from(
@@ -202,10 +227,15 @@ def test_mutated_manifests(
         if mode == "field"
         else _mutate(base["manifest"], *mutation)
     )
-    with contextlib.suppress(SnapshotError):
+    try:
         parse_manifest(raw)
-    check = check_run_files("run-1", raw, base["events"], lambda key: None)
-    assert isinstance(check.problems, list)
+    except SnapshotError:
+        unreadable = True
+    else:
+        unreadable = False
+    check = check_run_files("run-1", raw, base["events"], store_blob_lookup(base["store"]))
+    if unreadable:
+        assert check.problems, "an unreadable manifest is reported"
 
 
 event_keys = st.sampled_from(
@@ -256,7 +286,8 @@ def test_mutated_event_lines(
     for torn in (False, True):
         with contextlib.suppress(SnapshotError):
             parse_events(data, allow_torn_tail=torn)
-    check_run_files("run-1", base["manifest"], data, lambda key: None)
+    check = check_run_files("run-1", base["manifest"], data, store_blob_lookup(base["store"]))
+    assert check.ok == (data == base["events"]), "a changed log of a sealed run is detected"
 
 
 @pytest.mark.parametrize("depth", [10_000, 200_000])

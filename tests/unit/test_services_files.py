@@ -162,14 +162,31 @@ def test_special_files_are_skipped_and_listed(tmp_path: Path) -> None:
 def test_unsafe_archives_are_refused_before_any_change(
     tmp_path: Path, member: tarfile.TarInfo, reason: str
 ) -> None:
-    ws = _workspace(tmp_path / "ws")
+    ws = _workspace(tmp_path / "box" / "ws")
     kind = get_kind("files")
     before = kind.state_hash(ws)
+    above = _tree(tmp_path)  # the workspace, its parent and the folder above that
     data = _tar((_member("ok.txt"), b"fine"), (member, b"evil"))
     with pytest.raises(ServiceError, match=reason):
         kind.restore(ws, data)
     assert kind.state_hash(ws) == before
-    assert not (tmp_path / "evil").exists()
+    assert _tree(tmp_path) == above, "nothing was written above (or in) the workspace"
+    assert not Path("/etc/evil").exists()
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int, bytes | str | None]]:
+    """Every entry under ``root``: its mode, size and content (a link's target)."""
+    found: dict[str, tuple[int, int, bytes | str | None]] = {}
+    for path in [root, *root.rglob("*")]:
+        st = path.lstat()
+        if path.is_symlink():
+            content: bytes | str | None = os.readlink(path)
+        elif path.is_file():
+            content = path.read_bytes()
+        else:
+            content = None
+        found[str(path.relative_to(root))] = (st.st_mode, st.st_size, content)
+    return found
 
 
 def test_other_bad_archives(tmp_path: Path) -> None:
