@@ -454,11 +454,12 @@ def replay(
         seconds=time.monotonic() - began,
         refused=sorted({line for r in runs for line in r.refused}),
         fork=fork,
+        stalls=sum(r.stalls for r in runs),
     )
     report.notes = replay_notes(
         report,
         refused_runs=sum(1 for r in runs if r.refused),
-        stalls=sum(r.stalls for r in runs),
+        stalls=report.stalls,
         times=times,
         override=entrypoint,
     )

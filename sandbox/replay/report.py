@@ -78,6 +78,10 @@ class ReplayReport:
     inconclusive (:mod:`sandbox.replay.netguard`)."""
     fork: ForkEdits | None = None
     """The edits when the runs are forks (:mod:`sandbox.replay.fork`)."""
+    stalls: int = 0
+    """Times the turnstile gave up the recorded order of concurrent calls (a wait past its
+    timeout: the replay took another path), summed over the runs; a run that stalled and
+    showed no divergence is inconclusive (reason ``order``), and the notes say so."""
 
     @property
     def exit_code(self) -> int:
@@ -104,6 +108,7 @@ class ReplayReport:
             "refused": list(self.refused),
             "seconds": round(self.seconds, 3),
             "fork": None if self.fork is None else self.fork.model_dump(mode="json"),
+            "stalls": self.stalls,
         }
 
     def describe(self) -> str:
