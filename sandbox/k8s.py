@@ -30,7 +30,7 @@ from typing import Any
 
 from sandbox.containers.bringup import RestoreSpec, faketime_env
 from sandbox.containers.runner import RUNNER_GID, RUNNER_UID
-from sandbox.containers.specs import container_spec, is_path_kind
+from sandbox.containers.specs import container_spec, is_path_kind, spec_image_tag
 from sandbox.snapshot.manifest import Manifest
 
 STATE = "/state"
@@ -91,7 +91,7 @@ def _sidecar(spec: RestoreSpec, frozen_at: datetime | None, timezone: str, image
     mounts.update({path: f"tmp-{n}" for n, path in enumerate(sorted(cspec.tmpfs))})
     container: Object = {
         "name": f"svc-{dns_name(spec.name, 40)}",
-        "image": image + cspec.image_tag,
+        "image": image + spec_image_tag(cspec),
         "restartPolicy": "Always",
         "args": list(cspec.command),
         "env": _env(env),
