@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-Side = Callable[[], float | None]
-"""One side's whole work; it returns the seconds to count when it times a part of itself
-(for example without a teardown both sides skip), else ``None`` (the whole call is timed)."""
+Side = Callable[[], object]
+"""One side's whole work; it returns the seconds to count (a ``float``) when it times a part
+of itself (for example without a teardown both sides skip); any other result is ignored and
+the whole call is timed."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def timed(side: Side) -> float:
     """Seconds one run of ``side`` took (or the seconds it reports itself)."""
     start = time.perf_counter()
     reported = side()
-    return time.perf_counter() - start if reported is None else reported
+    elapsed = time.perf_counter() - start
+    return reported if isinstance(reported, float) else elapsed
 
 
 def compare(

@@ -16,16 +16,19 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from bench.compare import compare, ratios, record
 from sandbox.replay.divergence import first_divergence
 from sandbox.snapshot.events import ClockRead, Event, LLMCall, ToolCall
 
 VOLATILE = {"seq", "parent", "wall", "mono", "fingerprint", "duration", "started"}
 TASKS = ("main", "worker-1", "worker-2", "worker-3")
+
+
+QUICK = ["--sizes", "1000,10000", "--repeat", "3"]
 
 
 def _task_events(task: str, count: int, changed_at: int | None) -> list[Event]:
@@ -99,16 +102,6 @@ def baseline(original: Sequence[Event], replayed: Sequence[Event]) -> int | None
     return None if len(original) == len(replayed) else min(len(original), len(replayed))
 
 
-def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
-    best = float("inf")
-    value: object = None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        value = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -116,9 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
-    print(
-        f"{'events':>9} {'divergence':>11} {'µs/event':>9} {'baseline':>10} {'speedup':>7}  found"
-    )
     ok = True
     for n in sizes:
         per_task = n // len(TASKS)
@@ -126,14 +116,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         original = make_trace(n, seed=1, changed_at=None, shift=0.0)
         replayed = make_trace(n, seed=2, changed_at=changed_at, shift=5000.0)
         same_order = make_trace(n, seed=1, changed_at=changed_at, shift=5000.0)
-
-        ours, div = best_of(args.repeat, partial(first_divergence, original, replayed))
-        base, base_at = best_of(args.repeat, partial(baseline, original, same_order))
+        div = first_divergence(original, replayed)
         step = getattr(div, "step", None)
-        ok = ok and step is not None and step == base_at
-        print(
-            f"{len(original):>9} {ours:>10.3f}s {ours / len(original) * 1e6:>9.2f} "
-            f"{base:>9.3f}s {base / ours:>6.1f}x  step {step} of {len(original)}"
+        ok = ok and step is not None and step == baseline(original, same_order)
+        ours, base = compare(
+            partial(first_divergence, original, replayed),
+            partial(baseline, original, same_order),
+            rounds=args.repeat,
+        )
+        record(
+            f"divergence: first divergence of {len(original)} events, µs per event",
+            [t / len(original) * 1e6 for t in ours],
+            unit=" µs",
+        )
+        record(
+            f"divergence: {len(original)} events, aligned search / position-by-position loop",
+            ratios(ours, base),
         )
     if not ok:
         print("the divergence search and the baseline disagree on the divergent step")

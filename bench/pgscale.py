@@ -34,9 +34,7 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import psycopg
 
-from bench._pairs import line as _line
-from bench._pairs import pair as _pair
-from bench._pairs import timed as _timed
+from bench.compare import compare, ratios, record, timed
 from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.images import image_tag
 from sandbox.containers.sizing import size_for
@@ -44,6 +42,7 @@ from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 from sandbox.services.pgstate import logical_state, state_fingerprint
 
+QUICK = ["--scales", "2", "--repeat", "2"]
 MIB = 1 << 20
 
 
@@ -106,12 +105,11 @@ def _scale(client: object, scale: int, repeat: int) -> None:
                 ["pg_dump", "-Fc", "-Z1", url], check=True, capture_output=True
             ).stdout
 
-        print(
-            _line(
-                "capture / raw pg_dump -Fc -Z1",
-                _pair(lambda: pg.capture(url), raw_dump, repeat),
-                "goal <= 1.5x",
-            )
+        record(
+            f"pg scale {scale}: capture / raw pg_dump -Fc -Z1",
+            ratios(*compare(lambda: pg.capture(url), raw_dump, rounds=repeat)),
+            goal="<= 1.5x",
+            holds=lambda r: r <= 1.5,
         )
         first, second = pg.capture(url), pg.capture(url)
         same = first.data == second.data
@@ -126,12 +124,11 @@ def _scale(client: object, scale: int, repeat: int) -> None:
     def ours() -> None:
         bring_up([spec], client=client).close()
 
-    print(
-        _line(
-            "restore+ready / fresh + pg_restore",
-            _pair(ours, lambda: _fresh_restore(client, dump, size), repeat),
-            "goal <= 1.2x",
-        )
+    record(
+        f"pg scale {scale}: restore+ready / fresh + pg_restore",
+        ratios(*compare(ours, lambda: _fresh_restore(client, dump, size), rounds=repeat)),
+        goal="<= 1.2x",
+        holds=lambda r: r <= 1.2,
     )
 
     with bring_up([spec], client=client) as env:
@@ -141,15 +138,17 @@ def _scale(client: object, scale: int, repeat: int) -> None:
             for i in range(repeat):
                 with psycopg.connect(db, autocommit=True) as conn:
                     conn.execute(f"UPDATE {table} SET filler = 'x{i}' WHERE {key} = 1")
-                judged.append(_timed(lambda: pg.state_hash(db)))
+                judged.append(timed(lambda: pg.state_hash(db)))
                 with psycopg.connect(db) as conn:
-                    full.append(_timed(lambda: state_fingerprint(logical_state(conn))))
+                    full.append(timed(lambda: state_fingerprint(logical_state(conn))))
                 env.reset()
-            med = statistics.median(judged)
-            print(
-                f"  judge one-row change in {table:<17} median {med:6.3f} s"
-                f"  spread {min(judged):.3f}-{max(judged):.3f} s;"
-                f" full hash {statistics.median(full):.3f} s (goal <= 1 s at 1 GB)"
+            print(f"  full hash of {table}: median {statistics.median(full):.3f} s")
+            record(
+                f"pg scale {scale}: judge a one-row change in {table}",
+                judged,
+                goal="<= 1 s (at 1 GB)",
+                holds=lambda t: t <= 1,
+                unit=" s",
             )
 
 

@@ -32,13 +32,14 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import redis
 
-from bench._pairs import line, pair
+from bench.compare import compare, ratios, record
 from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.images import image_tag
 from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
 from sandbox.services.redis import unpack_rdb
 
+QUICK = ["--keys", "10000", "--repeat", "2"]
 MEMBERS = 1000
 
 
@@ -90,16 +91,17 @@ def _keys(client: object, keys: int, repeat: int, shm: Path) -> None:
         assert endpoint.ip is not None and endpoint.port is not None
         target = shm / "cli.rdb"
         print(f"redis {keys} keys:")
-        print(
-            line(
-                "capture / redis-cli --rdb",
-                pair(
+        record(
+            f"redis {keys} keys: capture / redis-cli --rdb",
+            ratios(
+                *compare(
                     lambda: kind.capture(url),
                     lambda: _redis_cli_rdb(endpoint.ip or "", endpoint.port or 0, target),
-                    repeat,
-                ),
-                "goal <= 2x",
-            )
+                    rounds=repeat,
+                )
+            ),
+            goal="<= 2x",
+            holds=lambda r: r <= 2,
         )
         first, second = kind.capture(url), kind.capture(url)
         same = "same blob" if first.data == second.data else "NEW BLOB"
@@ -114,12 +116,11 @@ def _keys(client: object, keys: int, repeat: int, shm: Path) -> None:
     def ours() -> None:
         bring_up([spec], client=client).close()
 
-    print(
-        line(
-            "bring-up / container loading RDB",
-            pair(ours, lambda: _container_on_rdb(client, folder), repeat),
-            "goal <= 2x",
-        )
+    record(
+        f"redis {keys} keys: bring-up / container loading the RDB",
+        ratios(*compare(ours, lambda: _container_on_rdb(client, folder), rounds=repeat)),
+        goal="<= 2x",
+        holds=lambda r: r <= 2,
     )
 
 

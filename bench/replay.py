@@ -12,18 +12,19 @@ frozen clock. Baselines measured in the same run: the same loop with no capture 
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 import uuid
-from collections.abc import Callable
 
+from bench.compare import compare, ratios, record
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore
 
 STEPS = 1000
+
+
+QUICK = ["--steps", "300", "--repeat", "3"]
 
 
 @capture.tool
@@ -40,15 +41,6 @@ def agent() -> dict[str, int]:
         uuid.uuid4()
         total += int(out["value"])
     return {"total": total}
-
-
-def _best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,26 +68,25 @@ def main(argv: list[str] | None = None) -> int:
                 rec.mark_failed("bench", ResultPredicate(path="total", op="gt", value=0))
             return rec.run_id
 
-        plain = _best(this.agent, args.repeat)
-        captured = _best(capture_once, args.repeat)
         run_id = capture_once()
         events = len(store.load_events(run_id))
         policies = PolicySet().with_rule("recorded", "tool")
-        replays: list[float] = []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
+
+        def replay_once() -> None:
             report = replay(run_id, store=store, policies=policies)
-            replays.append(time.perf_counter() - start)
             assert report.verdict.reproduced == 1, report.describe()
             assert report.divergences[0] is None, report.describe()
-        best = min(replays)
-        print(f"steps={args.steps} events={events} (best of {args.repeat})")
-        print(f"  plain loop (baseline)  {plain * 1000:9.1f} ms")
-        print(f"  capture                {captured * 1000:9.1f} ms  ({captured / plain:7.1f}x)")
-        print(
-            f"  replay, recorded       {best * 1000:9.1f} ms  ({best / plain:7.1f}x plain, "
-            f"{best / captured:4.2f}x capture; {best / events * 1e6:.0f} us/event; "
-            f"median {statistics.median(replays) * 1000:.1f} ms)"
+
+        replays, captures = compare(replay_once, capture_once, rounds=args.repeat)
+        print(f"steps={args.steps} events={events}")
+        record(
+            f"replay: {args.steps}-step run replayed with recorded tools / its capture",
+            ratios(replays, captures),
+        )
+        record(
+            f"replay: {args.steps}-step run, µs per event replayed",
+            [t / events * 1e6 for t in replays],
+            unit=" µs",
         )
     return 0
 
