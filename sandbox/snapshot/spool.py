@@ -298,11 +298,6 @@ class SpooledStore(DirectoryStore):
             return 0
         return sum(p.stat().st_size for p in self.run_dir(run_id).iterdir() if p.is_file())
 
-    def open_blob(self, key: str) -> IO[bytes]:
-        if not DirectoryStore.has_blob(self, key):
-            self.get_blob(key)  # fetched into the spool, checked
-        return super().open_blob(key)
-
     def has_blob(self, key: str) -> bool:
         return DirectoryStore.has_blob(self, key) or self.remote.has_blob(key)
 

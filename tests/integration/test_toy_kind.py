@@ -11,7 +11,7 @@ import pytest
 import redis
 from toy_kind import KEY, KIND
 
-from sandbox.containers import ServiceSpec, bring_up, connect
+from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.labels import SESSION, new_session_id
 from sandbox.replay.attached import attach
 from sandbox.snapshot.manifest import ServiceState
@@ -29,7 +29,7 @@ def client() -> Iterator[Any]:
 def test_the_toy_kind_comes_up_restored_bound_and_resettable(client: Any) -> None:
     session = new_session_id()
     with bring_up(
-        [ServiceSpec("notes", "memo", data=b"buy milk")], client=client, session=session
+        [RestoreSpec("notes", "memo", data=b"buy milk")], client=client, session=session
     ) as env:
         endpoint = env.services["notes"]
         assert endpoint.restored and endpoint.kind == "memo"
