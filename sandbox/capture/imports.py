@@ -15,6 +15,16 @@ from collections.abc import Callable
 Undo = Callable[[], None]
 
 
+def undo_all(undos: list[Undo]) -> Undo:
+    """One undo for several: runs each, last first."""
+
+    def undo() -> None:
+        for stop in reversed(undos):
+            stop()
+
+    return undo
+
+
 class ImportPatch:
     """``apply`` (which returns its undo) runs once ``module`` is imported while at least
     one :meth:`start` is not undone. Starts nest (counted)."""

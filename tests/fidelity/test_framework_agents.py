@@ -1,7 +1,8 @@
 """Agents written with a framework (``examples/langgraph_agent.py``: LangGraph with LangChain
 tools and ``ChatOpenAI``; ``examples/pydantic_ai_agent.py``: pydantic-ai with an OpenAI chat
-model), each with two tools and a bug in one tool's output: captured with no change to the
-agent, replayed with the buggy tool recorded or live."""
+model; ``examples/openai_agents_agent.py``: the OpenAI Agents SDK with
+``OpenAIChatCompletionsModel``), each with two tools and a bug in one tool's output: captured
+with no change to the agent, replayed with the buggy tool recorded or live."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTS = ["langgraph_agent", "pydantic_ai_agent"]
+AGENTS = ["langgraph_agent", "openai_agents_agent", "pydantic_ai_agent"]
 TOLD_30_DAYS = capture.ResultPredicate(path="answer", op="contains", value="30 days")
 
 Captured = tuple[DirectoryStore, str, str]

@@ -9,11 +9,12 @@ recorded or live per tool (``--recorded tool:NAME`` / ``--live tool:NAME``) like
 
 from __future__ import annotations
 
-from sandbox.capture.frameworks import langchain, pydantic_ai
-from sandbox.capture.imports import ImportPatch, Undo
+from sandbox.capture.frameworks import langchain, openai_agents, pydantic_ai
+from sandbox.capture.imports import ImportPatch, Undo, undo_all
 
 INTEGRATIONS: dict[str, ImportPatch] = {
     "langchain": langchain.PATCH,
+    "openai_agents": openai_agents.PATCH,
     "pydantic_ai": pydantic_ai.PATCH,
 }
 """Framework integrations by name."""
@@ -21,10 +22,4 @@ INTEGRATIONS: dict[str, ImportPatch] = {
 
 def patch_frameworks() -> Undo:
     """Capture the tool calls of every framework in :data:`INTEGRATIONS` (when imported)."""
-    stops = [patch.start() for patch in INTEGRATIONS.values()]
-
-    def undo() -> None:
-        for stop in reversed(stops):
-            stop()
-
-    return undo
+    return undo_all([patch.start() for patch in INTEGRATIONS.values()])

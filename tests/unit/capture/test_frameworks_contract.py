@@ -50,6 +50,25 @@ def _langchain() -> Harness:
     return Harness(StructuredTool.from_function, lambda tool, args: tool.invoke(args))
 
 
+def _openai_agents() -> Harness:
+    from agents import Agent, Runner, ToolCallOutputItem, UserError, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    def call(tool: Any, args: dict[str, Any]) -> Any:
+        model = ScriptedModel(
+            [[function_call(tool.name, args, call_id="call_1")], [assistant_message("done")]]
+        )
+        try:
+            result = Runner.run_sync(Agent(name="contract", model=model, tools=[tool]), "go")
+        except UserError as exc:  # "Error running tool NAME: ...", from the tool's exception
+            raise exc.__cause__ from None  # type: ignore[misc]
+        return next(i.output for i in result.new_items if isinstance(i, ToolCallOutputItem))
+
+    # failure_error_function=None: a failing tool fails the run (the default hands the model
+    # a message instead)
+    return Harness(lambda fn: function_tool(fn, failure_error_function=None), call)
+
+
 def _pydantic_ai() -> Harness:
     from pydantic_ai import Agent
     from pydantic_ai.messages import (
@@ -76,6 +95,7 @@ def _pydantic_ai() -> Harness:
 
 HARNESSES: dict[str, Callable[[], Harness]] = {
     "langchain": _langchain,
+    "openai_agents": _openai_agents,
     "pydantic_ai": _pydantic_ai,
 }
 
@@ -95,6 +115,10 @@ def agent(framework: str) -> dict[str, Any]:
 
 def agent_langchain() -> dict[str, Any]:
     return agent("langchain")
+
+
+def agent_openai_agents() -> dict[str, Any]:
+    return agent("openai_agents")
 
 
 def agent_pydantic_ai() -> dict[str, Any]:
