@@ -141,10 +141,10 @@ def _silence_backend_export() -> Undo:
 
 
 def _apply() -> Undo:
-    try:
-        import agents.tool
-        import agents.tracing.processors  # noqa: F401
-    except ImportError:  # a different package named ``agents``
+    try:  # the names the hooks need (``agents`` may be another package of that name)
+        from agents.tool import _FailureHandlingFunctionToolInvoker  # noqa: F401
+        from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor  # noqa: F401
+    except ImportError:
         return lambda: None
     return undo_all([_capture_tool_calls(), _silence_backend_export()])
 

@@ -145,14 +145,14 @@ def _imported(target: str, tmp_path: Path) -> Manifest:
 
 def test_module_entrypoints_outside_the_project_are_untrusted(tmp_path: Path) -> None:
     project = tmp_path / "project"
-    (project / "agents").mkdir(parents=True)
-    (project / "agents" / "__init__.py").write_text("")
-    (project / "agents" / "shop.py").write_text("def run():\n    return 1\n")
-    assert what_would_run(_imported("agents.shop:run", tmp_path), project) is None
+    (project / "shop_agents").mkdir(parents=True)
+    (project / "shop_agents" / "__init__.py").write_text("")
+    (project / "shop_agents" / "shop.py").write_text("def run():\n    return 1\n")
+    assert what_would_run(_imported("shop_agents.shop:run", tmp_path), project) is None
     for outside in ("os:getcwd", "json:loads", "pytest:main", "nowhere_at_all:run"):
         what = what_would_run(_imported(outside, tmp_path), project)
         assert what is not None and outside in what, outside
-    local = _imported("agents.shop:run", tmp_path).model_copy(update={"provenance": None})
+    local = _imported("shop_agents.shop:run", tmp_path).model_copy(update={"provenance": None})
     assert what_would_run(local, tmp_path) is None  # captured here: trusted
 
 
