@@ -104,6 +104,11 @@ def register(kind: ServiceKind) -> ServiceKind:
     return kind
 
 
+def unregister(name: str) -> None:
+    """Remove a registered kind (a plugin's or a test's; nothing if it is not registered)."""
+    _KINDS.pop(name, None)
+
+
 def registered() -> Mapping[str, ServiceKind]:
     """The kinds registered so far. Look kinds up with :func:`sandbox.services.registry.get_kind`,
     which registers the built-in ones first."""

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import redis as redis_client
 from test_services_containers import create_database, postgres_server, redis_server
-from toy_kind import MemoHarness
+from toy_kind import MemoHarness, memo_registered
 
 from sandbox.services import get_kind, kind_names
 
@@ -159,24 +159,27 @@ def redis_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     kind = request.param
     if kind == "postgres":
-        return PostgresHarness(request.getfixturevalue("pg_server"))
-    if kind == "redis":
-        return RedisHarness(request.getfixturevalue("redis_url"))
-    if kind == "sqlite":
-        return SQLiteHarness(tmp_path)
-    if kind == "files":
-        return FilesHarness(tmp_path)
-    if kind == "memo":
-        return MemoHarness(request.getfixturevalue("redis_url"))
-    raise AssertionError(f"no contract harness for service kind {kind!r}")
+        yield PostgresHarness(request.getfixturevalue("pg_server"))
+    elif kind == "redis":
+        yield RedisHarness(request.getfixturevalue("redis_url"))
+    elif kind == "sqlite":
+        yield SQLiteHarness(tmp_path)
+    elif kind == "files":
+        yield FilesHarness(tmp_path)
+    elif kind == "memo":
+        with memo_registered():
+            yield MemoHarness(request.getfixturevalue("redis_url"))
+    else:
+        raise AssertionError(f"no contract harness for service kind {kind!r}")
 
 
 def test_every_registered_kind_is_in_the_contract() -> None:
     covered = {p if isinstance(p, str) else p.values[0] for p in KINDS}
-    assert set(kind_names()) == covered
+    with memo_registered():
+        assert set(kind_names()) == covered
 
 
 @pytest.mark.parametrize("harness", KINDS, indirect=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import redis
-from toy_kind import KEY, KIND
+from toy_kind import KEY, KIND, memo_registered
 
 from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.labels import SESSION, new_session_id
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.docker
 @pytest.fixture
 def client() -> Iterator[Any]:
     c = connect()
-    yield c
+    with memo_registered():
+        yield c
     c.close()
 
 

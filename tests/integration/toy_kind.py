@@ -3,16 +3,19 @@
 It proves that adding a kind touches one module: its state operations, its binding
 (``MEMO_URL``) and its container (a Redis server from the ``redis`` image, holding the value
 under one key) all live here, and the sandbox brings it up from this descriptor alone.
-Importing the module registers the kind."""
+A kind's module ends with ``register(KIND)``; this one is registered only while a test that
+uses it runs (:func:`memo_registered`), so every other test sees the built-in kinds alone."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 import redis
 from pydantic import JsonValue
 
-from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register, unregister
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage
 from sandbox.snapshot.hashing import sha256_bytes
 
@@ -93,7 +96,17 @@ class MemoKind:
         return _text(data or None)
 
 
-KIND = register(MemoKind())
+KIND = MemoKind()
+
+
+@contextmanager
+def memo_registered() -> Iterator[MemoKind]:
+    """The toy kind registered for the block."""
+    register(KIND)
+    try:
+        yield KIND
+    finally:
+        unregister(KIND.name)
 
 
 class MemoHarness:
