@@ -12,7 +12,7 @@ SHARD_OPT = $(if $(SHARD),--shard $(SHARD))
 
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup engine test lint types pytest images demo replay export ci-repro bench clean gc
+.PHONY: setup engine test lint types pytest images demo replay export ci-repro bench bench-tools clean gc
 
 setup: $(STAMP) $(PHOENIX_VENV)/.installed
 
@@ -80,7 +80,19 @@ ci-repro: setup engine images
 	[ $$rc -eq 1 ] || { [ $$rc -eq 0 ] && [ -n "$(SHARD)" ] && \
 	[ -z "$$($(BIN)/sandbox ci-repro --store $(STORE) $(SHARD_OPT) --dry-run)" ]; }
 
-bench: setup
+# The host tools some benchmarks compare against or drive: redis-cli (the RDB baseline) and
+# Chromium (the report's load time), installed when missing and we are root on Debian.
+bench-tools:
+	@missing=""; command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "bench: installing$$missing"; apt-get update -qq; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "bench: missing$$missing (apt-get install -y$$missing)"; fi; \
+	fi
+
+bench: setup engine images bench-tools
 	$(BIN)/python -m bench.all
 
 gc: setup
