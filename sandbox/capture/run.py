@@ -49,10 +49,11 @@ from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ModelInfo, ServiceState
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
+    EVENTS,
     RunWriter,
     Store,
     as_store,
-    parse_events,
+    parse_event,
     referenced_blob_bytes,
 )
 
@@ -340,23 +341,31 @@ def start_recording(
     return undo
 
 
+_LLM_LINE = b'{"kind":"llm",'
+"""How a model call's line of the event log starts (``dump_event`` writes the kind first)."""
+
+
 def finish_manifest(
     store: Store, manifest: Manifest, writer: Any, *, exit_code: int | None = None
 ) -> Manifest:
-    """Mark a run complete: count and hash its event log as it stands."""
+    """Mark a run complete: count and hash its event log as it stands. Only the model calls'
+    lines are parsed (for the models list); the others are counted (one a line)."""
     data = store.read_events_bytes(manifest.run_id)
-    events = parse_events(data, allow_torn_tail=True)
     if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
         data = data[: data.rfind(b"\n") + 1]
         with store.resume(manifest.run_id) as torn:
             torn.replace_events(data)
+    models = manifest.models
+    if not models:
+        llm_lines = (line for line in data.split(b"\n") if line.startswith(_LLM_LINE))
+        models = models_of([parse_event(line, EVENTS) for line in llm_lines])
     done = manifest.model_copy(
         update={
             "status": "complete",
-            "event_count": len(events),
+            "event_count": data.count(b"\n"),
             "events_sha256": sha256_bytes(data),
             "blob_bytes": referenced_blob_bytes(manifest, data),
-            "models": manifest.models or models_of(events),
+            "models": models,
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
         }
     )

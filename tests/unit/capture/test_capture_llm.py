@@ -95,6 +95,11 @@ def test_openai_chat_and_stream(store: DirectoryStore, fake_api: Any) -> None:
     }
     assert streamed.usage["completion_tokens"] == 4
     assert streamed.provider_meta["system_fingerprint"] == "fp_stream_9"
+    # The manifest lists each model once per distinct parameters, in first-call order.
+    manifest = store.load_manifest(rec.run_id)
+    assert [(m.provider, m.model) for m in manifest.models] == [("openai", "gpt-test")] * 2
+    assert [m.params for m in manifest.models] == [chat.params, streamed.params]
+    assert manifest.event_count == len(store.load_events(rec.run_id))
 
     http = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
     assert [h.status for h in http] == [200, 200]
