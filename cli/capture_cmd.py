@@ -29,6 +29,16 @@ def capture(
             "the endpoints only (a replay refuses them).",
         ),
     ] = "auto",
+    state: Annotated[
+        str,
+        typer.Option(
+            "--state",
+            help="whole: capture each service's whole state; touched: a Postgres database "
+            "keeps the rows of only the tables the program read or wrote (and those their "
+            "foreign keys reference), the schema of all (a replay that reaches another "
+            "table is inconclusive).",
+        ),
+    ] = "whole",
     secret_env: Annotated[
         list[str] | None,
         typer.Option("--secret-env", help="Extra secret environment variable (repeatable)."),
@@ -77,6 +87,7 @@ def capture(
             patterns=tuple(redact or ()), env_names=tuple(secret_env or ()), masks=masks
         ),
         services=services,
+        state=state,
     )
     outcome = "failed" if result.failed else "ok"
     if fail_if is not None and result.manifest.failure is not None:

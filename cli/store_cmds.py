@@ -156,6 +156,12 @@ def show(
         console.print(
             "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
         )
+        from sandbox.services.pgtouched import describe_meta
+
+        for service in manifest.services:
+            said = describe_meta(service.meta)
+            if said is not None:
+                console.print(f"  state       {service.name}: {said}", markup=False)
     for touched in manifest.touched:
         state = f"captured as {touched.service}" if touched.service else "not captured"
         console.print(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.capture.children import ENV_VAR, child_settings, hook_environment
-from sandbox.capture.discovery import check_mode
+from sandbox.capture.discovery import check_mode, check_state_mode
 from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
 from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.run import Capture, finish_manifest
@@ -59,13 +59,16 @@ def capture_command(
     run_id: str | None = None,
     blob_threshold: int = BLOB_THRESHOLD,
     services: str = "auto",
+    state: str = "whole",
     fail_if: Predicate | None = None,
     judge: Judge | None = None,
     **popen: Any,
 ) -> CommandResult:
     """Run ``command`` with capture on; return its exit code and the finished manifest.
     ``services`` is ``auto`` (capture each service the program connects to) or ``none``
-    (record the endpoints only): see :mod:`sandbox.capture.discovery`.
+    (record the endpoints only): see :mod:`sandbox.capture.discovery`. ``state`` is
+    ``whole`` or ``touched`` (a Postgres database keeps the rows of the tables the program
+    read or wrote only: see :mod:`sandbox.services.pgtouched`).
     Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``).
 
     ``fail_if`` is the failure predicate of the run: ``judge`` (required with it) says
@@ -75,6 +78,7 @@ def capture_command(
         raise CaptureError("a --fail-if predicate needs a judge to check it at capture")
     if not command:
         raise CaptureError("nothing to capture: give the command after --")
+    state_mode, services_mode = check_state_mode(state), check_mode(services)
     base = dict(os.environ if environ is None else environ)
     capture = Capture(
         name,
@@ -93,7 +97,13 @@ def capture_command(
     env = child_environment(
         base,
         child_settings(
-            store, run, run_seed, capture.redaction, blob_threshold, check_mode(services)
+            store,
+            run,
+            run_seed,
+            capture.redaction,
+            blob_threshold,
+            services_mode,
+            state=state_mode,
         ),
     )
     try:

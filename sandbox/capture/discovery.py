@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sandbox.capture.clients import Connect, address_of, endpoint_key
 from sandbox.capture.clients import install as install_clients
@@ -30,8 +30,24 @@ from sandbox.errors import CaptureError, SandboxError
 from sandbox.snapshot.manifest import ServiceState, TouchedService
 from sandbox.snapshot.store import RunWriter, Store
 
+if TYPE_CHECKING:  # the service kinds (and their clients) load when a service is captured
+    from sandbox.services.base import PinnedState
+
 ServicesMode = Literal["auto", "none"]
 MODES: tuple[ServicesMode, ...] = ("auto", "none")
+
+
+StateMode = Literal["whole", "touched"]
+"""How a service's state is captured: whole, or only what the run touched (see
+:mod:`sandbox.services.pgtouched`)."""
+STATE_MODES: tuple[StateMode, ...] = ("whole", "touched")
+
+
+def check_state_mode(mode: str) -> StateMode:
+    found = next((m for m in STATE_MODES if m == mode), None)
+    if found is None:
+        raise CaptureError(f"state mode {mode!r} is not one of: {', '.join(STATE_MODES)}")
+    return found
 
 
 def check_mode(mode: str) -> ServicesMode:
@@ -53,6 +69,7 @@ class Discovery:
         mode: ServicesMode,
         declared: Mapping[str, str] | None = None,
         environ: Mapping[str, str] | None = None,
+        state: StateMode = "whole",
     ) -> None:
         self.writer = writer
         self.store = store
@@ -69,6 +86,11 @@ class Discovery:
         """Servers being captured: their connections (from the kind's worker threads too)
         pass unrecorded."""
         self._lock = threading.Lock()
+        self.state: StateMode = state
+        """``"touched"``: capture only what the run touched (see
+        :mod:`sandbox.services.capture`)."""
+        self._pins: dict[str, PinnedState] = {}
+        """Captured service name -> its state held since the first connection (touched)."""
 
     def install(self) -> Callable[[], None]:
         return install_clients(self)
@@ -101,7 +123,7 @@ class Discovery:
         )
 
     def _capture(self, connect: Connect) -> str | None:
-        from sandbox.services.capture import capture_service
+        from sandbox.services.capture import begin_service_capture
 
         taken = {s.name for s in self.writer.manifest.services}
         name = connect.kind
@@ -120,8 +142,14 @@ class Discovery:
         self._capturing.add(address)
         try:
             mask = self.redactor.config.mask_for(name, connect.kind)
-            state = capture_service(
-                connect.kind, name, connect.endpoint, self.store, env, **self._masking(mask)
+            state, pinned = begin_service_capture(
+                connect.kind,
+                name,
+                connect.endpoint,
+                self.store,
+                env,
+                state=self.state,
+                **self._masking(mask),
             )
         except SandboxError:
             return None  # not captured: replay refuses a connection to it
@@ -129,6 +157,8 @@ class Discovery:
             self._capturing.discard(address)
         binding = state.binding.model_copy(update={"value": self._redacted(connect.endpoint)})
         self.endpoints[name] = connect.endpoint
+        if pinned is not None:
+            self._pins[name] = pinned
         manifest = self.writer.manifest
         services = [*manifest.services, state.model_copy(update={"binding": binding})]
         self.writer.update_manifest(manifest.model_copy(update={"services": services}))
@@ -156,6 +186,9 @@ class Discovery:
             endpoint = self.endpoints.get(state.name)
             if endpoint is not None and state.after is None:
                 mask = self.redactor.config.mask_for(state.name, state.kind)
-                state = capture_end_state(state, endpoint, self.store, **self._masking(mask))
+                pinned = self._pins.pop(state.name, None)
+                state = capture_end_state(
+                    state, endpoint, self.store, pinned=pinned, **self._masking(mask)
+                )
             out.append(state)
         return out

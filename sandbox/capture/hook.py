@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from sandbox.capture.children import ENV_VAR, ChildWriter, follow_captured_children
-from sandbox.capture.discovery import Discovery, check_mode
+from sandbox.capture.discovery import Discovery, check_mode, check_state_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.seam import boundary
@@ -79,6 +79,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         redactor,
         mode=check_mode(str(settings.get("services", "none"))),
         environ=dict(env),
+        state=check_state_mode(str(settings.get("state", "whole"))),
     )
     stop_discovery = discovery.install()
     start_recording(recorder, int(settings["seed"]))

@@ -25,12 +25,18 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
-from sandbox.capture.discovery import Discovery, ServicesMode, check_mode
+from sandbox.capture.discovery import (
+    Discovery,
+    ServicesMode,
+    StateMode,
+    check_mode,
+    check_state_mode,
+)
 from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
@@ -56,6 +62,9 @@ from sandbox.snapshot.store import (
     parse_event,
     referenced_blob_bytes,
 )
+
+if TYPE_CHECKING:
+    from sandbox.services.base import PinnedState
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -114,11 +123,17 @@ class Capture:
     blob_threshold: int = BLOB_THRESHOLD
     packages: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
+    state: str = "whole"
+    """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
+    only the rows of the tables the run read or wrote, the schema of all (see
+    :mod:`sandbox.services.pgtouched`)."""
 
     def __post_init__(self) -> None:
         self._recorder: Recorder | None = None
         self._undo: list[Callable[[], None]] = []
         self._discovery: Discovery | None = None
+        self._pins: dict[str, PinnedState] = {}
+        self.state_mode: StateMode = check_state_mode(self.state)
         if isinstance(self.services, str):
             self.mode: ServicesMode = check_mode(self.services)
             self.declared: list[ServiceSpec] = []
@@ -189,6 +204,7 @@ class Capture:
                 mode=self.mode,
                 declared={endpoint_key(s.kind, s.endpoint): s.name for s in self.declared},
                 environ=self.environ if self.environ is not None else os.environ,
+                state=self.state_mode,
             )
             self._undo.append(self._discovery.install())
             self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
@@ -201,20 +217,17 @@ class Capture:
         return recorder
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
-        from sandbox.services.masking import capture_masked
+        from sandbox.services.capture import begin_service_capture
 
         mask = spec.mask or self.redaction.mask_for(spec.name, spec.kind)
-        state = capture_masked(spec.kind, spec.endpoint, mask, store.placeholder_key())
-        ref = store.put_blob(state.data, state.media_type)
-        return ServiceState(
-            name=spec.name,
-            kind=spec.kind,
-            binding=Binding(env=spec.env, value=redactor.text(spec.endpoint)),
-            version=state.version,
-            before=ref,
-            hash_before=state.state_hash,
-            meta=state.meta,
+        key = store.placeholder_key()
+        state, pinned = begin_service_capture(
+            spec.kind, spec.name, spec.endpoint, store, mask=mask, key=key, state=self.state_mode
         )
+        if pinned is not None:
+            self._pins[spec.name] = pinned
+        binding = Binding(env=spec.env, value=redactor.text(spec.endpoint))
+        return state.model_copy(update={"binding": binding})
 
     def __exit__(
         self,
@@ -258,6 +271,7 @@ class Capture:
                 store,
                 mask=specs[state.name].mask or self.redaction.mask_for(state.name, state.kind),
                 key=key,
+                pinned=self._pins.pop(state.name, None),
             )
             if state.name in specs
             else state
@@ -389,4 +403,5 @@ run = Capture
 settings are :class:`Capture`'s fields, as keywords with their types (``store``,
 ``services`` (:class:`ServiceSpec`), ``seed``, ``run_id``, ``redaction``
 (:class:`~sandbox.capture.redact.RedactionConfig`), ``clock``, ``http``, ``ids``,
-``environ``, ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``)."""
+``environ``, ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``,
+``state``)."""

@@ -231,6 +231,7 @@ def _replay_once(
         served = session.served()
         served.timed_out = s.timeout if limit.expired else None
 
+    uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
     after = [_end_state(s, state, endpoints) for state in services]
     events = comparable(s.store.load_events(run_id))
     divergence = first_divergence(s.compared, events)
@@ -246,6 +247,7 @@ def _replay_once(
         stalls=served.stalls,
         refused=served.refused[0] if served.refused else None,
         timed_out=served.timed_out,
+        uncaptured=uncaptured,
     )
     verdict = judge_run(index, s.expected, outcome)
     failure = (
@@ -286,6 +288,47 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
         with contextlib.suppress(SandboxError):
             return capture_end_state(state, endpoint, s.store)
     return state.model_copy(update={"after": None, "hash_after": _hash(state, endpoints)})
+
+
+def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]) -> str | None:
+    """What a replayed run read or wrote outside a service's partial capture (the first
+    service's, described), or why that could not be read; ``None`` when it stayed inside
+    (see :mod:`sandbox.services.pgtouched`)."""
+    from sandbox.services.base import TouchedCapture
+    from sandbox.services.pgtouched import ROWS_META, STATE_META
+    from sandbox.services.registry import get_kind
+
+    for state in states:
+        rows = state.meta.get(ROWS_META)
+        endpoint = endpoints.get(state.name)
+        if state.meta.get(STATE_META) != "touched" or not isinstance(rows, list) or not endpoint:
+            continue
+        kind = get_kind(state.kind)
+        if not isinstance(kind, TouchedCapture):
+            continue
+        try:
+            found = kind.outside_capture(endpoint, [str(r) for r in rows])
+        except SandboxError as exc:
+            return f"{state.name}: what the run read outside its partial capture is unknown: {exc}"
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return f"{state.name}: the run {found[0]}{more}"
+    return None
+
+
+def partial_notes(states: Sequence[ServiceState]) -> list[str]:
+    """A sentence for each service whose capture holds only part of its state."""
+    from sandbox.services.pgtouched import describe_meta
+
+    notes = []
+    for state in states:
+        said = describe_meta(state.meta)
+        if said is not None and said.startswith("partial"):
+            notes.append(
+                f"{state.name}'s state was captured {said}: a run that reads or writes "
+                "another table cannot be judged."
+            )
+    return notes
 
 
 def emptied(states: Sequence[ServiceState], empty: Collection[str]) -> list[ServiceState]:
@@ -463,4 +506,5 @@ def replay(
         times=times,
         override=entrypoint,
     )
+    report.notes.extend(partial_notes(manifest.services))
     return report

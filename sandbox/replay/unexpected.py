@@ -17,11 +17,13 @@ from typing import Literal, get_args
 
 from sandbox.snapshot.events import ErrorInfo
 
-Reason = Literal["mismatch", "refused", "exception", "exit", "sandbox", "timeout", "order"]
+Reason = Literal[
+    "mismatch", "refused", "exception", "exit", "sandbox", "timeout", "order", "uncaptured"
+]
 """Why a run is inconclusive: a request the recording cannot answer, a connection outside the
 sandbox that was refused, a different exception, a non-zero exit with no predicate holding,
-an error of the sandbox itself, a timeout, or the recorded order of concurrent calls that
-could not be kept."""
+an error of the sandbox itself, a timeout, the recorded order of concurrent calls that
+could not be kept, or state the run reached that a partial capture did not hold."""
 REASONS: tuple[Reason, ...] = get_args(Reason)
 
 REASON_TEXT: dict[str, str] = {
@@ -32,6 +34,7 @@ REASON_TEXT: dict[str, str] = {
     "sandbox": "sandbox error",
     "timeout": "timeout",
     "order": "recorded order of concurrent calls not kept",
+    "uncaptured": "reached state that was not captured",
 }
 
 _TIMEOUTS = frozenset(

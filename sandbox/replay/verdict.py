@@ -85,6 +85,9 @@ class ReplayOutcome:
     """A connection outside the sandbox that was refused (the first one)."""
     timed_out: float | None = None
     """The run was stopped at this wall-clock limit, in seconds."""
+    uncaptured: str | None = None
+    """State the run read or wrote that a partial capture did not hold (see
+    :mod:`sandbox.services.pgtouched`), described."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -415,6 +418,8 @@ def judge_run(
         )
     if outcome.refused is not None:
         return inconclusive("refused", f"inconclusive: {outcome.refused}")
+    if outcome.uncaptured is not None:
+        return inconclusive("uncaptured", outcome.uncaptured)
     if outcome.mismatch is not None:
         return inconclusive("mismatch", outcome.mismatch)
     try:

@@ -9,7 +9,7 @@ starts containers itself; ``sandbox.containers`` starts them and hands endpoints
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -93,6 +93,34 @@ class ServerFileLoad(Protocol):
     def load_server_file(self, endpoint: str, data: bytes) -> bool:
         """Load the placed file as the state and restore point (no :meth:`ServiceKind.restore`
         needed); ``False`` when it cannot be, nothing done."""
+        ...
+
+
+class PinnedState(Protocol):
+    """A service's state before a run, held until the run ends (see :class:`TouchedCapture`)."""
+
+    def finish(self) -> tuple[CapturedState, CapturedState]:
+        """The state before the run and the end state, each holding only what the run
+        touched (their meta says which); the hold is released."""
+        ...
+
+    def close(self) -> None:
+        """Release the hold without capturing."""
+        ...
+
+
+@runtime_checkable
+class TouchedCapture(Protocol):
+    """A kind that can capture only the part of its state a run touched (Postgres: the rows
+    of the tables it read or wrote, see :mod:`sandbox.services.pgtouched`)."""
+
+    def pin(self, endpoint: str) -> PinnedState:
+        """Hold the state behind ``endpoint`` as it is before the run."""
+        ...
+
+    def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
+        """What a replayed run reached outside ``captured`` (the manifest's list), each
+        described (``"read table public.x, whose rows were not captured"``)."""
         ...
 
 

@@ -31,6 +31,7 @@ state: it restores, replays and hashes like any other.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import hashlib
 import hmac
@@ -138,15 +139,23 @@ def capture_masked(
     kind_name: str, endpoint: str, mask: Mapping[str, str], key: bytes
 ) -> CapturedState:
     """Capture the service behind ``endpoint``, with ``mask`` applied to what is captured."""
-    kind = get_kind(kind_name)
-    state = kind.capture(endpoint)
+    return mask_captured(kind_name, endpoint, get_kind(kind_name).capture(endpoint), mask, key)
+
+
+def mask_captured(
+    kind_name: str, endpoint: str, state: CapturedState, mask: Mapping[str, str], key: bytes
+) -> CapturedState:
+    """``state``, captured from ``endpoint``, with ``mask`` applied (the kind's own meta
+    kept)."""
     if not mask:
         return state
+    kind = get_kind(kind_name)
     rules = parse_rules(mask)
     apply = _APPLY.get(kind_name)
     if apply is None:
         raise UnknownNameError("service kind with masking", kind_name, sorted(_APPLY))
-    return apply(kind, endpoint, state, rules, Masker(key))
+    masked = apply(kind, endpoint, state, rules, Masker(key))
+    return dataclasses.replace(masked, meta={**state.meta, **masked.meta})
 
 
 def _result(

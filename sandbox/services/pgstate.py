@@ -26,7 +26,7 @@ Unlogged tables are always scanned, and with ``track_counts`` off every table is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import psycopg
@@ -98,18 +98,22 @@ def table_key(schema: str, name: str) -> str:
     return f"{schema}.{name}"
 
 
-def rows_digest(conn: psycopg.Connection[Any], ident: sql.Identifier, version: int) -> Any:
-    """One table's row count and digest, computed by the server (see the module doc)."""
+def rows_digest(
+    conn: psycopg.Connection[Any], ident: sql.Identifier, version: int, *, empty: bool = False
+) -> Any:
+    """One table's row count and digest, computed by the server (see the module doc);
+    ``empty``: the digest the table would have with no rows (the same query over none)."""
+    where = sql.SQL(" WHERE false" if empty else "")
     if version == 1:
-        row = conn.execute(sql.SQL(_ROWS_V1).format(ident)).fetchone()
+        row = conn.execute(sql.SQL(_ROWS_V1 + "{}").format(ident, where)).fetchone()
         assert row is not None
         return {"count": int(row[0]), "sha256": bytes(row[1]).hex()}
     try:
         with conn.transaction():
-            row = conn.execute(sql.SQL(_ROWS_V2["record"]).format(ident)).fetchone()
+            row = conn.execute(sql.SQL(_ROWS_V2["record"] + "{}").format(ident, where)).fetchone()
         by = "record"
     except psycopg.errors.UndefinedFunction:  # a column type with no extended hash function
-        row = conn.execute(sql.SQL(_ROWS_V2["text"]).format(ident)).fetchone()
+        row = conn.execute(sql.SQL(_ROWS_V2["text"] + "{}").format(ident, where)).fetchone()
         by = "text"
     assert row is not None
     return {"count": int(row[0]), "sums": [str(row[1]), str(row[2])], "by": by}
@@ -120,12 +124,17 @@ def logical_state(
     *,
     version: int = HASH_VERSION,
     known: Mapping[str, Mapping[str, Any]] | None = None,
+    empty: Set[str] = frozenset(),
+    sequences: Mapping[str, Sequence[Any]] | None = None,
 ) -> dict[str, Any]:
     """The database as plain data: extensions and, for every relation in name order, its
     schema, its rows (a count and a digest, see the module doc) and, for a sequence, its
     current value. ``known`` gives the row digest and columns of tables known not to have
     changed (see :func:`table_digests`): a table whose columns are still those is not
-    scanned."""
+    scanned. The tables in ``empty`` (``schema.name``) are hashed as if they had no rows (a
+    partial capture, see :mod:`sandbox.services.pgtouched`); ``sequences`` gives the values
+    of sequences as read earlier (sequences are not transactional: a snapshot does not keep
+    their past values)."""
     for stmt in SESSION:
         conn.execute(stmt)
     known = known or {}
@@ -147,16 +156,44 @@ def logical_state(
         if relkind == "S":
             params = conn.execute(_SEQUENCE, (oid,)).fetchone()
             rel["sequence"] = [str(p) for p in params] if params else None
-            value = conn.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(ident))
-            rel["value"] = [str(v) for v in value.fetchone() or ()]
+            pinned = (sequences or {}).get(table_key(schema, name))
+            if pinned is not None:
+                rel["value"] = [str(v) for v in pinned]
+            else:
+                value = conn.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(ident))
+                rel["value"] = [str(v) for v in value.fetchone() or ()]
         if relkind == "r":
             found = known.get(table_key(schema, name))
             if found is not None and found.get("columns") == rel["columns"]:
                 rel["rows"] = found["rows"]
             else:
-                rel["rows"] = rows_digest(conn, ident, version)
+                key = table_key(schema, name)
+                rel["rows"] = rows_digest(conn, ident, version, empty=key in empty)
         relations.append(rel)
     return {"extensions": extensions, "relations": relations}
+
+
+def sequence_values(conn: psycopg.Connection[Any]) -> dict[str, list[Any]]:
+    """Every sequence's ``[last_value, is_called]`` now, by ``schema.name``."""
+    out: dict[str, list[Any]] = {}
+    for _oid, schema, name, relkind in conn.execute(RELATIONS).fetchall():
+        if relkind == "S":
+            ident = sql.Identifier(schema, name)
+            value = conn.execute(sql.SQL("SELECT last_value, is_called FROM {}").format(ident))
+            out[table_key(schema, name)] = list(value.fetchone() or ())
+    return out
+
+
+def set_sequences(conn: psycopg.Connection[Any], values: Mapping[str, Sequence[Any]]) -> None:
+    """Set sequences (``schema.name``) to ``[last_value, is_called]``; those gone are
+    skipped."""
+    for key, (last, called) in sorted(values.items()):
+        schema, _, name = key.partition(".")
+        ident = sql.Identifier(schema, name).as_string(conn)
+        conn.execute(
+            "SELECT setval(c.oid, %s, %s) FROM pg_class c WHERE c.oid = to_regclass(%s)",
+            (int(last), bool(called), ident),
+        )
 
 
 def table_digests(state: Mapping[str, Any]) -> dict[str, Any]:

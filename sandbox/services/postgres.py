@@ -26,10 +26,10 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -39,7 +39,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import pgtrack
+from sandbox.services import pgtouched, pgtrack
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
 from sandbox.services.pgarchive import stabilize
@@ -53,6 +53,8 @@ from sandbox.services.pgstate import (
     known_tables,
     logical_state,
     make_baseline,
+    sequence_values,
+    set_sequences,
     state_fingerprint,
     table_digests,
 )
@@ -365,6 +367,132 @@ def _comment(conn: psycopg.Connection[Any], dbname: str) -> str | None:
     return None if row is None or row[0] is None else str(row[0])
 
 
+def _dump_and_hash(
+    ep: _Endpoint,
+    conn: psycopg.Connection[Any],
+    snapshot: str,
+    *,
+    empty: Collection[str] = (),
+    sequences: Mapping[str, list[Any]] | None = None,
+) -> CapturedState:
+    """Dump the exported ``snapshot`` (the rows of the tables in ``empty`` left out) while
+    ``conn``, inside that snapshot's transaction, hashes the same state (``empty`` tables
+    as if they had no rows). ``sequences``: their values when the snapshot was taken (a
+    dump reads them as they are now), kept in the header and set again by a restore."""
+    version = _server_version(conn)
+    encoding = conn.execute("SHOW server_encoding").fetchone()
+    size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    args = [
+        "--format=custom",
+        f"--compress={_compression()}",
+        f"--snapshot={snapshot}",
+        *pgtouched.exclusions(empty),
+        f"--dbname={ep.conninfo(password=False)}",
+    ]
+    with ThreadPoolExecutor(1, thread_name_prefix="sbx-dump") as pool:
+        dumping = pool.submit(_run_tool, "pg_dump", args, ep)
+        try:
+            state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
+        finally:
+            dump = stabilize(dumping.result())
+    header = {
+        "format_version": FORMAT_VERSION,
+        "dump_format": "custom",
+        "database": ep.dbname,
+        "server_version": version,
+        "encoding": str(encoding[0]) if encoding else "UTF8",
+        "hash_version": HASH_VERSION,
+        "tables": table_digests(state),
+        "dump_sha256": sha256_bytes(dump),
+        **({"sequences": dict(sequences)} if sequences is not None else {}),
+    }
+    return CapturedState(
+        data=pack_dump(header, dump),
+        state_hash=state_fingerprint(state),
+        version=version,
+        media_type=MEDIA_TYPE,
+        meta={
+            "database": ep.dbname,
+            "dump_format": "custom",
+            "state_bytes": int(size[0]) if size else 0,
+        },
+    )
+
+
+def _export(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
+    """The state now, the rows of the tables in ``empty`` left out."""
+    with _connect(ep) as conn, _snapshot(conn):
+        return _dump_and_hash(ep, conn, _export(conn), empty=empty)
+
+
+class PinnedPostgres:
+    """The state before a run, pinned by an open transaction whose snapshot is exported;
+    :meth:`finish` captures it and the end state, each with the rows of the tables the run
+    touched only (see :mod:`sandbox.services.pgtouched`)."""
+
+    def __init__(self, ep: _Endpoint) -> None:
+        self._ep = ep
+        self._stack = ExitStack()
+        conn = self._stack.enter_context(_connect(ep))
+        self._stack.enter_context(_snapshot(conn))
+        self._conn = conn
+        try:
+            self._snapshot_id = _export(conn)
+            self._why = pgtouched.untrackable(conn)
+            self._since = (conn.execute("SELECT clock_timestamp()").fetchone() or (None,))[0]
+            self._counters = pgtouched.counters(conn)
+            self._sequences = sequence_values(conn)
+        except BaseException:
+            self._stack.close()
+            raise
+
+    def finish(self) -> tuple[CapturedState, CapturedState]:
+        """The state before the run and after it, then the transaction is closed. When the
+        touched tables cannot be told, both are whole and their meta says why."""
+        try:
+            with _connect(self._ep) as watch:
+                why = self._why or pgtouched.settle(
+                    watch,
+                    self._since,
+                    {self._conn.info.backend_pid, watch.info.backend_pid},
+                    limit=pgtouched.wait_limit(),
+                )
+                after_counters = pgtouched.counters(watch)
+            if why is not None:
+                before = _dump_and_hash(
+                    self._ep, self._conn, self._snapshot_id, sequences=self._sequences
+                )
+                after = _capture(self._ep)
+                note = {pgtouched.NOTE_META: why}
+                return (
+                    replace(before, meta={**before.meta, **note}),
+                    replace(after, meta={**after.meta, **note}),
+                )
+            rows = pgtouched.touched(self._counters, after_counters)
+            rows = pgtouched.captured_tables(self._conn, rows)
+            others = set(self._counters) - rows
+            before = _dump_and_hash(
+                self._ep, self._conn, self._snapshot_id, empty=others, sequences=self._sequences
+            )
+        finally:
+            self.close()
+        after = _capture(self._ep, empty=others)
+        meta = pgtouched.partial_meta(rows, len(self._counters))
+        return replace(before, meta={**before.meta, **meta}), replace(
+            after, meta={**after.meta, **meta}
+        )
+
+    def close(self) -> None:
+        """End the transaction (the pinned state is released)."""
+        self._stack.close()
+
+
 # --- the kind --------------------------------------------------------------------------------
 
 
@@ -447,46 +575,27 @@ class PostgresKind:
     def capture(self, endpoint: str) -> CapturedState:
         """Dump and hash the same snapshot, side by side: ``pg_dump --snapshot`` imports the
         snapshot of the transaction that hashes the tables inside the server."""
+        return _capture(_Endpoint.parse(endpoint))
+
+    def pin(self, endpoint: str) -> PinnedPostgres:
+        """Pin the state before a run, to capture only the tables it touches (see
+        :mod:`sandbox.services.pgtouched`)."""
+        return PinnedPostgres(_Endpoint.parse(endpoint))
+
+    def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
+        """The tables of the restore point outside ``captured`` that the run since read or
+        wrote, described (its sessions are ended first, so that their counters are
+        flushed)."""
         ep = _Endpoint.parse(endpoint)
+        with _connect(ep, ep.maintenance_db) as conn:
+            comment = _comment(conn, ep.restore_point_db)
+            end_sessions(conn, ep.dbname, ep.parking_db)
+        baseline: Baseline = json.loads(comment) if comment else {}
+        existed = set(baseline.get("tables") or {})
         with _connect(ep) as conn:
-            version = _server_version(conn)
-            encoding = conn.execute("SHOW server_encoding").fetchone()
-            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-            with _snapshot(conn), ThreadPoolExecutor(1, thread_name_prefix="sbx-dump") as pool:
-                row = conn.execute("SELECT pg_export_snapshot()").fetchone()
-                assert row is not None
-                args = [
-                    "--format=custom",
-                    f"--compress={_compression()}",
-                    f"--snapshot={row[0]}",
-                    f"--dbname={ep.conninfo(password=False)}",
-                ]
-                dumping = pool.submit(_run_tool, "pg_dump", args, ep)
-                try:
-                    state = logical_state(conn)
-                finally:
-                    dump = stabilize(dumping.result())
-        header = {
-            "format_version": FORMAT_VERSION,
-            "dump_format": "custom",
-            "database": ep.dbname,
-            "server_version": version,
-            "encoding": str(encoding[0]) if encoding else "UTF8",
-            "hash_version": HASH_VERSION,
-            "tables": table_digests(state),
-            "dump_sha256": sha256_bytes(dump),
-        }
-        return CapturedState(
-            data=pack_dump(header, dump),
-            state_hash=state_fingerprint(state),
-            version=version,
-            media_type=MEDIA_TYPE,
-            meta={
-                "database": ep.dbname,
-                "dump_format": "custom",
-                "state_bytes": int(size[0]) if size else 0,
-            },
-        )
+            now = pgtouched.counters(conn)
+        moved = pgtouched.outside({k: v for k, v in now.items() if k in existed}, captured)
+        return [m.describe() for m in moved]
 
     def restore(self, endpoint: str, data: bytes) -> None:
         ep = _Endpoint.parse(endpoint)
@@ -520,6 +629,13 @@ class PostgresKind:
             ep,
             stdin=dump,
         )
+        sequences = header.get("sequences")
+        if isinstance(sequences, dict) and sequences:
+            with _connect(ep) as conn:
+                try:
+                    set_sequences(conn, sequences)
+                except (TypeError, ValueError):
+                    raise ServiceError("postgres capture header has unreadable sequences") from None
         self._restored[ep.conninfo()] = self._baseline(ep, *_restored_digests(header, dump))
 
     def _baseline(self, ep: _Endpoint, version: int, known: dict[str, Any]) -> Baseline:
