@@ -47,7 +47,7 @@ MIB = 1 << 20
 
 
 @contextmanager
-def _server(client: object, state_bytes: int) -> Iterator[str]:
+def pg_server(client: object, state_bytes: int) -> Iterator[str]:
     """A container of the postgres image on a tmpfs as large as a sandbox's for
     ``state_bytes``, with no CPU limit (a database server as its users run it, where the
     sandbox's own containers get one CPU); yields its ``.../postgres`` URL once it answers."""
@@ -75,7 +75,7 @@ def _server(client: object, state_bytes: int) -> Iterator[str]:
 
 def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
     """Baseline of 3: a fresh container on a tmpfs as large as ours, ready, raw restore."""
-    with _server(client, state_bytes) as url:
+    with pg_server(client, state_bytes) as url:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         subprocess.run(
@@ -88,7 +88,7 @@ def _fresh_restore(client: object, dump: bytes, state_bytes: int) -> None:
 
 def _scale(client: object, scale: int, repeat: int) -> None:
     pg = get_kind("postgres")
-    with _server(client, scale * 17 * MIB) as server:
+    with pg_server(client, scale * 17 * MIB) as server:
         with psycopg.connect(server, autocommit=True) as conn:
             conn.execute("CREATE DATABASE bench")
         url = server[:-8] + "bench"

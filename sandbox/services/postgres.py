@@ -585,16 +585,17 @@ class PostgresKind:
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """The tables of the restore point outside ``captured`` that the run since read or
         wrote, described (its sessions are ended first, so that their counters are
-        flushed)."""
+        flushed). With no restore point, every table outside ``captured`` counts."""
         ep = _Endpoint.parse(endpoint)
         with _connect(ep, ep.maintenance_db) as conn:
             comment = _comment(conn, ep.restore_point_db)
             end_sessions(conn, ep.dbname, ep.parking_db)
-        baseline: Baseline = json.loads(comment) if comment else {}
-        existed = set(baseline.get("tables") or {})
         with _connect(ep) as conn:
             now = pgtouched.counters(conn)
-        moved = pgtouched.outside({k: v for k, v in now.items() if k in existed}, captured)
+        if comment is not None:  # tables the run created are its own, not missing rows
+            existed = set((json.loads(comment) or {}).get("tables") or {})
+            now = {k: v for k, v in now.items() if k in existed}
+        moved = pgtouched.outside(now, captured)
         return [m.describe() for m in moved]
 
     def restore(self, endpoint: str, data: bytes) -> None:

@@ -117,6 +117,18 @@ def test_mismatch_refusal_exit_and_stalls_are_inconclusive() -> None:
     assert one(expected, ended(result(0, {"orders": 2}), stalls=1)).outcome == "reproduced"
 
 
+def test_a_table_outside_a_partial_capture_is_inconclusive_whatever_the_predicate() -> None:
+    expected = Expectation(DUPLICATE)
+    reached = "postgres: the run read table public.x, whose rows were not captured"
+    for orders in (1, 2):  # neither gone nor reproduced
+        verdict = one(expected, ended(result(0, {"orders": orders}), uncaptured=reached))
+        assert (verdict.outcome, verdict.reason, verdict.detail) == (
+            "inconclusive",
+            "uncaptured",
+            reached,
+        )
+
+
 def test_a_stall_on_another_path_is_judged() -> None:
     """A fix that calls other tools stalls the turnstile (the recorded order has no meaning
     for its calls): its run is judged, not inconclusive."""
