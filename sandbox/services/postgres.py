@@ -440,6 +440,9 @@ class PinnedPostgres:
         self._ep = ep
         self._stack = ExitStack()
         conn = self._stack.enter_context(_connect(ep))
+        # The transaction stays idle while the run goes on: a server-wide idle timeout must
+        # not end it.
+        conn.execute("SET idle_in_transaction_session_timeout = 0")
         self._stack.enter_context(_snapshot(conn))
         self._conn = conn
         try:

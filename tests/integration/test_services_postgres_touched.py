@@ -18,6 +18,7 @@ from test_services_containers import create_database, postgres_server
 
 from cli.main import main
 from sandbox.services import get_kind
+from sandbox.services.capture import begin_service_capture, capture_end_state
 from sandbox.services.pgtouched import FLUSH_IDLE_S, NOTE_META, ROWS_META, STATE_META
 from sandbox.services.postgres import PostgresKind, pg_tool, unpack_dump
 from sandbox.snapshot.store import DirectoryStore
@@ -157,6 +158,32 @@ def test_a_session_left_open_is_waited_for_until_its_counters_are_flushed(shop: 
     assert "public.products" in before.meta[ROWS_META]  # type: ignore[operator]
     assert before.meta[ROWS_META] == after.meta[ROWS_META]
     assert waited >= FLUSH_IDLE_S - 1
+
+
+def test_a_touched_capture_is_masked_and_outlives_an_idle_transaction_timeout(
+    shop: str, server: str, tmp_path: Path
+) -> None:
+    """Masking rules apply to the captured rows (the meta still says which were kept), and
+    the pinned transaction survives the server's idle-in-transaction timeout."""
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute("ALTER DATABASE shop SET idle_in_transaction_session_timeout = '1s'")
+    store = DirectoryStore(tmp_path / "store")
+    service, pinned = begin_service_capture("postgres", "db", shop, store, state="touched")
+    assert pinned is not None
+    with psycopg.connect(shop, autocommit=True) as agent:
+        agent.execute("SELECT name FROM customers").fetchall()
+    time.sleep(2)
+    done = capture_end_state(
+        service, shop, store, mask={"customers.name": "hash"}, key=b"k" * 32, pinned=pinned
+    )
+    assert done.meta[ROWS_META] == ["public.customers"]
+    assert done.meta["masked"] == ["customers.name"]
+    assert done.before is not None
+    tables = PostgresKind().describe_data(shop, store.get_blob(done.before.sha256))["tables"]
+    assert isinstance(tables, dict)
+    names = [row["name"] for row in tables["customers"]]  # type: ignore[index,union-attr]
+    assert len(names) == 2 and all(str(n).startswith("mask_") for n in names)
+    assert tables["orders"] == []
 
 
 def test_statistics_off_captures_the_whole_state_with_a_note(shop: str, server: str) -> None:
