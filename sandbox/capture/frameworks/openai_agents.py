@@ -1,13 +1,14 @@
 """OpenAI Agents SDK function tools (``@function_tool``, ``function_tool(fn)``): the body of
-every such tool, run by the SDK's failure-handling invoker (``FunctionTool.on_invoke_tool``).
+every such tool, run by the SDK's failure-handling invoker (``FunctionTool.on_invoke_tool``);
+and a ``FunctionTool`` built by hand with its own ``on_invoke_tool``, at the SDK's call of it.
 
 The hook is that invoker's ``__call__``, at call time, with the tool's own body (argument
 parsing and validation, the function, output validation) sent through the seam. Why there:
 
 * It is the one place every decorator-made tool runs, whatever runs it: the run loop
-  (``Runner.run``, ``run_sync``, streaming), ``invoke_function_tool`` (realtime sessions), a
-  resumed run after an approval. The run loop's own invocation helper is private and has
-  moved between releases; ``on_invoke_tool`` is the SDK's public contract for a tool.
+  (``Runner.run``, ``run_sync``, streaming) and ``invoke_function_tool`` (realtime sessions)
+  both call ``on_invoke_tool``, the SDK's public contract for a tool, and nothing else calls
+  the function.
 * It sees the function's output or its exception *before* the tool's failure policy
   (``failure_error_function``) turns an exception into the message the model reads. The
   event records the real error; on replay the recorded error is raised in the same place
@@ -20,9 +21,15 @@ The event's arguments are the JSON the model sent (an object; anything else as
 ``{"input": ...}``), its schema what the model is offered (name, description, the tool's
 ``params_json_schema``), its output the function's return value as JSON. Replay hands the
 recorded JSON back in place of the return value. Not captured here: tools from an MCP
-server (captured at the MCP client as ``mcp:SERVER/TOOL``), agents used as tools (their own
-model calls and tools are captured), and a ``FunctionTool`` built by hand with its own
-``on_invoke_tool`` (its invoker is the application's code, not the SDK's).
+server (captured at the MCP client as ``mcp:SERVER/TOOL``) and agents used as tools (their
+own model calls and tools are captured).
+
+A ``FunctionTool`` built by hand has no SDK invoker around its body: its ``on_invoke_tool``
+is the application's, and an exception from it fails the run. It is captured where the SDK
+calls it, the helper both the run loop and ``invoke_function_tool`` use
+(``_invoke_function_tool_with_metadata``, patched in the two modules that call it): the
+event's output is what ``on_invoke_tool`` returned (the timeout message when the tool's
+``timeout_seconds`` ran out, which replay hands back as an ordinary output).
 
 Trace export: the SDK queues traces and spans for the provider's tracing endpoint and posts
 them from a background thread. While a capture or replay is active, nothing is queued for
@@ -108,6 +115,48 @@ def _capture_tool_calls() -> Undo:
     return undo
 
 
+def _capture_hand_built_calls() -> Undo:
+    from agents import tool as tool_module
+    from agents.run_internal import tool_execution
+    from agents.tool import _FailureHandlingFunctionToolInvoker as Invoker
+    from agents.tool import _FunctionToolInvocationResult as Result
+
+    original = tool_module._invoke_function_tool_with_metadata
+
+    async def patched(*, function_tool: Any, context: Any, arguments: str) -> Any:
+        def invoke() -> Any:
+            return original(function_tool=function_tool, context=context, arguments=arguments)
+
+        if (
+            boundary.current() is None
+            or isinstance(function_tool.on_invoke_tool, Invoker)  # captured inside the invoker
+            or not is_function_tool(function_tool)
+        ):
+            return await invoke()
+
+        async def output() -> Any:
+            return (await invoke()).output
+
+        value = await boundary.athrough(
+            "tool",
+            str(function_tool.name),
+            tool_request(arguments),
+            output,
+            ToolAdapter(tool_schema(function_tool)),
+        )
+        return Result(value)
+
+    modules = [tool_module, tool_execution]
+    for module in modules:
+        module._invoke_function_tool_with_metadata = patched  # type: ignore[attr-defined]
+
+    def undo() -> None:
+        for module in modules:
+            module._invoke_function_tool_with_metadata = original  # type: ignore[attr-defined]
+
+    return undo
+
+
 def _silence_backend_export() -> Undo:
     """While active: the batch processor of the SDK's backend exporter queues nothing, and
     the exporter posts nothing (a batch queued before the run started is dropped)."""
@@ -142,11 +191,16 @@ def _silence_backend_export() -> Undo:
 
 def _apply() -> Undo:
     try:  # the names the hooks need (``agents`` may be another package of that name)
-        from agents.tool import _FailureHandlingFunctionToolInvoker  # noqa: F401
+        import agents.run_internal.tool_execution  # noqa: F401
+        from agents.tool import (  # noqa: F401
+            _FailureHandlingFunctionToolInvoker,
+            _FunctionToolInvocationResult,
+            _invoke_function_tool_with_metadata,
+        )
         from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor  # noqa: F401
     except ImportError:
         return lambda: None
-    return undo_all([_capture_tool_calls(), _silence_backend_export()])
+    return undo_all([_capture_tool_calls(), _capture_hand_built_calls(), _silence_backend_export()])
 
 
 PATCH = ImportPatch("agents", _apply)

@@ -1,11 +1,12 @@
 """What the OpenAI Agents SDK adapter adds to the framework contract: a tool error under the
 SDK's default failure policy (the model is handed a message, the run goes on), a streamed
-run, and an agent used as a tool (not a tool event itself; the tools it runs are). The
-agents' model is the SDK's own ``ScriptedModel``."""
+run, an agent used as a tool (not a tool event itself; the tools it runs are), and a
+``FunctionTool`` built by hand. The agents' model is the SDK's own ``ScriptedModel``."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,39 @@ def agent_nested() -> dict[str, Any]:
     return seen
 
 
+async def lookup_json(ctx: Any, arguments: str) -> str:
+    """A hand-built tool's ``on_invoke_tool``: JSON in, JSON out."""
+    RAN.append("lookup_json")
+    order_id = json.loads(arguments)["order_id"]
+    return json.dumps({"order_id": order_id, "status": "delivered"})
+
+
+LOOKUP_PARAMETERS = {
+    "type": "object",
+    "properties": {"order_id": {"type": "integer"}},
+    "required": ["order_id"],
+    "additionalProperties": False,
+}
+
+
+def agent_hand_built() -> dict[str, Any]:
+    """One call of a ``FunctionTool`` built by hand."""
+    from agents import Agent, FunctionTool, Runner
+
+    tool = FunctionTool(
+        name="lookup_json",
+        description="Look an order up.",
+        params_json_schema=LOOKUP_PARAMETERS,
+        on_invoke_tool=lookup_json,
+    )
+    model = _script("lookup_json", {"order_id": 7}, "delivered")
+    seen = {
+        "seen": _tool_output(Runner.run_sync(Agent(name="desk", model=model, tools=[tool]), "go"))
+    }
+    capture.result(seen)
+    return seen
+
+
 def _capture(
     store: DirectoryStore, name: str, tmp_path: Path, failed: capture.ResultPredicate
 ) -> str:
@@ -154,3 +188,24 @@ def test_an_agent_used_as_a_tool_is_not_a_tool_event_but_its_tools_are(tmp_path:
     assert RAN == ["lookup"]
     tools = [e for e in store.load_events(run_id) if isinstance(e, ToolCall)]
     assert [e.name for e in tools] == ["lookup"]
+
+
+def test_a_hand_built_function_tool_is_captured_and_served_by_policy(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    delivered = capture.ResultPredicate(path="seen", op="contains", value="delivered")
+    RAN.clear()
+    run_id = _capture(store, "agent_hand_built", tmp_path, delivered)
+    assert RAN == ["lookup_json"]
+    (event,) = [e for e in store.load_events(run_id) if isinstance(e, ToolCall)]
+    assert event.name == "lookup_json" and event.args == {"order_id": 7}
+    assert event.tool_schema["description"] == "Look an order up."
+    assert event.tool_schema["parameters"] == LOOKUP_PARAMETERS
+    assert event.output == '{"order_id": 7, "status": "delivered"}'
+
+    RAN.clear()
+    recorded = PolicySet.from_argv(["--recorded", "tool:lookup_json"])
+    assert replay(run_id, store=store, policies=recorded).exit_code == 1
+    assert RAN == []
+    live = PolicySet.from_argv(["--live", "tool:lookup_json"])
+    assert replay(run_id, store=store, policies=live).exit_code == 1
+    assert RAN == ["lookup_json"]
