@@ -88,13 +88,47 @@ def _plain(value: Any) -> Any:
 
 def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> bytes:
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
-    building the model (fields that equal their default are left out, as there)."""
+    building the model (fields that equal their default are left out, as there). The line is
+    the JSON object written piece by piece (the same bytes as :func:`ordered_json` of the
+    whole), so that a value marked with :func:`constant_json` is encoded only once."""
     defaults = _defaults(event_type)
-    body = {"kind": kind}
-    for name in event_type.model_fields:  # the model's field order, as dump_event writes
-        if name in fields and (name not in defaults or fields[name] != defaults[name]):
-            body[name] = _plain(fields[name])
-    return ordered_json(body) + b"\n"
+    parts: list[bytes] = []
+    pending: dict[str, Any] = {"kind": kind}  # fields encoded together, braces stripped
+    for name, key in _keys(event_type):  # the model's field order, as dump_event writes
+        if name in fields:
+            value = fields[name]
+            if name in defaults and value == defaults[name]:
+                continue
+            known = _CONSTANT_JSON.get(id(value))
+            if known is None or known[0] is not value:
+                pending[name] = _plain(value)
+                continue
+            if pending:
+                parts.append(ordered_json(pending)[1:-1])
+                pending = {}
+            parts.append(key + known[1])
+    if pending:
+        parts.append(ordered_json(pending)[1:-1])
+    return b"{" + b",".join(parts) + b"}\n"
+
+
+_CONSTANT_JSON: dict[int, tuple[object, bytes]] = {}
+_KEYS: dict[type[Event], list[tuple[str, bytes]]] = {}
+
+
+def constant_json(value: object) -> None:
+    """Mark ``value`` (a JSON value never changed from now on, such as a tool's schema made
+    at decoration) so that event lines holding it reuse its encoding. The value is kept
+    alive, so its identity is never taken by another object."""
+    _CONSTANT_JSON[id(value)] = (value, ordered_json(value))
+
+
+def _keys(event_type: type[Event]) -> list[tuple[str, bytes]]:
+    found = _KEYS.get(event_type)
+    if found is None:
+        found = [(name, ordered_json(name) + b":") for name in event_type.model_fields]
+        _KEYS[event_type] = found
+    return found
 
 
 _DEFAULTS: dict[type[Event], dict[str, Any]] = {}

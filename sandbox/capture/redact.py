@@ -307,6 +307,9 @@ class Redactor:
         }
         self._families = families
         self._trigger_index = [(t.encode(), i) for i, f in enumerate(families) for t in f.triggers]
+        triggers = sorted({t for t, _ in self._trigger_index})
+        self._any_trigger = re.compile(b"|".join(map(re.escape, triggers))) if triggers else None
+        """Finds whether a line holds any trigger at all (one scan; most lines hold none)."""
         self._shape_index = [(t, i) for i, f in enumerate(families) for t in f.shapes]
         self._always = {i for i, f in enumerate(families) if f.always}
         self._searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
@@ -347,7 +350,9 @@ class Redactor:
 
     def _active(self, data: bytes) -> tuple[int, ...]:
         """The families whose condition ``data`` meets, in order."""
-        found = {i for t, i in self._trigger_index if t in data}
+        found: set[int] = set()
+        if self._any_trigger is not None and self._any_trigger.search(data) is not None:
+            found = {i for t, i in self._trigger_index if t in data}  # each one, overlaps too
         if self._shape_index:
             shape = data.translate(_SHAPE)
             found |= {i for t, i in self._shape_index if t in shape}

@@ -6,6 +6,11 @@ import hashlib
 import json
 from typing import Any
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_ORDERED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""Made once: ``json.dumps`` with these options builds a new encoder on every call (the
+bytes are the same)."""
+
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -13,13 +18,13 @@ def sha256_bytes(data: bytes) -> str:
 
 def canonical_json(value: Any) -> bytes:
     """JSON with sorted keys and no spaces: equal values give equal bytes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def ordered_json(value: Any) -> bytes:
     """JSON with no spaces and keys in their order: what a recorded value is written as, so
     that it comes back exactly as it was (a tool's output with its keys unsorted)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ORDERED.encode(value).encode()
 
 
 def fingerprint(value: Any) -> str:
