@@ -1,7 +1,8 @@
 """What the OpenAI Agents SDK adapter adds to the framework contract: a tool error under the
 SDK's default failure policy (the model is handed a message, the run goes on), a streamed
-run, an agent used as a tool (not a tool event itself; the tools it runs are), and a
-``FunctionTool`` built by hand. The agents' model is the SDK's own ``ScriptedModel``."""
+run, two tool calls in one turn (the SDK runs them concurrently), an agent used as a tool
+(not a tool event itself; the tools it runs are), and a ``FunctionTool`` built by hand. The
+agents' model is the SDK's own ``ScriptedModel``."""
 
 from __future__ import annotations
 
@@ -91,6 +92,19 @@ def agent_nested() -> dict[str, Any]:
         name="outer", model=_script("ask_inner", {"input": "order 7?"}, "done"), tools=[ask]
     )
     seen = {"seen": _tool_output(Runner.run_sync(outer, "go"))}
+    capture.result(seen)
+    return seen
+
+
+def agent_parallel() -> dict[str, Any]:
+    """Two tool calls in one model turn."""
+    from agents import Agent, Runner, ToolCallOutputItem, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    calls = [function_call("lookup", {"order_id": i}, call_id=f"call_{i}") for i in (1, 2)]
+    model = ScriptedModel([calls, [assistant_message("done")]])
+    result = Runner.run_sync(Agent(name="desk", model=model, tools=[function_tool(lookup)]), "go")
+    seen = {"seen": [i.output for i in result.new_items if isinstance(i, ToolCallOutputItem)]}
     capture.result(seen)
     return seen
 
@@ -209,3 +223,22 @@ def test_a_hand_built_function_tool_is_captured_and_served_by_policy(tmp_path: P
     live = PolicySet.from_argv(["--live", "tool:lookup_json"])
     assert replay(run_id, store=store, policies=live).exit_code == 1
     assert RAN == ["lookup_json"]
+
+
+def test_two_tool_calls_in_one_turn_are_captured_in_their_own_tasks_and_replay(
+    tmp_path: Path,
+) -> None:
+    store = DirectoryStore(tmp_path)
+    both = capture.ResultPredicate(path="seen", op="ne", value=None)
+    RAN.clear()
+    run_id = _capture(store, "agent_parallel", tmp_path, both)
+    assert RAN == ["lookup", "lookup"]
+    tools = [e for e in store.load_events(run_id) if isinstance(e, ToolCall)]
+    assert sorted(str(e.args["order_id"]) for e in tools) == ["1", "2"]
+    assert len({e.task for e in tools}) == 2
+
+    for argv, ran in ((["--recorded", "tool"], []), (["--live", "tool:*"], ["lookup"] * 6)):
+        RAN.clear()
+        report = replay(run_id, store=store, times=3, policies=PolicySet.from_argv(argv))
+        assert report.verdict.reproduced == 3 and report.exit_code == 1, report.describe()
+        assert ran == RAN
