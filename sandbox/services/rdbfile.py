@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,10 +80,12 @@ def _expect_ok(reader: Any, what: str) -> bytes:
     return line
 
 
-def fetch(endpoint: str, *, diskless: bool) -> bytes:
+def fetch(endpoint: str, *, diskless: bool, sink: Callable[[bytes], None] | None = None) -> bytes:
     """The server's RDB snapshot of every database. ``diskless``: offer to take it straight
     from the forked child (``REPLCONF capa eof``); a server configured with a diskless sync
-    delay then waits that long, so capture asks for it only where the delay is 0."""
+    delay then waits that long, so capture asks for it only where the delay is 0. ``sink``
+    is given the snapshot's bytes in order as they come (the hash walks them meanwhile)."""
+    feed = sink if sink is not None else _ignore
     with _connection(endpoint) as (sock, reader):
         if diskless:
             sock.sendall(_command(b"REPLCONF", b"capa", b"eof"))
@@ -95,24 +97,44 @@ def fetch(endpoint: str, *, diskless: bool) -> bytes:
         while line in (b"\n", b"\r\n"):  # the server sends newlines while it saves
             line = bytes(reader.readline())
         if line.startswith(b"$EOF:"):
-            return _read_until(reader, line[5:45])
+            return _read_until(reader, line[5:45], feed)
         if not line.startswith(b"$"):
             raise SyncRefused(f"SYNC: {line.decode(errors='replace').strip() or 'no answer'}")
-        size = int(line[1:])
-        data = bytes(reader.read(size))
-        if len(data) != size:
+        return _read_size(reader, int(line[1:]), feed)
+
+
+def _ignore(chunk: bytes) -> None:
+    pass
+
+
+def _read_size(reader: Any, size: int, feed: Callable[[bytes], None]) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = reader.read1(min(left, _CHUNK))
+        if not chunk:
             raise SyncRefused("SYNC: the snapshot was cut short")
-        return data
+        feed(chunk)
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
-def _read_until(reader: Any, mark: bytes) -> bytes:
+def _read_until(reader: Any, mark: bytes, feed: Callable[[bytes], None]) -> bytes:
+    """The bytes before ``mark``; each chunk is fed once the mark cannot start in it."""
     buf = bytearray()
+    fed = 0
     while not buf.endswith(mark):
         chunk = reader.read1(_CHUNK)
         if not chunk:
             raise SyncRefused("SYNC: the snapshot was cut short")
         buf += chunk
+        ready = len(buf) - len(mark)
+        if ready > fed:
+            feed(bytes(buf[fed:ready]))
+            fed = ready
     del buf[-len(mark) :]
+    if len(buf) > fed:
+        feed(bytes(buf[fed:]))
     return bytes(buf)
 
 
@@ -129,7 +151,7 @@ def encode_length(n: int) -> bytes:
     return b"\x81" + n.to_bytes(8, "big")
 
 
-def _skip_string(data: bytes, at: int) -> tuple[bytes | None, int]:
+def skip_string(data: bytes, at: int) -> tuple[bytes | None, int]:
     """The raw string at ``at`` (``None`` for an integer or compressed one) and the offset
     after it."""
     first = data[at]
@@ -147,21 +169,23 @@ def _skip_string(data: bytes, at: int) -> tuple[bytes | None, int]:
     special = first & 0x3F
     if special in (0, 1, 2):  # an 8, 16 or 32-bit integer
         return None, at + 1 + (1, 2, 4)[special]
-    if special == 3:  # LZF: compressed length, length, bytes
-        _, after = _length(data, at + 1)
-        packed, after = _length(data, after)
-        _, after = _length(data, after)
+    if special == 3:  # LZF: compressed length, length, the compressed bytes
+        packed, after = read_length(data, at + 1)
+        _, after = read_length(data, after)
         return None, after + packed
     raise ServiceError(f"RDB string with an unknown encoding {first:#x}")
 
 
-def _length(data: bytes, at: int) -> tuple[int, int]:
+def read_length(data: bytes, at: int) -> tuple[int, int]:
+    """The RDB length at ``at`` and the offset after it."""
     first = data[at]
     kind = first >> 6
     if kind == 0:
         return first, at + 1
     if kind == 1:
         return (first & 0x3F) << 8 | data[at + 1], at + 2
+    if first not in (0x80, 0x81):
+        raise ServiceError(f"RDB length with an unknown encoding {first:#x}")
     width = 4 if first == 0x80 else 8
     return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
 
@@ -173,8 +197,8 @@ def stable(rdb: bytes) -> bytes:
     at, kept = 9, [rdb[:9]]
     try:
         while rdb[at] == OP_AUX:
-            key, after = _skip_string(rdb, at + 1)
-            _, after = _skip_string(rdb, after)
+            key, after = skip_string(rdb, at + 1)
+            _, after = skip_string(rdb, after)
             if key in STABLE_AUX:
                 kept.append(rdb[at:after])
             at = after

@@ -55,7 +55,7 @@ import redis
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import rdbfile, redisstate
+from sandbox.services import rdbfile, rdbhash, redisstate
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
@@ -314,9 +314,14 @@ def _only_db(client: redis.Redis, db: int) -> bool:
     return all(name == f"db{db}" for name in info)
 
 
-def _snapshot(client: redis.Redis, endpoint: str) -> bytes:
-    """The server's RDB, byte-stable (:func:`rdbfile.stable`)."""
-    return rdbfile.stable(rdbfile.fetch(endpoint, diskless=_diskless(client)))
+def _snapshot(
+    client: redis.Redis, endpoint: str, db: int, *, strict: bool
+) -> tuple[bytes, redisstate.Summary | None]:
+    """The server's RDB, byte-stable (:func:`rdbfile.stable`), and the summary of database
+    ``db`` (:func:`rdbhash.summarize`), walked while the RDB comes."""
+    walk = rdbhash.Walk(db, strict=strict)
+    rdb = rdbfile.stable(rdbfile.fetch(endpoint, diskless=_diskless(client), sink=walk.feed))
+    return rdb, walk.result(rdb)
 
 
 def _dump_entries(client: redis.Redis) -> tuple[list[dict[str, Any]], int]:
@@ -359,7 +364,9 @@ def _hash_v2(client: redis.Redis, endpoint: str, db: int) -> str | None:
     payloads when it refuses ``SYNC``); ``None`` when it holds keys an RDB reader skips."""
     try:
         try:
-            return _digest(rdbfile.keys(_snapshot(client, endpoint), db), db)
+            summary = _snapshot(client, endpoint, db, strict=False)[1]
+            assert summary is not None  # the keys of other databases are left out
+            return summary.state_hash
         except rdbfile.SyncRefused:
             entries, now = _dump_entries(client)
             rdb = _entries_rdb(db, entries, now)
@@ -467,8 +474,7 @@ class RedisKind:
         meanwhile, or the database holds keys an RDB reader skips."""
         now = _now_ms(client)
         try:
-            rdb = _snapshot(client, endpoint)
-            summary = redisstate.summarize(rdbfile.keys(rdb), db)
+            rdb, summary = _snapshot(client, endpoint, db, strict=True)
         except (rdbfile.SyncRefused, rdbfile.Unreadable):
             return None
         if summary is None or not _only_db(client, db):

@@ -57,6 +57,13 @@ class Summary:
 def summarize(keys: Iterable[Key], db: int) -> Summary | None:
     """The hash (version 2) of database ``db`` holding ``keys``, its key count and expiry
     times; ``None`` when a key of another database comes."""
+    found = accumulate(keys, db)
+    return None if found is None else finish(*found)
+
+
+def accumulate(keys: Iterable[Key], db: int) -> tuple[int, int, list[int]] | None:
+    """The sum of the records' digests, the key count and the expiry times of ``keys``
+    (see :func:`summarize`)."""
     h = xxhash.xxh3_128_intdigest
     total = count = 0
     expiries = []
@@ -71,6 +78,11 @@ def summarize(keys: Iterable[Key], db: int) -> Summary | None:
         count += 1
         if key.expires_ms is not None:
             expiries.append(key.expires_ms)
+    return total, count, expiries
+
+
+def finish(total: int, count: int, expiries: list[int]) -> Summary:
+    """The summary of keys whose records' digests sum to ``total``."""
     state = {"kind": "redis", "hash_version": HASH_VERSION, "keys": count}
     state["sum"] = f"{total % _MOD:032x}"
     return Summary(fingerprint(state), count, expiries)
