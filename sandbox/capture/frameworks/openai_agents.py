@@ -42,6 +42,7 @@ of it. The SDK's other trace processors (ones the application registered) are un
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import json
 import logging
 from typing import Any
@@ -189,6 +190,20 @@ def _silence_backend_export() -> Undo:
     return undo
 
 
+def _warn_if_sdk() -> None:
+    """Say so when the SDK is installed but its hooks are not where this adapter looks (a
+    release that renamed them): its function tools then run uncaptured."""
+    try:
+        version = importlib.metadata.version("openai-agents")
+    except importlib.metadata.PackageNotFoundError:
+        return  # another package named ``agents``
+    log.warning(
+        "openai-agents %s: the tool-call hooks of the capture were not found; this SDK's "
+        "function tools are not captured as tool events (their model calls still are)",
+        version,
+    )
+
+
 def _apply() -> Undo:
     try:  # the names the hooks need (``agents`` may be another package of that name)
         import agents.run_internal.tool_execution  # noqa: F401
@@ -199,6 +214,7 @@ def _apply() -> Undo:
         )
         from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor  # noqa: F401
     except ImportError:
+        _warn_if_sdk()
         return lambda: None
     return undo_all([_capture_tool_calls(), _capture_hand_built_calls(), _silence_backend_export()])
 

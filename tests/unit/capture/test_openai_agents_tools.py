@@ -7,9 +7,13 @@ agents' model is the SDK's own ``ScriptedModel``."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
+import logging
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from sandbox import capture
 from sandbox.replay import replay
@@ -242,3 +246,24 @@ def test_two_tool_calls_in_one_turn_are_captured_in_their_own_tasks_and_replay(
         report = replay(run_id, store=store, times=3, policies=PolicySet.from_argv(argv))
         assert report.verdict.reproduced == 3 and report.exit_code == 1, report.describe()
         assert ran == RAN
+
+
+def test_an_sdk_without_the_hooks_is_said_and_left_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release of the SDK that renamed the invoker: the adapter patches nothing and logs
+    one warning naming the SDK's version (its tools would run uncaptured)."""
+    import agents.tool
+
+    from sandbox.capture.frameworks import openai_agents
+
+    monkeypatch.delattr(agents.tool, "_FailureHandlingFunctionToolInvoker")
+    before = agents.tool._invoke_function_tool_with_metadata
+    with caplog.at_level(logging.WARNING, logger=openai_agents.__name__):
+        undo = openai_agents._apply()
+    undo()
+    assert agents.tool._invoke_function_tool_with_metadata is before
+    (record,) = caplog.records
+    version = importlib.metadata.version("openai-agents")
+    assert f"openai-agents {version}" in record.getMessage()
+    assert "not captured" in record.getMessage()
