@@ -131,6 +131,16 @@ def _keys(event_type: type[Event]) -> list[tuple[str, bytes]]:
     return found
 
 
+_KINDS: dict[type[Event], str] = {}
+
+
+def _kind(event_type: type[Event]) -> str:
+    found = _KINDS.get(event_type)
+    if found is None:
+        found = _KINDS[event_type] = str(event_type.model_fields["kind"].default)
+    return found
+
+
 _DEFAULTS: dict[type[Event], dict[str, Any]] = {}
 
 
@@ -256,7 +266,7 @@ class Recorder:
             }
         base.update(fields)
         parent = base.get("parent_span")
-        kind = event_type.model_fields["kind"].default
+        kind = _kind(event_type)
         shape = (event_type, frozenset(base))
         with self._lock:
             seq = self._seq

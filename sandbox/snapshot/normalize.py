@@ -52,8 +52,8 @@ VOLATILE_KEYS = frozenset(
 
 def normalize(value: Any, extra_volatile: frozenset[str] = frozenset()) -> Any:
     """Return ``value`` without volatile keys, with mappings sorted and tuples as lists."""
-    drop = VOLATILE_KEYS | extra_volatile
     if isinstance(value, dict):
+        drop = VOLATILE_KEYS | extra_volatile if extra_volatile else VOLATILE_KEYS
         return {
             str(k): normalize(v, extra_volatile)
             for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
