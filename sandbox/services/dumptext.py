@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sandbox.errors import ServiceError
+from sandbox.services.rdbfile import read_length
 
 Place = tuple[str, str]
 """Where a piece of text is (``table public.users column email (row 3)``), and the text."""
@@ -77,21 +78,6 @@ _LZF_MARKER = 0xC3
 _MAX_LZF = 64 * 1024 * 1024
 
 
-def _rdb_length(buf: bytes, i: int) -> tuple[int, int]:
-    """An RDB length at ``buf[i]``: the value and the position after it."""
-    first = buf[i]
-    kind = first >> 6
-    if kind == 0:
-        return first & 0x3F, i + 1
-    if kind == 1:
-        return ((first & 0x3F) << 8) | buf[i + 1], i + 2
-    if first == 0x80:
-        return int.from_bytes(buf[i + 1 : i + 5], "big"), i + 5
-    if first == 0x81:
-        return int.from_bytes(buf[i + 1 : i + 9], "big"), i + 9
-    raise ValueError("not an RDB length")
-
-
 def lzf_decompress(data: bytes, size: int) -> bytes:
     """liblzf's format: literal runs and back references; ``size`` bytes expected."""
     out = bytearray()
@@ -127,12 +113,12 @@ def rdb_texts(payload: bytes) -> Iterator[str]:
         if byte != _LZF_MARKER:
             continue
         try:
-            packed, at = _rdb_length(payload, pos + 1)
-            size, at = _rdb_length(payload, at)
+            packed, at = read_length(payload, pos + 1)
+            size, at = read_length(payload, at)
             if size > _MAX_LZF or at + packed > len(payload):
                 continue
             chunks.append(lzf_decompress(payload[at : at + packed], size))
-        except (ValueError, IndexError):
+        except (ServiceError, ValueError, IndexError):
             continue
     for chunk in chunks:
         for found in _PRINTABLE.findall(chunk):

@@ -13,7 +13,6 @@ from sandbox import errors
 
 ROOT = Path(__file__).resolve().parents[2]
 CAUGHT_BY_CALLER = {
-    ("sandbox/services/dumptext.py", "_rdb_length"),
     ("sandbox/services/dumptext.py", "lzf_decompress"),
     ("sandbox/otel/importer.py", "_seconds"),
 }
