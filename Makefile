@@ -80,10 +80,12 @@ ci-repro: setup engine images
 	[ $$rc -eq 1 ] || { [ $$rc -eq 0 ] && [ -n "$(SHARD)" ] && \
 	[ -z "$$($(BIN)/sandbox ci-repro --store $(STORE) $(SHARD_OPT) --dry-run)" ]; }
 
-# The host tools some benchmarks compare against or drive: redis-cli (the RDB baseline) and
-# Chromium (the report's load time), installed when missing and we are root on Debian.
+# The host tools some benchmarks compare against or drive: redis-cli (the RDB baseline),
+# pgbench and pg_dump (the Postgres scale baseline) and Chromium (the report's load time),
+# installed when missing and we are root on Debian.
 bench-tools:
 	@missing=""; command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v pgbench >/dev/null 2>&1 || missing="$$missing postgresql-client"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
