@@ -207,17 +207,11 @@ class Environment:
         for container in list(self._containers.values()):
             with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
                 container.remove(force=True, v=True)
-
-        def remove_network() -> None:
-            if self.network_id is not None:
-                with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
-                    self.client.networks.get(self.network_id).remove()
-
+        if self.network_id is not None:
+            with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
+                self.client.networks.get(self.network_id).remove()
         if self.host_isolated:
-            # No container is left to reach the host: the rules go while the network does.
-            _beside(lambda: firewall.unblock_host(self.session), remove_network)
-        else:
-            remove_network()
+            firewall.unblock_host(self.session)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -226,33 +220,6 @@ class Environment:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _beside(first: Callable[[], None], second: Callable[[], None]) -> None:
-    """Run ``first`` in a thread while ``second`` runs here; ``first``'s exception, if any,
-    is raised once both are done. Both run here, one after the other, when no thread can
-    start (at interpreter shutdown)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            first()
-        except BaseException as exc:
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="sbx-close", daemon=True)
-    try:
-        thread.start()
-    except RuntimeError:
-        first()
-        second()
-        return
-    try:
-        second()
-    finally:
-        thread.join()
-    if failed:
-        raise failed[0]
 
 
 # --- bringing it up --------------------------------------------------------------------------

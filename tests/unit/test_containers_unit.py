@@ -87,30 +87,3 @@ def test_build_result_is_one_line_with_its_state() -> None:
         f"postgres: {tag} rebuilt in 40 s because its build context changed",
         f"postgres: {tag} rebuilt in 12 s (forced)",
     ]
-
-
-def test_beside_runs_both_and_raises_the_threads_error_after_the_second_is_done() -> None:
-    """Closing an environment removes its network while its firewall rules go in a thread:
-    both steps run, and an error of the threaded one surfaces only once the other is done."""
-    import threading
-
-    from sandbox.containers.bringup import _beside
-
-    done: list[str] = []
-    started = threading.Event()
-
-    def first() -> None:
-        started.set()
-        raise OSError("iptables failed")
-
-    def second() -> None:
-        assert started.wait(5)  # the first step runs while this one does
-        done.append("second")
-
-    try:
-        _beside(first, second)
-    except OSError as exc:
-        assert str(exc) == "iptables failed"
-    else:
-        raise AssertionError("the threaded step's error was lost")
-    assert done == ["second"]
