@@ -55,20 +55,16 @@ def sweep(
 
     Example: sandbox sweep --times 20 --ray head.internal:6379 --store s3://team-bugs/sandbox
     """
-    import os
 
     from rich.console import Console
     from rich.table import Column, Table
 
-    from sandbox.names import DEFAULT_STORE, STORE_ENV
     from sandbox.regress.check import CheckReport, RunCheck, select_runs
     from sandbox.sweep import SweepProgress
     from sandbox.sweep import sweep as run_sweep
 
-    location = store or os.environ.get(STORE_ENV) or DEFAULT_STORE
-    if "://" not in location:
-        location = str(Path(location).absolute())
-    opened = store_from(location)
+    opened = store_from(store)
+    location = opened.location  # absolute, or the object store's URL: what the workers open
     manifests = [opened.load_manifest(r) for r in runs] if runs else select_runs(opened)
     err = Console(stderr=True, highlight=False)
 
