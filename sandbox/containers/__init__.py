@@ -1,4 +1,4 @@
-"""The container sandbox: images, bring-up on a private network, labels and cleanup.
+"""The container sandbox: images, bring-up on an internal network, labels and cleanup.
 
 Public API::
 

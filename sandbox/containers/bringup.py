@@ -11,11 +11,13 @@ a folder for file services, the captured state restored, the clocks frozen.
 
 Containers are started with testcontainers' ``DockerContainer`` builder (its Ryuk reaper is
 off: it cannot be pulled without a registry, and cleanup here is by label) on an
-``internal`` bridge network; the host reaches them at their address on that network (it holds
-the bridge's gateway address), so no port is published. Each container and the network carry
-the session's labels (:mod:`sandbox.containers.labels`); the environment is closed on exit,
-on exceptions, on SIGINT and on SIGTERM, and :func:`sandbox.containers.gc.gc` removes what a
-killed process left.
+``internal`` bridge network (the shared sandbox network, or one of the sandbox's own: see
+:mod:`sandbox.containers.networks`); the host reaches them at their address on that network
+(it holds the bridge's gateway address), so no port is published. A container restores its
+state with no CPU limit and gets its limit before the agent runs. Each container and a
+network of the sandbox's own carry the session's labels (:mod:`sandbox.containers.labels`);
+the environment is closed on exit, on exceptions, on SIGINT and on SIGTERM, and
+:func:`sandbox.containers.gc.gc` removes what a killed process left.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any, Self
 from zoneinfo import ZoneInfo
 
-from sandbox.containers import cleanup, firewall
+from sandbox.containers import cleanup, firewall, networks
 from sandbox.containers.engine import (
     DockerClient,
     Progress,
@@ -150,6 +152,9 @@ class Environment:
     client: DockerClient
     network_name: str | None = None
     network_id: str | None = None
+    network_shared: bool = False
+    """Whether the containers are on the shared sandbox network (kept, with its firewall
+    rules, when the sandbox closes; its containers cannot reach each other)."""
     workdir: Path | None = None
     host_isolated: bool = False
     """Whether new connections from the sandbox to this host are refused (see firewall)."""
@@ -207,10 +212,12 @@ class Environment:
         for container in list(self._containers.values()):
             with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
                 container.remove(force=True, v=True)
-        if self.network_id is not None:
+        if self.network_shared:
+            pass  # kept for the next sandbox, with its rules (see sandbox.containers.networks)
+        elif self.network_id is not None:
             with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
                 self.client.networks.get(self.network_id).remove()
-        if self.host_isolated:
+        if self.host_isolated and not self.network_shared:
             firewall.unblock_host(self.session)
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -249,6 +256,7 @@ def bring_up(
     timeout: float = 60.0,
     session: str | None = None,
     isolate_host: bool = True,
+    private_network: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Environment:
@@ -257,7 +265,10 @@ def bring_up(
 
     ``frozen_at`` starts each container's clock at that time (libfaketime); ``timezone`` is
     the containers' ``TZ`` (default UTC: Postgres' ``timezone`` follows it). ``timeout`` bounds
-    the wait for each service to answer. Anything that fails on the way removes what was
+    the wait for each service to answer. ``private_network`` gives the sandbox a network of its
+    own, where its containers reach each other (the runner container needs it); otherwise they
+    run on the shared sandbox network where this host can guard it (see
+    :mod:`sandbox.containers.networks`). Anything that fails on the way removes what was
     started before the error propagates.
     """
     specs = [s if isinstance(s, RestoreSpec) else RestoreSpec.from_state(s) for s in services]
@@ -276,7 +287,7 @@ def bring_up(
     env = Environment(owner.session, owner, frozen_at, client, timezone=timezone or "UTC")
     cleanup.register(env)
     try:
-        _start(env, specs, states, progress, timeout, isolate_host, sleep, clock)
+        _start(env, specs, states, progress, timeout, isolate_host, private_network, sleep, clock)
     except BaseException:
         env.close()
         raise
@@ -333,29 +344,26 @@ def _start(
     progress: Progress,
     timeout: float,
     isolate_host: bool,
+    private_network: bool,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
 ) -> None:
-    owner = env.owner
     servers = [s for s in specs if not is_path_kind(s.kind)]
     if servers:
-        name = f"sbx-{owner.session}"
-        network = env.client.networks.create(
-            name,
-            driver="bridge",
-            internal=True,
-            labels=owner.labels(),
-            options={"com.docker.network.bridge.name": firewall.bridge_name(owner.session)},
-        )
-        env.network_name, env.network_id = name, network.id
-        progress(f"network {name} (internal)")
-        if isolate_host:
-            env.host_isolated = firewall.block_host(owner.session)
-            if not env.host_isolated:
-                progress(
-                    "warning: containers can reach this host's own addresses (blocking them "
-                    "needs root and iptables)"
-                )
+        shared = networks.shared(env.client) if isolate_host and not private_network else None
+        if shared is not None:
+            env.network_name, env.network_id = shared
+            env.network_shared = env.host_isolated = True
+        else:
+            env.network_name, env.network_id = networks.private(env.client, env.owner)
+            if isolate_host:
+                env.host_isolated = firewall.block_host(env.owner.session)
+        progress(f"network {env.network_name} (internal{', shared' if shared else ''})")
+        if isolate_host and not env.host_isolated:
+            progress(
+                "warning: containers can reach this host's own addresses (blocking them "
+                "needs root and iptables)"
+            )
     for spec in specs:
         if is_path_kind(spec.kind):
             _prepare_path(env, spec, states, progress)
@@ -393,6 +401,8 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
     environment = {**cspec.env, "TZ": env.timezone}
     if env.frozen_at is not None and cspec.faketime:
         environment.update(faketime_env(env.frozen_at, env.timezone))
+    # On the shared network no name resolves: its containers cannot reach each other.
+    aliases = None if env.network_shared else [alias]
     builder = (
         DockerContainer(spec_image_tag(cspec))
         .with_name(_container_name(env.session, spec.name))
@@ -402,11 +412,11 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
             labels=env.owner.labels(**{SERVICE: spec.name, KIND: spec.kind}),
             network=env.network_name,
             networking_config={
-                env.network_name: EndpointConfig(env.client.api._version, aliases=[alias])
+                env.network_name: EndpointConfig(env.client.api._version, aliases=aliases)
             },
             mem_limit=size.mem_limit,
             pids_limit=cspec.pids_limit,
-            nano_cpus=int(cspec.cpus * 1e9),
+            # No CPU limit yet: the restore runs at full speed; see _limit_cpus.
             # Each server runs as its own non-root user and needs no capability at all.
             cap_drop=["ALL"],
             read_only=True,
@@ -435,7 +445,7 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
         kind=spec.kind,
         url=url,
         env=binding,
-        internal_url=cspec.url(alias, cspec.port, database),
+        internal_url=None if env.network_shared else cspec.url(alias, cspec.port, database),
         container_id=container.id,
         ip=ip,
         port=cspec.port,
@@ -473,6 +483,25 @@ def _ready_and_restore(
         sleep(0.05)
     progress(f"{spec.name}: ready in {clock() - start:.2f} s")
     _restore(env, spec, endpoint.url, states, progress)
+    _limit_cpus(spec, cspec, container)
+
+
+CPU_PERIOD_US = 100_000
+
+
+def _limit_cpus(spec: RestoreSpec, cspec: ContainerSpec, container: Any) -> None:
+    """Give a service its CPU limit once its state is restored, before the agent runs (the
+    restore is our own work, not the replay's: it runs unlimited)."""
+    import docker.errors
+
+    if cspec.cpus <= 0:
+        return
+    try:
+        container.update(cpu_period=CPU_PERIOD_US, cpu_quota=int(cspec.cpus * CPU_PERIOD_US))
+    except docker.errors.APIError as exc:
+        raise ServiceNotReadyError(
+            f"service {spec.name!r}: cannot set its CPU limit: {exc.explanation}"
+        ) from None
 
 
 def _not_ready(env: Environment, spec: RestoreSpec, why: str) -> ServiceNotReadyError:

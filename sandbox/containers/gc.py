@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sandbox.containers import firewall
 from sandbox.containers.engine import DockerClient, Progress, connect, no_progress
-from sandbox.containers.labels import MANAGED, SESSION, owner_alive
+from sandbox.containers.labels import MANAGED, SESSION, SHARED, owner_alive
 from sandbox.containers.workdirs import gc_workdirs
 
 
@@ -32,8 +32,9 @@ def gc(
     progress: Progress = no_progress,
 ) -> GcReport:
     """Remove the containers and networks labelled by sandbox-replayer whose owning process
-    is gone (or, with ``all``, every one of them, including live sessions'), then the host
-    firewall rules of sessions that have no network left, and the temporary folders of
+    is gone (or, with ``all``, every one of them, including live sessions' and the shared
+    sandbox network, which is otherwise kept), then the host firewall rules of sessions that
+    have no network left, and the temporary folders of
     file services whose session is gone."""
     import docker.errors
 
@@ -54,7 +55,7 @@ def gc(
     keep: set[str] = set()
     for network in client.networks.list(filters=wanted):
         labels = network.attrs.get("Labels") or {}
-        if not doomed(labels):
+        if not doomed(labels) or (labels.get(SHARED) == "true" and not all):
             keep.add(labels.get(SESSION, ""))
             continue
         with contextlib.suppress(docker.errors.NotFound):

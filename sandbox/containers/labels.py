@@ -20,6 +20,8 @@ PID_START = f"{PREFIX}.pid-start"
 HOST = f"{PREFIX}.host"
 SERVICE = f"{PREFIX}.service"
 KIND = f"{PREFIX}.kind"
+SHARED = f"{PREFIX}.shared"
+"""On the shared sandbox network (:mod:`sandbox.containers.networks`), which outlives sessions."""
 CONTEXT_HASH = f"{PREFIX}.context-hash"
 """On images: a hash of the build context, so that a changed Dockerfile triggers a rebuild."""
 

@@ -143,6 +143,11 @@ def create_runner(
     sandbox's internal network. ``env.close()`` removes it."""
     if env.network_name is None and any("://" in url for url in services.values()):
         raise SandboxError("the environment has no network for the runner to join")
+    if env.network_shared:
+        raise SandboxError(
+            "the runner cannot reach services on the shared sandbox network: bring the "
+            "sandbox up with a network of its own (bring_up(..., private_network=True))"
+        )
     tag = image_tag("runner")
     require_image(env.client, tag)
     uid, gid = container_user()

@@ -91,7 +91,9 @@ def replay_in_container(
     try:
         staging = stage_run(st, run_id, folder / "store")
         frozen_at = manifest.clock.start if manifest.clock else None
-        with bring_up(manifest.services, st, frozen_at=frozen_at, progress=tell) as env:
+        with bring_up(
+            manifest.services, st, frozen_at=frozen_at, progress=tell, private_network=True
+        ) as env:
             services = {
                 name: ep.internal_url or ep.url for name, ep in sorted(env.services.items())
             }

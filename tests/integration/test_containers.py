@@ -74,7 +74,9 @@ def test_postgres_clock_is_frozen_and_bindings_point_at_it(client: Any) -> None:
         url = env.env["DATABASE_URL"]
         assert url == env.services["db"].url
         assert url.startswith("postgresql://postgres@") and url.endswith(":5432/app")
-        assert env.services["db"].internal_url == "postgresql://postgres@db:5432/app"
+        # By name only on a network of the sandbox's own (the shared one resolves none).
+        internal = None if env.network_shared else "postgresql://postgres@db:5432/app"
+        assert env.services["db"].internal_url == internal
         with psycopg.connect(url) as conn:
             row = conn.execute("SELECT now(), current_user").fetchone()
         assert row is not None
@@ -222,7 +224,12 @@ CHILD = textwrap.dedent(
     def progress(line):
         print(line, flush=True)
 
-    env = bring_up([RestoreSpec("db", "postgres")], session=sys.argv[1], progress=progress)
+    env = bring_up(
+        [RestoreSpec("db", "postgres")],
+        session=sys.argv[1],
+        progress=progress,
+        private_network=True,
+    )
     print("UP", flush=True)
     time.sleep(120)
     """
@@ -283,7 +290,7 @@ def test_sigterm_cleans_up_at_once(client: Any) -> None:
 
 
 def test_gc_keeps_live_sessions(client: Any) -> None:
-    with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
+    with bring_up([RestoreSpec("cache", "redis")], client=client, private_network=True) as env:
         gc(client=client)
         containers, networks = labelled(client, env.session)
         assert len(containers) == 1 and len(networks) == 1

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from sandbox.containers import RestoreSpec, faketime_env
 from sandbox.containers.firewall import bridge_name
 from sandbox.containers.labels import HOST, MANAGED, PID, Owner, owner_alive
+from sandbox.containers.networks import SHARED_SESSION, shared_settings_hold
 from sandbox.containers.specs import LIBFAKETIME, major_version
 from sandbox.snapshot.events import BlobRef
 from sandbox.snapshot.manifest import Binding, ServiceState
@@ -65,6 +66,20 @@ def test_owner_labels_and_liveness() -> None:
 
 def test_bridge_names_fit_linux_limit() -> None:
     assert len(bridge_name("0123456789ab")) <= 15
+
+
+def test_a_shared_network_is_used_only_with_its_isolating_settings() -> None:
+    options = {
+        "com.docker.network.bridge.enable_icc": "false",
+        "com.docker.network.bridge.name": bridge_name(SHARED_SESSION),
+    }
+    assert shared_settings_hold({"Internal": True, "Options": options})
+    assert not shared_settings_hold({"Internal": False, "Options": options})
+    icc_on = {**options, "com.docker.network.bridge.enable_icc": "true"}
+    assert not shared_settings_hold({"Internal": True, "Options": icc_on})
+    other_bridge = {**options, "com.docker.network.bridge.name": "br-other"}
+    assert not shared_settings_hold({"Internal": True, "Options": other_bridge})
+    assert not shared_settings_hold({"Internal": True, "Options": None})
 
 
 def test_naive_frozen_time_is_taken_as_utc() -> None:
