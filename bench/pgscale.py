@@ -2,16 +2,17 @@
 
 For each pgbench scale (2 is about 25 MB, 7 about 100 MB, 68 about 1 GB), in one source
 server filled by ``pgbench -i`` (a container of the postgres image with no CPU limit, as a
-database server runs; the sandbox's containers get one CPU):
+database server runs; a sandbox's container gets one CPU once its state is restored):
 
 1. **Capture**: ``PostgresKind.capture`` (dump, table hashes in the server, fixed archive
    header) against raw ``pg_dump -Fc -Z1`` of the same database into memory. Goal <= 1.5x.
 2. **Second capture adds no blob**: two captures of the unchanged database are the same
    bytes (checked, printed).
-3. **Restore and ready**: ``bring_up`` of the captured state (container start, readiness,
-   restore, restore point) against a fresh container of the same image on a tmpfs of the
-   same size, waited for with the same probe, then ``createdb`` and raw
-   ``pg_restore --single-transaction``. Goal <= 1.2x.
+3. **Restore and ready**: ``bring_up`` of the captured state (on the shared sandbox network
+   where this host can guard it, else a network of its own; container start, readiness,
+   restore, restore point, CPU limit) then close, against a fresh container of the same
+   image on a tmpfs of the same size, waited for with the same probe, then ``createdb`` and
+   raw ``pg_restore --single-transaction``, then removed. Goal <= 1.2x.
 4. **Judging a one-row change**: after ``UPDATE`` of one row, ``state_hash`` on the sandbox,
    for a row of a small table (``pgbench_branches``) and of the largest one
    (``pgbench_accounts``), against a full hash of the same database. Goal <= 1 s at 1 GB.
@@ -50,7 +51,8 @@ MIB = 1 << 20
 def pg_server(client: object, state_bytes: int) -> Iterator[str]:
     """A container of the postgres image on a tmpfs as large as a sandbox's for
     ``state_bytes``, with no CPU limit (a database server as its users run it, where the
-    sandbox's own containers get one CPU); yields its ``.../postgres`` URL once it answers."""
+    sandbox's own containers get one CPU once restored); yields its ``.../postgres`` URL
+    once it answers."""
     cspec = container_spec("postgres")
     size = size_for(cspec.storage, state_bytes)
     container = client.containers.run(  # type: ignore[attr-defined]

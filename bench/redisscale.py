@@ -9,8 +9,9 @@ a hash, a set, a sorted set and a list of 1000 members each:
    file in memory (``/dev/shm``). Goal <= 2x.
 2. **Second capture adds no blob**: two captures of the unchanged keyspace are the same
    bytes (checked, printed).
-3. **Bring-up**: ``bring_up`` of the captured state (private network, container start,
-   readiness, the RDB written into the container and loaded, restore point) then close,
+3. **Bring-up**: ``bring_up`` of the captured state (the shared sandbox network where this
+   host can guard it, container start, readiness, the RDB written into the container and
+   loaded, restore point, CPU limit) then close,
    against a container of the same image started on that RDB (a bind-mounted folder),
    waited for with the same probe until it answers (loaded), then removed. Goal <= 2x.
 

@@ -11,8 +11,10 @@ two iptables rules naming its bridge:
   instead of being dropped after a timeout.
 
 Each rule carries the comment ``sandbox-replayer:<session>`` so that :func:`gc_rules` removes
-the rules of sessions whose network is gone. Without root or iptables the guard is skipped
-and the environment says so (``Environment.host_isolated`` is False).
+the rules of sessions whose network is gone. The shared sandbox network's rules are those of
+the session ``shared`` and stay with it (see :mod:`sandbox.containers.networks`). Without
+root or iptables the guard is skipped and the environment says so
+(``Environment.host_isolated`` is False).
 """
 
 from __future__ import annotations
