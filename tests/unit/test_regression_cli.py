@@ -1,4 +1,5 @@
-"""``sandbox pytest`` and ``sandbox ci-repro`` through the CLI entry point (fake replayer)."""
+"""``sandbox pytest``, ``sandbox ci-repro`` and an empty ``sandbox sweep`` through the CLI entry
+point (fake replayer)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,19 @@ def test_ci_repro_exit_codes(
     captured = capsys.readouterr()
     assert "LOST: could not judge" in captured.out and "KeyError" in captured.out
     assert "1 expected reproduction(s) lost: 0 gone, 1 could not be judged" in captured.err
+
+
+def test_sweep_of_an_empty_store_says_so_without_starting_ray(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No captured failure: the same line as ci-repro, exit 0, and no Ray cluster."""
+    import sandbox.sweep
+
+    def no_ray(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a sweep of nothing started Ray")
+
+    monkeypatch.setattr(sandbox.sweep, "sweep", no_ray)
+    assert main(["sweep", "--store", str(store.root)]) == 0
+    assert "no captured failures in the store" in capsys.readouterr().err
+    assert main(["sweep", "--store", str(store.root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"exit_code": 0, "runs": []}
