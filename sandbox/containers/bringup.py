@@ -212,9 +212,8 @@ class Environment:
         for container in list(self._containers.values()):
             with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
                 container.remove(force=True, v=True)
-        if self.network_shared:
-            pass  # kept for the next sandbox, with its rules (see sandbox.containers.networks)
-        elif self.network_id is not None:
+        # The shared network stays for the next sandbox, with its rules (see networks).
+        if self.network_id is not None and not self.network_shared:
             with contextlib.suppress(docker.errors.APIError, docker.errors.NotFound):
                 self.client.networks.get(self.network_id).remove()
         if self.host_isolated and not self.network_shared:
