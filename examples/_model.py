@@ -1,8 +1,12 @@
-"""A scripted model behind the OpenAI chat-completions wire format, on 127.0.0.1 (port 0).
+"""A scripted model behind two OpenAI wire formats, on 127.0.0.1 (port 0): chat completions
+(``POST /v1/chat/completions``) and the Responses API (``POST /v1/responses``, plain or
+streamed as server-sent events).
 
 The agents talk to it with the real ``openai`` client, so nothing about the HTTP exchange is
 faked: capture records it at the transport as it would record a provider. The script is a
-function from the conversation so far to the next assistant message.
+function from the conversation so far (as chat messages, whichever API carried it) to the
+next assistant message; each wire format reads its request into that conversation and
+renders the script's reply in its own shape.
 """
 
 from __future__ import annotations
@@ -46,23 +50,183 @@ def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     }
 
 
+def _text(content: Any) -> Any:
+    """A Responses message's content as chat text: its parts' texts joined."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return content
+
+
+def responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API request (``instructions`` and ``input`` items) as the chat messages the
+    script reads: a ``function_call`` item (consecutive ones together) is an assistant message
+    with tool calls, a ``function_call_output`` item a tool message."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions") is not None:
+        messages.append({"role": "system", "content": body["instructions"]})
+    given = body.get("input")
+    items = [{"role": "user", "content": given}] if isinstance(given, str) else given or []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            last = messages[-1] if messages else {}
+            if last.get("role") == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
+            )
+        elif kind == "message":
+            messages.append({"role": item.get("role"), "content": _text(item.get("content"))})
+    return messages
+
+
+def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    """The script's reply as a Responses API response: a ``message`` output item for its
+    text, a ``function_call`` item for each tool call."""
+    output: list[dict[str, Any]] = []
+    if reply.get("content"):
+        text = {"type": "output_text", "text": reply["content"], "annotations": []}
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{turn}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [text],
+            }
+        )
+    for i, c in enumerate(reply.get("tool_calls") or []):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{turn}_{i}",
+                "call_id": f"call_{turn}_{i}",
+                "name": c["name"],
+                "arguments": json.dumps(c["arguments"]),
+                "status": "completed",
+            }
+        )
+    return {
+        "id": f"resp_{turn}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "model": MODEL,
+        "status": "completed",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        },
+    }
+
+
+def response_events(reply: dict[str, Any], turn: int) -> list[dict[str, Any]]:
+    """The same response streamed: the events the Responses API sends, in its order (created;
+    per output item: added, its text or arguments as one delta, done; completed)."""
+    done = response(reply, turn)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**done, "status": "in_progress", "output": []}}
+    ]
+    for index, item in enumerate(done["output"]):
+        at = {"item_id": item["id"], "output_index": index}
+        if item["type"] == "message":
+            part = item["content"][0]
+            events += [
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "content": []},
+                },
+                {
+                    "type": "response.content_part.added",
+                    **at,
+                    "content_index": 0,
+                    "part": {**part, "text": ""},
+                },
+                {
+                    "type": "response.output_text.delta",
+                    **at,
+                    "content_index": 0,
+                    "delta": part["text"],
+                },
+                {
+                    "type": "response.output_text.done",
+                    **at,
+                    "content_index": 0,
+                    "text": part["text"],
+                },
+                {"type": "response.content_part.done", **at, "content_index": 0, "part": part},
+            ]
+        else:
+            events += [
+                {
+                    "type": "response.output_item.added",
+                    "output_index": index,
+                    "item": {**item, "status": "in_progress", "arguments": ""},
+                },
+                {
+                    "type": "response.function_call_arguments.delta",
+                    **at,
+                    "delta": item["arguments"],
+                },
+                {
+                    "type": "response.function_call_arguments.done",
+                    **at,
+                    "arguments": item["arguments"],
+                },
+            ]
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    events.append({"type": "response.completed", "response": done})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
+def _sse(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def _answer(path: str, body: dict[str, Any], script: Script) -> tuple[str, bytes]:
+    """The scripted answer to a request on ``path``: its content type and body."""
+    if path.rstrip("/").endswith("/responses"):
+        messages = responses_messages(body)
+        reply, turn = script(messages), _turn_of(messages)
+        if body.get("stream"):
+            return "text/event-stream", _sse(response_events(reply, turn))
+        return "application/json", json.dumps(response(reply, turn)).encode()
+    messages = body.get("messages", [])
+    return "application/json", json.dumps(completion(script(messages), _turn_of(messages))).encode()
+
+
+def _turn_of(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "assistant")
+
+
 @contextmanager
 def scripted_model(script: Script) -> Iterator[Any]:
     """Serve ``script``; yield an ``openai.OpenAI`` client pointed at it."""
     import openai
-
-    def turn_of(messages: list[dict[str, Any]]) -> int:
-        return sum(1 for m in messages if m.get("role") == "assistant")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             RECEIVED.append(body)
-            messages = body.get("messages", [])
-            data = json.dumps(completion(script(messages), turn_of(messages))).encode()
+            content_type, data = _answer(self.path, body, script)
             self.send_response(200)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import Agent, FunctionTool, OpenAIChatCompletionsModel, Runner, function_tool
+from agents import Agent, OpenAIChatCompletionsModel, Runner, Tool, function_tool
 from openai import AsyncOpenAI
 
 from examples import _refunds
@@ -37,7 +37,7 @@ def refund_window_fixed(country: str) -> str:
     return _refunds.window_2024(country)
 
 
-def _ask(tools: list[FunctionTool]) -> str:
+def _ask(tools: list[Tool]) -> str:
     with scripted_model(_refunds.script) as client:
         model = OpenAIChatCompletionsModel(
             MODEL,

@@ -1,49 +1,61 @@
 """Agents written with a framework (``examples/langgraph_agent.py``: LangGraph with LangChain
 tools and ``ChatOpenAI``; ``examples/pydantic_ai_agent.py``: pydantic-ai with an OpenAI chat
 model; ``examples/openai_agents_agent.py``: the OpenAI Agents SDK with
-``OpenAIChatCompletionsModel``), each with two tools and a bug in one tool's output: captured
-with no change to the agent, replayed with the buggy tool recorded or live."""
+``OpenAIChatCompletionsModel``; ``examples/openai_agents_responses_agent.py``: the same agent
+on the SDK's default ``OpenAIResponsesModel`` (the Responses API), run and streamed), each
+with two tools and a bug in one tool's output: captured with no change to the agent,
+replayed with the buggy tool recorded or live."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sandbox import capture
 from sandbox.replay import replay
 from sandbox.replay.policy import PolicySet
-from sandbox.snapshot.events import ToolCall
+from sandbox.snapshot.events import LLMCall, ToolCall
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTS = ["langgraph_agent", "openai_agents_agent", "pydantic_ai_agent"]
+AGENTS = [
+    "langgraph_agent:main",
+    "openai_agents_agent:main",
+    "openai_agents_responses_agent:main",
+    "openai_agents_responses_agent:streamed",
+    "pydantic_ai_agent:main",
+]
+"""``module:function`` of each agent as it ran; ``function_fixed`` runs it with the fixed tool."""
 TOLD_30_DAYS = capture.ResultPredicate(path="answer", op="contains", value="30 days")
 
 Captured = tuple[DirectoryStore, str, str]
-"""The store, the captured run, the agent's module."""
+"""The store, the captured run, the entry point of the agent with the fixed tool."""
 
 
 @pytest.fixture(scope="module", params=AGENTS)
 def captured(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Captured:
     import importlib
 
-    module = f"examples.{request.param}"
-    agent = importlib.import_module(module)
-    store = DirectoryStore(tmp_path_factory.mktemp(request.param))
+    name, function = request.param.split(":")
+    module = f"examples.{name}"
+    run = getattr(importlib.import_module(module), function)
+    store = DirectoryStore(tmp_path_factory.mktemp(name))
     settings = capture.run(
-        request.param,
+        name,
         store=store,
         seed=11,
-        entrypoint=Entrypoint(kind="callable", target=f"{module}:main", cwd=str(ROOT)),
+        entrypoint=Entrypoint(kind="callable", target=f"{module}:{function}", cwd=str(ROOT)),
         packages=False,
     )
     with settings as rec:
-        answer = agent.main()
+        answer = run()
         assert "30 days" in answer
         rec.mark_failed("the customer was given the 2023 refund window", TOLD_30_DAYS)
-    return store, rec.run_id, module
+    return store, rec.run_id, f"{module}:{function}_fixed"
 
 
 def test_tool_calls_are_tool_events_with_schema_arguments_and_output(captured: Captured) -> None:
@@ -64,13 +76,49 @@ def test_tool_calls_are_tool_events_with_schema_arguments_and_output(captured: C
     assert [e.kind for e in events].count("llm") == 3  # the model calls, through httpx
 
 
+def test_model_calls_are_llm_events_with_model_messages_and_tool_calls(
+    captured: Captured,
+) -> None:
+    """Each model call, whichever API the framework speaks and whether it streamed, is read
+    as the model, the conversation it was sent (the question, each tool's output once it
+    ran) and the tool calls or text it answered with."""
+    store, run_id, fixed = captured
+    calls = [e for e in store.load_events(run_id) if isinstance(e, LLMCall)]
+    assert [c.model for c in calls] == ["scripted-1"] * 3
+    assert [c.streamed for c in calls] == [fixed.endswith(":streamed_fixed")] * 3
+    assert all(c.error is None and c.tools for c in calls)
+    first, second, last = calls
+    assert any(m.get("content") == "Can I still return order 7?" for m in _dicts(first.messages))
+    assert [(t["name"], json.loads(str(t["arguments"]))) for t in _calls(first)] == [
+        ("order_status", {"order_id": 7})
+    ]
+    assert [(t["name"], json.loads(str(t["arguments"]))) for t in _calls(second)] == [
+        ("refund_window", {"country": "DE"})
+    ]
+    assert "delivered" in json.dumps(second.messages)
+    assert "30 days" in json.dumps(last.messages)
+    assert isinstance(last.response, dict) and not _calls(last)
+    assert last.response.get("text") == "Yes: you can return order 7 within 30 days."
+
+
+def _dicts(messages: list[Any]) -> list[dict[str, Any]]:
+    return [m for m in messages if isinstance(m, dict)]
+
+
+def _calls(call: LLMCall) -> list[dict[str, Any]]:
+    assert isinstance(call.response, dict)
+    calls = call.response["tool_calls"]
+    assert isinstance(calls, list)
+    return [c for c in calls if isinstance(c, dict)]
+
+
 def test_recorded_buggy_tool_reproduces_under_the_fixed_agent(captured: Captured) -> None:
-    store, run_id, module = captured
+    store, run_id, fixed = captured
     report = replay(
         run_id,
         store=store,
         times=2,
-        entrypoint=f"{module}:main_fixed",
+        entrypoint=fixed,
         policies=PolicySet.from_argv(["--recorded", "tool:refund_window"]),
     )
     assert report.verdict.reproduced == 2 and report.verdict.total == 2, report.describe()
@@ -80,12 +128,12 @@ def test_recorded_buggy_tool_reproduces_under_the_fixed_agent(captured: Captured
 
 
 def test_live_fixed_tool_makes_the_failure_go(captured: Captured) -> None:
-    store, run_id, module = captured
+    store, run_id, fixed = captured
     report = replay(
         run_id,
         store=store,
         times=2,
-        entrypoint=f"{module}:main_fixed",
+        entrypoint=fixed,
         policies=PolicySet.from_argv(["--live", "tool:refund_window"]),
         miss="live",  # the fixed output changes the model's next request
     )
@@ -93,3 +141,24 @@ def test_live_fixed_tool_makes_the_failure_go(captured: Captured) -> None:
     assert report.exit_code == 0
     window = [e for e in store.load_events(report.replays[0]) if isinstance(e, ToolCall)][-1]
     assert window.output == "14 days"
+
+
+def test_a_model_request_the_recording_cannot_answer_is_inconclusive_never_gone(
+    captured: Captured,
+) -> None:
+    """The fixed tool live with the model recorded and no live fallback: the model's next
+    request carries the new output, the recording has no answer for it, so the run cannot be
+    judged (a mismatch, said with the model call), whatever the framework makes of the
+    refused call."""
+    store, run_id, fixed = captured
+    report = replay(
+        run_id,
+        store=store,
+        entrypoint=fixed,
+        policies=PolicySet.from_argv(["--live", "tool:refund_window"]),
+    )
+    (run,) = report.verdict.runs
+    assert run.outcome == "inconclusive", report.describe()
+    assert run.reason == "mismatch", report.describe()
+    assert "scripted-1" in run.detail
+    assert report.exit_code == 2
