@@ -81,10 +81,11 @@ def _create(client: DockerClient) -> Any:
             labels={MANAGED: "true", SESSION: SHARED_SESSION, SHARED: "true"},
             options={_ICC: "false", _BRIDGE: firewall.bridge_name(SHARED_SESSION)},
         )
-    except docker.errors.APIError as exc:
-        if exc.status_code == 409:  # made meanwhile by another process
-            return _find(client)
-        raise
+    except docker.errors.APIError:
+        made = _find(client)  # made meanwhile by another process (a conflict, or its bridge)
+        if made is None:
+            raise
+        return made
 
 
 def shared_settings_hold(attrs: dict[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """The shared sandbox network (:mod:`sandbox.containers.networks`): containers of two
 sandboxes up at once, and of one sandbox, cannot reach each other while this host reaches
 them all; closing a sandbox leaves the network and its firewall rules for the next one, and
-removes nothing of the other sandbox; missing rules are put back at the next bring-up; a
+removes nothing of the other sandbox; a process that makes the network just after another
+takes that one; missing rules are put back at the next bring-up; a
 service gets its CPU limit once its state is restored; the runner refuses the shared
 network."""
 
@@ -15,7 +16,15 @@ import psycopg
 import pytest
 import redis
 
-from sandbox.containers import RestoreSpec, bring_up, connect, container_spec, firewall, gc
+from sandbox.containers import (
+    RestoreSpec,
+    bring_up,
+    connect,
+    container_spec,
+    firewall,
+    gc,
+    networks,
+)
 from sandbox.containers.bringup import CPU_PERIOD_US, Environment
 from sandbox.containers.networks import SHARED_NAME, SHARED_SESSION
 from sandbox.containers.runner import create_runner
@@ -89,6 +98,16 @@ def test_missing_rules_are_put_back_before_a_container_starts(client: Any) -> No
     with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
         assert env.network_shared and env.host_isolated
         assert len(firewall.rule_sessions()[SHARED_SESSION]) == 2
+
+
+def test_making_the_network_when_another_process_just_made_it_takes_that_one(
+    client: Any,
+) -> None:
+    with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
+        assert env.network_shared
+        made = networks._create(client)  # what a process that lost the race to make it does
+    assert made.id == env.network_id
+    assert [n.id for n in client.networks.list(names=[SHARED_NAME])] == [env.network_id]
 
 
 def test_the_cpu_limit_is_set_once_the_state_is_restored(client: Any) -> None:
