@@ -1,6 +1,7 @@
 """A scripted model behind two OpenAI wire formats, on 127.0.0.1 (port 0): chat completions
 (``POST /v1/chat/completions``) and the Responses API (``POST /v1/responses``, plain or
-streamed as server-sent events).
+streamed as server-sent events, the Responses API's events written by
+:func:`sandbox.seam.llm.stream_text`).
 
 The agents talk to it with the real ``openai`` client, so nothing about the HTTP exchange is
 faked: capture records it at the transport as it would record a provider. The script is a
@@ -17,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from sandbox.seam import llm
 
 MODEL = "scripted-1"
 Script = Callable[[list[dict[str, Any]]], dict[str, Any]]
@@ -134,77 +137,15 @@ def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     }
 
 
-def response_events(reply: dict[str, Any], turn: int) -> list[dict[str, Any]]:
-    """The same response streamed: the events the Responses API sends, in its order (created;
-    per output item: added, its text or arguments as one delta, done; completed)."""
-    done = response(reply, turn)
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": {**done, "status": "in_progress", "output": []}}
-    ]
-    for index, item in enumerate(done["output"]):
-        at = {"item_id": item["id"], "output_index": index}
-        if item["type"] == "message":
-            part = item["content"][0]
-            events += [
-                {
-                    "type": "response.output_item.added",
-                    "output_index": index,
-                    "item": {**item, "status": "in_progress", "content": []},
-                },
-                {
-                    "type": "response.content_part.added",
-                    **at,
-                    "content_index": 0,
-                    "part": {**part, "text": ""},
-                },
-                {
-                    "type": "response.output_text.delta",
-                    **at,
-                    "content_index": 0,
-                    "delta": part["text"],
-                },
-                {
-                    "type": "response.output_text.done",
-                    **at,
-                    "content_index": 0,
-                    "text": part["text"],
-                },
-                {"type": "response.content_part.done", **at, "content_index": 0, "part": part},
-            ]
-        else:
-            events += [
-                {
-                    "type": "response.output_item.added",
-                    "output_index": index,
-                    "item": {**item, "status": "in_progress", "arguments": ""},
-                },
-                {
-                    "type": "response.function_call_arguments.delta",
-                    **at,
-                    "delta": item["arguments"],
-                },
-                {
-                    "type": "response.function_call_arguments.done",
-                    **at,
-                    "arguments": item["arguments"],
-                },
-            ]
-        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
-    events.append({"type": "response.completed", "response": done})
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
-
-
-def _sse(events: list[dict[str, Any]]) -> bytes:
-    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
-
-
 def _answer(path: str, body: dict[str, Any], script: Script) -> tuple[str, bytes]:
     """The scripted answer to a request on ``path``: its content type and body."""
     if path.rstrip("/").endswith("/responses"):
         messages = responses_messages(body)
         reply, turn = script(messages), _turn_of(messages)
         if body.get("stream"):
-            return "text/event-stream", _sse(response_events(reply, turn))
+            return "text/event-stream", llm.stream_text(
+                llm.RESPONSES, response(reply, turn)
+            ).encode()
         return "application/json", json.dumps(response(reply, turn)).encode()
     messages = body.get("messages", [])
     return "application/json", json.dumps(completion(script(messages), _turn_of(messages))).encode()

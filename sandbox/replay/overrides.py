@@ -3,11 +3,13 @@ serves at STEP instead of what the run recorded.
 
 What ``VALUE`` means depends on the kind of the step:
 
-* **llm**: the assistant's message: a string (its text), or for the chat-completions API a
-  message ``{"content": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`` (tool calls
-  in this short form or the wire form), for the messages API ``{"content": [blocks]}``; or
-  the provider's whole response body (it has ``choices``, ``output``, or ``type: message``).
-  The step may name the model call or its HTTP exchange;
+* **llm**: the assistant's message: a string (its text), or for the OpenAI chat-completions
+  and Responses APIs a message ``{"content": ..., "tool_calls": [{"name": ..., "arguments":
+  {...}}]}`` (tool calls in this short form or the API's wire form), for the messages API
+  ``{"content": [blocks]}``; or the provider's whole response body (it has ``choices``,
+  ``output``, or ``type: message``). A streamed answer is served as its API's stream of
+  that body (:func:`sandbox.seam.llm.stream_text`). The step may name the model call or its
+  HTTP exchange;
 * **tool**: the tool's output (the recorded error, if any, is dropped);
 * **retrieval**: the documents, a list of strings or of ``{"id", "content", "score",
   "metadata"}``;
@@ -70,13 +72,13 @@ def override_event(
     )
 
 
-def _http_body(exchange: HTTPExchange, body: JsonValue) -> HTTPExchange:
+def _http_body(exchange: HTTPExchange, body: JsonValue, streamed: bool = False) -> HTTPExchange:
     return exchange.model_copy(
         update={
             "response_body": body,
             "response_blob": None,
             "status": exchange.status or 200,
-            "streamed": False,
+            "streamed": streamed,
             "error": None,
         }
     )
@@ -117,20 +119,36 @@ def _recorded_body(exchange: HTTPExchange, blobs: Callable[[str], bytes]) -> Any
 def _model_answer(
     call: LLMCall, exchange: HTTPExchange, value: JsonValue, blobs: Callable[[str], bytes]
 ) -> HTTPExchange:
+    """The exchange answering with ``value``, in the recorded exchange's form: the response
+    body, or (for a streamed answer) the stream its API sends that body as."""
+    api = call.provider_meta.get("api")
+    body = _answer_body(call, exchange, value, blobs)
+    if not exchange.streamed:
+        return _http_body(exchange, body)
+    if api not in {llm.CHAT, llm.RESPONSES, llm.MESSAGES} or not isinstance(body, dict):
+        raise ForkError(f"step {call.seq}: a streamed {api or 'model'} answer cannot be overridden")
+    return _http_body(exchange, llm.stream_text(str(api), body), streamed=True)
+
+
+def _answer_body(
+    call: LLMCall, exchange: HTTPExchange, value: JsonValue, blobs: Callable[[str], bytes]
+) -> JsonValue:
+    """The whole response body ``value`` stands for: itself when it is one, else the recorded
+    body (or, for a stream, the recorded response's identity) answering with ``value``."""
     api = call.provider_meta.get("api")
     if _whole_body(value):
-        return _http_body(exchange, value)
-    if exchange.streamed:
-        raise ForkError(
-            f"step {call.seq}: the model's answer was streamed; give the whole response body "
-            "to override it"
-        )
-    recorded = _recorded_body(exchange, blobs)
-    body = copy.deepcopy(recorded) if isinstance(recorded, dict) else {}
+        return value
+    recorded = None if exchange.streamed else _recorded_body(exchange, blobs)
+    if isinstance(recorded, dict):
+        body = copy.deepcopy(recorded)
+    else:
+        body = {k: v for k, v in call.provider_meta.items() if k != "api"}
     if api == llm.CHAT:
-        return _http_body(exchange, _chat_body(body, value))
+        return _chat_body(body, value)
+    if api == llm.RESPONSES:
+        return _responses_body(body, value)
     if api == llm.MESSAGES:
-        return _http_body(exchange, _messages_body(body, value))
+        return _messages_body(body, value)
     raise ForkError(
         f"step {call.seq}: give the whole response body to override a {api or 'model'} answer"
     )
@@ -143,13 +161,8 @@ def _whole_body(value: JsonValue) -> bool:
 
 
 def _chat_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
-    message: dict[str, Any] = (
-        {"content": value} if not isinstance(value, dict) else {"content": None, **value}
-    )
+    message, calls = _message(value)
     message["role"] = "assistant"
-    calls = message.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise ForkError("tool_calls in a model override is a list")
     message["tool_calls"] = [_wire_call(c, i) for i, c in enumerate(calls)] or None
     if message["tool_calls"] is None:
         del message["tool_calls"]
@@ -159,20 +172,77 @@ def _chat_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
     return body
 
 
-def _wire_call(call: Any, index: int) -> dict[str, Any]:
+def _message(value: JsonValue) -> tuple[dict[str, Any], list[Any]]:
+    """An assistant message override as a message and its tool calls (a list)."""
+    message: dict[str, Any] = (
+        {"content": value} if not isinstance(value, dict) else {"content": None, **value}
+    )
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ForkError("tool_calls in a model override is a list")
+    return message, calls
+
+
+def _short_call(call: Any, index: int) -> tuple[str, str, str]:
+    """A tool call in the short form: its id, name and arguments (as a JSON string)."""
     if not isinstance(call, dict):
         raise ForkError('a tool call in a model override is {"name": ..., "arguments": {...}}')
-    if "function" in call:
-        return call
     arguments = call.get("arguments", {})
+    return (
+        str(call.get("id", f"call_override_{index}")),
+        str(call.get("name", "")),
+        arguments if isinstance(arguments, str) else json.dumps(arguments),
+    )
+
+
+def _wire_call(call: Any, index: int) -> dict[str, Any]:
+    if isinstance(call, dict) and "function" in call:
+        return call
+    call_id, name, arguments = _short_call(call, index)
     return {
-        "id": str(call.get("id", f"call_override_{index}")),
+        "id": call_id,
         "type": "function",
-        "function": {
-            "name": str(call.get("name", "")),
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-        },
+        "function": {"name": name, "arguments": arguments},
     }
+
+
+def _responses_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
+    """A Responses API body whose output is the message: an ``output_text`` message item
+    for its text, a ``function_call`` item for each tool call."""
+    message, calls = _message(value)
+    output: list[Any] = []
+    content = message.get("content")
+    if content:
+        parts = content if isinstance(content, list) else [content]
+        output.append(
+            {
+                "type": "message",
+                "id": "msg_override",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    p if isinstance(p, dict) else {"type": "output_text", "text": str(p)}
+                    for p in parts
+                ],
+            }
+        )
+    for i, call in enumerate(calls):
+        if isinstance(call, dict) and call.get("type") == "function_call":
+            output.append(call)
+            continue
+        call_id, name, arguments = _short_call(call, i)
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_override_{i}",
+                "call_id": call_id,
+                "name": name,
+                "arguments": arguments,
+                "status": "completed",
+            }
+        )
+    body.update(object="response", status="completed", output=output)
+    return body
 
 
 def _messages_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:

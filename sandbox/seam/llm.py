@@ -1,9 +1,12 @@
 """Reading model calls out of HTTP exchanges: OpenAI chat completions and responses, and
-Anthropic messages, plain or streamed (server-sent events).
+Anthropic messages, plain or streamed (server-sent events); and writing a whole response
+body back as the stream of its API (:func:`stream_text`).
 
 Pure functions from JSON to JSON: the HTTP capture calls them to add an ``llm`` event next to
 the ``http`` event of an exchange with an OpenAI- or Anthropic-shaped endpoint, and replay
 routing matches a model call made over HTTP by the same reading (:meth:`LLMRequest.meaning`).
+A fork that overrides a streamed answer serves the override as its API's stream, which the
+same readers read back as the body it came from.
 """
 
 from __future__ import annotations
@@ -274,3 +277,107 @@ def _responses_stream(events: list[tuple[str, Any]]) -> LLMResponse:
         if kind == "response.output_text.delta":
             deltas.append(data.get("delta", ""))
     return LLMResponse({"text": "".join(deltas), "tool_calls": [], "stop_reason": None})
+
+
+# --- writing: a whole response body as its API's stream ---------------------------------------
+
+
+def stream_text(kind: str, body: dict[str, Any]) -> str:
+    """``body`` (a whole response of API ``kind``) as the server-sent events that API streams
+    it as: what a client reading the stream assembles into the same response."""
+    if kind == CHAT:
+        events = [("message", e) for e in _chat_chunks(body)]
+        return _sse(events) + "data: [DONE]\n\n"
+    if kind == MESSAGES:
+        return _sse([(e["type"], e) for e in _anthropic_events(body)])
+    return _sse([(e["type"], e) for e in _responses_events(body)])
+
+
+def _sse(events: list[tuple[str, dict[str, Any]]]) -> str:
+    return "".join(
+        (f"event: {name}\n" if name != "message" else "") + f"data: {json.dumps(data)}\n\n"
+        for name, data in events
+    )
+
+
+def _chat_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    head: dict[str, Any] = {
+        k: body[k] for k in ("id", "created", "model", "system_fingerprint") if k in body
+    }
+    head["object"] = "chat.completion.chunk"
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    last: dict[str, Any] = {
+        **head,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}],
+    }
+    if body.get("usage"):
+        last["usage"] = body["usage"]
+    return [{**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}, last]
+
+
+def _anthropic_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    usage = body.get("usage") or {}
+    message = {**body, "content": [], "stop_reason": None, "usage": usage}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
+    for index, block in enumerate(body.get("content") or []):
+        at = {"index": index}
+        if block.get("type") == "tool_use":
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input"))}
+        else:
+            start = {**block, "text": ""}
+            delta = {"type": "text_delta", "text": block.get("text", "")}
+        events += [
+            {"type": "content_block_start", **at, "content_block": start},
+            {"type": "content_block_delta", **at, "delta": delta},
+            {"type": "content_block_stop", **at},
+        ]
+    stop = {"stop_reason": body.get("stop_reason"), "stop_sequence": body.get("stop_sequence")}
+    events += [
+        {"type": "message_delta", "delta": stop, "usage": usage},
+        {"type": "message_stop"},
+    ]
+    return events
+
+
+def _responses_events(body: dict[str, Any]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": {**body, "status": "in_progress", "output": []}}
+    ]
+    for index, item in enumerate(body.get("output") or []):
+        at = {"item_id": item.get("id"), "output_index": index}
+        started = {**item, "status": "in_progress"}
+        steps: list[dict[str, Any]] = []
+        if item.get("type") == "message":
+            started["content"] = []
+            for n, part in enumerate(item.get("content") or []):
+                text = part.get("text", "")
+                steps += [
+                    {
+                        "type": "response.content_part.added",
+                        **at,
+                        "content_index": n,
+                        "part": {**part, "text": ""},
+                    },
+                    {"type": "response.output_text.delta", **at, "content_index": n, "delta": text},
+                    {"type": "response.output_text.done", **at, "content_index": n, "text": text},
+                    {"type": "response.content_part.done", **at, "content_index": n, "part": part},
+                ]
+        elif item.get("type") == "function_call":
+            started["arguments"] = ""
+            arguments = item.get("arguments", "")
+            steps += [
+                {"type": "response.function_call_arguments.delta", **at, "delta": arguments},
+                {"type": "response.function_call_arguments.done", **at, "arguments": arguments},
+            ]
+        events += [
+            {"type": "response.output_item.added", "output_index": index, "item": started},
+            *steps,
+            {"type": "response.output_item.done", "output_index": index, "item": item},
+        ]
+    events.append({"type": "response.completed", "response": body})
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]

@@ -4,7 +4,7 @@ model; ``examples/openai_agents_agent.py``: the OpenAI Agents SDK with
 ``OpenAIChatCompletionsModel``; ``examples/openai_agents_responses_agent.py``: the same agent
 on the SDK's default ``OpenAIResponsesModel`` (the Responses API), run and streamed), each
 with two tools and a bug in one tool's output: captured with no change to the agent,
-replayed with the buggy tool recorded or live."""
+replayed with the buggy tool recorded or live, forked with the model's last answer overridden."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import pytest
 from sandbox import capture
 from sandbox.replay import replay
 from sandbox.replay.policy import PolicySet
-from sandbox.snapshot.events import LLMCall, ToolCall
-from sandbox.snapshot.manifest import Entrypoint
+from sandbox.snapshot.events import FinalResult, LLMCall, ToolCall
+from sandbox.snapshot.manifest import Entrypoint, ForkEdits, ForkOverride
 from sandbox.snapshot.store import DirectoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +162,18 @@ def test_a_model_request_the_recording_cannot_answer_is_inconclusive_never_gone(
     assert run.reason == "mismatch", report.describe()
     assert "scripted-1" in run.detail
     assert report.exit_code == 2
+
+
+def test_an_overridden_final_answer_is_what_the_agent_answers(captured: Captured) -> None:
+    """A fork with the model's last answer overridden (plain or streamed, in the API the
+    framework speaks): the agent answers with the override, and the failure is gone."""
+    store, run_id, _ = captured
+    last = [e for e in store.load_events(run_id) if isinstance(e, LLMCall)][-1]
+    answer = "You can return order 7 within 14 days."
+    edits = ForkEdits(overrides=[ForkOverride(step=last.seq, value=answer)])
+    report = replay(run_id, store=store, fork=edits)
+    assert report.verdict.gone == 1 and report.verdict.total == 1, report.describe()
+    events = store.load_events(report.replays[0])
+    assert [e.served for e in events if isinstance(e, LLMCall)][-1] == "override"
+    (result,) = [e for e in events if isinstance(e, FinalResult)]
+    assert result.value == {"answer": answer}

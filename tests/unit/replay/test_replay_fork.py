@@ -11,6 +11,7 @@ import pytest
 from sandbox.errors import ForkError
 from sandbox.replay.fork import Fork, fork_edits, parse_override, parse_param
 from sandbox.replay.policy import PolicySet
+from sandbox.seam import llm
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.manifest import ForkEdits, ForkOverride
 
@@ -107,6 +108,151 @@ def test_a_model_override_edits_the_exchange_it_is_answered_from() -> None:
         wire = choice["message"]["tool_calls"][0]["function"]
         assert wire["name"] == "refund" and json.loads(wire["arguments"]) == {"order": 7}
         assert exchange.response_body["id"] == "chatcmpl-1"  # the rest of the body is kept
+
+
+def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
+    """One model call of ``api`` and the exchange it came from, streamed or not."""
+    return [
+        HTTPExchange(
+            seq=0,
+            wall=1.0,
+            mono=0.1,
+            span=0,
+            name="POST http://127.0.0.1/v1/x",
+            method="POST",
+            url="http://127.0.0.1/v1/x",
+            status=200,
+            response_headers={
+                "content-type": "text/event-stream" if streamed else "application/json"
+            },
+            response_body=body,  # type: ignore[arg-type]
+            streamed=streamed,
+        ),
+        LLMCall(
+            seq=1,
+            wall=1.0,
+            mono=0.1,
+            parent_span=0,
+            provider_meta={"api": api, "id": "r-1", "model": "m"},
+            streamed=streamed,
+        ),
+    ]
+
+
+def _answer(api: str, streamed: bool, recorded: object, value: object) -> HTTPExchange:
+    fork = Fork(
+        ForkEdits(overrides=[ForkOverride(step=1, value=value)]),  # type: ignore[arg-type]
+        _one_call(api, streamed, recorded),
+        PolicySet(),
+        _no_blob,
+        lambda data, media: pytest.fail(),
+    )
+    exchange = fork.recording[0]
+    assert isinstance(exchange, HTTPExchange)
+    return exchange
+
+
+def test_a_responses_api_answer_is_overridden_by_a_message() -> None:
+    recorded = {"id": "resp_1", "object": "response", "model": "m", "output": []}
+    value = {"content": "Checking.", "tool_calls": [{"name": "refund", "arguments": {"n": 7}}]}
+    exchange = _answer(llm.RESPONSES, False, recorded, value)
+    assert not exchange.streamed and isinstance(exchange.response_body, dict)
+    assert exchange.response_body["id"] == "resp_1"  # the rest of the body is kept
+    answer = llm.parse_response(llm.RESPONSES, exchange.response_body, False).response
+    assert answer["text"] == "Checking."
+    assert [(c["name"], json.loads(c["arguments"])) for c in answer["tool_calls"]] == [
+        ("refund", {"n": 7})
+    ]
+
+
+@pytest.mark.parametrize("api", [llm.CHAT, llm.RESPONSES, llm.MESSAGES])
+def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api: str) -> None:
+    """The override is served as the stream the API sends (a client reading a stream gets
+    no answer out of a JSON body), and reads back as the overriding answer."""
+    value = {"content": "No refund.", "tool_calls": []}
+    if api == llm.MESSAGES:
+        value = {"content": [{"type": "text", "text": "No refund."}]}
+    exchange = _answer(api, True, "data: recorded\n\n", value)
+    assert exchange.streamed and isinstance(exchange.response_body, str)
+    assert exchange.response_headers["content-type"] == "text/event-stream"
+    answer = llm.parse_response(api, exchange.response_body, True)
+    assert answer.response["text"] == "No refund." and answer.response["tool_calls"] == []
+    assert answer.meta.get("id") == "r-1"  # the recorded response's identity
+
+
+@pytest.mark.parametrize(
+    "api, body",
+    [
+        (
+            llm.CHAT,
+            {
+                "id": "c-1",
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {
+                            "role": "assistant",
+                            "content": "On it.",
+                            "tool_calls": [
+                                {
+                                    "id": "call_1",
+                                    "type": "function",
+                                    "function": {"name": "refund", "arguments": '{"n": 7}'},
+                                }
+                            ],
+                        },
+                    }
+                ],
+                "usage": {"total_tokens": 3},
+            },
+        ),
+        (
+            llm.RESPONSES,
+            {
+                "id": "resp_1",
+                "model": "m",
+                "status": "completed",
+                "output": [
+                    {
+                        "type": "message",
+                        "id": "msg_1",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": "On it."}],
+                    },
+                    {
+                        "type": "function_call",
+                        "id": "fc_1",
+                        "call_id": "call_1",
+                        "name": "refund",
+                        "arguments": '{"n": 7}',
+                    },
+                ],
+                "usage": {"total_tokens": 3},
+            },
+        ),
+        (
+            llm.MESSAGES,
+            {
+                "id": "msg_1",
+                "type": "message",
+                "model": "m",
+                "content": [
+                    {"type": "text", "text": "On it."},
+                    {"type": "tool_use", "id": "call_1", "name": "refund", "input": {"n": 7}},
+                ],
+                "stop_reason": "tool_use",
+                "usage": {"output_tokens": 3},
+            },
+        ),
+    ],
+)
+def test_a_whole_body_reads_the_same_streamed_as_plain(api: str, body: dict[str, object]) -> None:
+    plain = llm.parse_response(api, body, False)
+    streamed = llm.parse_response(api, llm.stream_text(api, body), True)
+    assert streamed.response == plain.response
+    assert streamed.meta == plain.meta and streamed.usage == plain.usage
 
 
 def test_only_responses_can_be_overridden() -> None:
