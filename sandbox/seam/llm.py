@@ -83,7 +83,8 @@ def parse_request(kind: str, body: Any) -> LLMRequest:
     else:
         messages.extend(body.get("messages") or [])
     tools = list(body.get("tools") or body.get("functions") or [])
-    params = {k: v for k, v in body.items() if k not in _NOT_PARAMS}
+    read = _NOT_PARAMS | {"instructions"} if kind == RESPONSES else _NOT_PARAMS
+    params = {k: v for k, v in body.items() if k not in read}
     return LLMRequest(provider, str(body.get("model", "")), messages, params, tools)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from examples import _refunds
 from sandbox import capture
 from sandbox.replay import replay
 from sandbox.replay.policy import PolicySet
@@ -87,6 +88,9 @@ def test_model_calls_are_llm_events_with_model_messages_and_tool_calls(
     assert [c.model for c in calls] == ["scripted-1"] * 3
     assert [c.streamed for c in calls] == [fixed.endswith(":streamed_fixed")] * 3
     assert all(c.error is None and c.tools for c in calls)
+    # The system prompt is a message (for the Responses API, its instructions), not a parameter.
+    assert all(_refunds.SYSTEM in json.dumps(c.messages) for c in calls)
+    assert all(_refunds.SYSTEM not in json.dumps(c.params) for c in calls)
     first, second, last = calls
     assert any(m.get("content") == "Can I still return order 7?" for m in _dicts(first.messages))
     assert [(t["name"], json.loads(str(t["arguments"]))) for t in _calls(first)] == [

@@ -9,7 +9,8 @@ from sandbox.errors import ReplayMismatchError, UnknownNameError
 from sandbox.replay.matcher import Matcher, fingerprint_of
 from sandbox.replay.routing import legacy_llm_fingerprint, prepare_recording
 from sandbox.replay.semantics import request_of
-from sandbox.snapshot.events import Event
+from sandbox.seam import llm as wire
+from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
 
@@ -127,3 +128,39 @@ def test_older_snapshots_model_calls_still_match() -> None:
     matcher = Matcher(prepared)
     for event in prepared:
         assert matcher.match("llm", event.name, request_of(event)) is not None
+
+
+def test_a_responses_call_s_instructions_are_its_system_message_not_a_parameter() -> None:
+    body = {"model": "m", "instructions": "Be brief.", "input": "hi", "temperature": 0}
+    read = wire.parse_request(wire.RESPONSES, body)
+    assert read.messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+    ]
+    assert read.params == {"temperature": 0}
+
+
+def test_an_older_responses_call_read_with_its_instructions_as_a_parameter_still_matches() -> None:
+    body = {"model": "m", "instructions": "Be brief.", "input": "hi", "temperature": 0}
+    now = wire.parse_request(wire.RESPONSES, body)
+    params = {**now.params, "instructions": "Be brief."}  # as older captures read it
+    older = {**now.meaning(), "params": params}
+    recorded = LLMCall(
+        seq=0,
+        wall=0.0,
+        mono=0.0,
+        name="m",
+        model="m",
+        messages=now.messages,
+        params=params,
+        fingerprint=request_fingerprint("llm", "m", older),
+        provider_meta={"api": wire.RESPONSES},
+    )
+    assert Matcher([recorded], on_miss="live").match("llm", "m", now.meaning()) is None
+    (prepared,) = prepare_recording([recorded], _no_blobs)
+    assert prepared.params == {"temperature": 0}
+    assert Matcher([prepared]).match("llm", "m", now.meaning()) is not None
+
+
+def _no_blobs(sha256: str) -> bytes:
+    raise AssertionError(f"no blob expected, asked for {sha256}")
