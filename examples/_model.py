@@ -53,42 +53,10 @@ def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     }
 
 
-def _text(content: Any) -> Any:
-    """A Responses message's content as chat text: its parts' texts joined."""
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return content
-
-
 def responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     """A Responses API request (``instructions`` and ``input`` items) as the chat messages the
-    script reads: a ``function_call`` item (consecutive ones together) is an assistant message
-    with tool calls, a ``function_call_output`` item a tool message."""
-    messages: list[dict[str, Any]] = []
-    if body.get("instructions") is not None:
-        messages.append({"role": "system", "content": body["instructions"]})
-    given = body.get("input")
-    items = [{"role": "user", "content": given}] if isinstance(given, str) else given or []
-    for item in items:
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }
-            last = messages[-1] if messages else {}
-            if last.get("role") == "assistant" and "tool_calls" in last:
-                last["tool_calls"].append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
-            )
-        elif kind == "message":
-            messages.append({"role": item.get("role"), "content": _text(item.get("content"))})
-    return messages
+    script reads, as :func:`sandbox.seam.llm.chat_messages` reads them."""
+    return llm.chat_messages(llm.parse_request(llm.RESPONSES, body).messages)
 
 
 def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:

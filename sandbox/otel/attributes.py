@@ -15,6 +15,7 @@ from typing import Any
 from opentelemetry.util.types import AttributeValue
 
 from sandbox.otel import messages
+from sandbox.seam import llm
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, Retrieval, ToolCall
 
 Attributes = dict[str, AttributeValue]
@@ -94,6 +95,7 @@ def _openinference_messages(prefix: str, wire: list[Any]) -> Attributes:
 
 
 def llm_attributes(event: LLMCall) -> Attributes:
+    wire = llm.chat_messages(event.messages)  # a Responses API call's input items too
     out: Attributes = {
         SPAN_KIND: "LLM",
         OPERATION: "chat",
@@ -103,7 +105,7 @@ def llm_attributes(event: LLMCall) -> Attributes:
         "llm.provider": event.provider,
         "llm.system": event.provider,
         "llm.model_name": event.model,
-        "gen_ai.input.messages": as_json(messages.to_genai(event.messages)),
+        "gen_ai.input.messages": as_json(messages.to_genai(wire)),
         "gen_ai.output.messages": as_json(messages.response_to_genai(event.response)),
         "llm.invocation_parameters": as_json(event.params),
         "input.value": as_json({"messages": event.messages, **event.params}),
@@ -128,7 +130,7 @@ def llm_attributes(event: LLMCall) -> Attributes:
         if isinstance(event.provider_meta.get(meta), str):
             out[key] = event.provider_meta[meta]
     out.update(_usage(event.usage))
-    out.update(_openinference_messages("llm.input_messages", event.messages))
+    out.update(_openinference_messages("llm.input_messages", wire))
     out.update(
         _openinference_messages("llm.output_messages", [messages.answer_message(event.response)])
     )

@@ -1,7 +1,9 @@
 """Model messages between the wire format a run records and the GenAI semantic conventions.
 
 A run records a model call's messages as the provider's API took them (OpenAI chat
-completions: ``{"role", "content", "tool_calls", "tool_call_id"}``) and its answer as
+completions: ``{"role", "content", "tool_calls", "tool_call_id"}``; a Responses API call's
+input items are read as such messages first, by :func:`sandbox.seam.llm.chat_messages`) and
+its answer as
 ``{"text", "tool_calls": [{"id", "name", "arguments"}], "stop_reason"}``. The GenAI
 conventions carry messages as JSON in ``gen_ai.input.messages`` and
 ``gen_ai.output.messages``: ``{"role", "parts": [...]}`` with parts of type ``text``,

@@ -88,6 +88,43 @@ def parse_request(kind: str, body: Any) -> LLMRequest:
     return LLMRequest(provider, str(body.get("model", "")), messages, params, tools)
 
 
+def chat_messages(messages: list[Any]) -> list[Any]:
+    """A model call's messages as OpenAI chat messages: a Responses API input item is turned
+    into one (a ``function_call`` item, with the ones right after it, into an assistant
+    message with tool calls; a ``function_call_output`` item into a tool message; a
+    ``message`` item's content parts into its text); anything else is kept as it is."""
+    out: list[Any] = []
+    calls: list[Any] | None = None  # the tool calls of the assistant message being grouped
+    for item in messages:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "function_call":
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+            }
+            if calls is None:
+                calls = []
+                out.append({"role": "assistant", "content": None, "tool_calls": calls})
+            calls.append(call)
+            continue
+        calls = None
+        if kind == "function_call_output":
+            out.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
+            )
+        elif kind == "message":
+            content = item.get("content")
+            if isinstance(content, list):
+                content = "".join(
+                    str(part.get("text", "")) for part in content if isinstance(part, dict)
+                )
+            out.append({"role": item.get("role"), "content": content})
+        else:
+            out.append(item)
+    return out
+
+
 def parse_sse(text: str) -> list[tuple[str, Any]]:
     """Server-sent events as ``(event name, data)``; data is JSON when it parses."""
     events: list[tuple[str, Any]] = []

@@ -124,3 +124,35 @@ def test_export_needs_a_destination_and_a_known_run(
     assert main(["otel", "export", "no-such-run", "--file", str(tmp_path / "x.json"), *store]) == 2
     assert "no run 'no-such-run'" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_responses_api_run_exports_its_tool_calls_and_their_outputs_as_messages(
+    tmp_path: Path,
+) -> None:
+    """The OpenAI Agents SDK on the Responses API sends a tool call back as a
+    ``function_call`` input item and its output as a ``function_call_output`` one: exported
+    as the assistant's tool call and the tool's response, not as empty user messages."""
+    from examples import openai_agents_responses_agent
+    from sandbox import capture
+    from sandbox.snapshot.store import DirectoryStore
+
+    store = DirectoryStore(tmp_path / "store")
+    with capture.run("refunds", store=store, packages=False) as rec:
+        openai_agents_responses_agent.main()
+    out = tmp_path / "trace.json"
+    code = main(["otel", "export", rec.run_id, "--file", str(out), "--store", str(store.root)])
+    assert code == 0
+    llm = [_attrs(s) for s in _spans(out) if _attrs(s).get("openinference.span.kind") == "LLM"]
+    assert [a["sandbox.llm.api"] for a in llm] == ["openai.responses"] * 3
+    sent = json.loads(llm[1]["gen_ai.input.messages"])
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool"]
+    (call,) = sent[2]["parts"]
+    assert call["type"] == "tool_call" and call["name"] == "order_status"
+    assert json.loads(call["arguments"]) == {"order_id": 7}
+    (answer,) = sent[3]["parts"]
+    assert answer["type"] == "tool_call_response" and answer["id"] == call["id"]
+    assert "delivered" in answer["response"]
+    assert llm[1]["llm.input_messages.2.message.tool_calls.0.tool_call.function.name"] == (
+        "order_status"
+    )
+    assert llm[1]["llm.input_messages.3.message.role"] == "tool"
