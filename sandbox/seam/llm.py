@@ -305,6 +305,10 @@ def _responses(body: dict[str, Any]) -> LLMResponse:
 
 
 def _responses_stream(events: list[tuple[str, Any]]) -> LLMResponse:
+    """The response a terminal event carries; for a stream cut before one, what came: the
+    text deltas, the tool calls of the finished output items, the started response's id."""
+    started: dict[str, Any] = {}
+    done: dict[int, Any] = {}
     deltas: list[str] = []
     for name, data in events:
         if not isinstance(data, dict):
@@ -312,9 +316,16 @@ def _responses_stream(events: list[tuple[str, Any]]) -> LLMResponse:
         kind = data.get("type", name)
         if kind in {"response.completed", "response.incomplete", "response.failed"}:
             return _responses(data.get("response") or {})
-        if kind == "response.output_text.delta":
+        if kind == "response.created" and isinstance(data.get("response"), dict):
+            started = data["response"]
+        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            done[data.get("output_index", len(done))] = data["item"]
+        elif kind == "response.output_text.delta":
             deltas.append(data.get("delta", ""))
-    return LLMResponse({"text": "".join(deltas), "tool_calls": [], "stop_reason": None})
+    calls = [done[i] for i in sorted(done) if done[i].get("type") == "function_call"]
+    answer = _responses({**started, "output": calls, "status": None})
+    answer.response["text"] = "".join(deltas)
+    return answer
 
 
 # --- writing: a whole response body as its API's stream ---------------------------------------

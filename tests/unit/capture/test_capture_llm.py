@@ -13,6 +13,7 @@ import openai
 from sandbox import capture
 from sandbox.replay.routing import legacy_llm_fingerprint
 from sandbox.replay.semantics import request_of
+from sandbox.seam import llm
 from sandbox.snapshot.events import HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
@@ -195,3 +196,47 @@ def test_plain_httpx_is_captured_and_nothing_outside_a_run(
     raw = (store.run_dir(rec.run_id) / "events.jsonl").read_bytes()
     assert b"/before" not in raw and b"/after" not in raw
     assert json.loads(raw.splitlines()[-1])["kind"] == "http"
+
+
+def test_a_responses_stream_cut_before_its_end_still_gives_the_finished_tool_calls() -> None:
+    """A Responses API stream with no terminal event (the connection dropped, the client
+    stopped reading): the tool calls whose output items finished and the text so far are
+    read, as a cut chat-completions stream's are."""
+    body = {
+        "id": "resp_7",
+        "model": "gpt-test",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Looking."}],
+            },
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "lookup_order",
+                "arguments": '{"id": 7}',
+            },
+            {
+                "type": "function_call",
+                "id": "fc_2",
+                "call_id": "call_2",
+                "name": "refund",
+                "arguments": '{"id": 7}',
+            },
+        ],
+    }
+    stream = llm.stream_text(llm.RESPONSES, body)
+    blocks = stream.split("\n\n")
+    third = next(i for i, block in enumerate(blocks) if '"output_index": 2' in block)
+    cut = "\n\n".join(blocks[:third]) + "\n\n"  # up to the third item's start
+    answer = llm.parse_response(llm.RESPONSES, cut, streamed=True)
+    assert answer.response == {
+        "text": "Looking.",
+        "tool_calls": [{"id": "call_1", "name": "lookup_order", "arguments": '{"id": 7}'}],
+        "stop_reason": None,
+    }
+    assert answer.meta["id"] == "resp_7"
