@@ -11,7 +11,10 @@ without one, cross the seam, so replay hands back the bytes the run got.
   generator draws the same numbers on replay.
 
 Draws made by the sandbox's own code (a temporary file name for an atomic write) are not the
-run's and are not recorded.
+run's and are not recorded; nor are those an installed library makes while it is being
+imported (aiohttp seeds a ``random.Random`` in a class body): they happen wherever the
+process first imports it, in the run or long before, so they are the process's warm-up, not
+the run's (a draw the agent's own modules make at import is the run's).
 """
 
 from __future__ import annotations
@@ -51,14 +54,32 @@ class BytesAdapter:
 _ADAPTER = BytesAdapter()
 
 
-def _drawn_by_sandbox() -> bool:
-    """Whether the code that drew (the first caller outside the standard library) is the
-    sandbox's own (a temporary file name for an atomic write): not the run's draw."""
+_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
+_IMPORTING = "<frozen importlib._bootstrap"
+
+
+def _not_the_runs() -> bool:
+    """Whether a draw is not the run's: the code that drew (the first caller outside the
+    standard library) is the sandbox's own, or an installed library's run while the library
+    is being imported (an import frame comes before any code outside the libraries)."""
     frame: Any = sys._getframe(2)
+    drawer = False
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
-        if module != __name__ and module.split(".")[0] not in sys.stdlib_module_names:
-            return module.startswith("sandbox.")
+        filename = frame.f_code.co_filename
+        if not drawer:
+            if module != __name__ and module.split(".")[0] not in sys.stdlib_module_names:
+                if module.startswith("sandbox."):
+                    return True
+                if not any(d in filename for d in _LIBRARY_DIRS):
+                    return False
+                drawer = True  # a library drew: was it being imported?
+        elif filename.startswith(_IMPORTING):
+            return True
+        elif module.split(".")[0] not in sys.stdlib_module_names and not (
+            module.startswith("sandbox.") or any(d in filename for d in _LIBRARY_DIRS)
+        ):
+            return False  # the agent's own code called the library
         frame = frame.f_back
     return False
 
@@ -71,7 +92,7 @@ def patch_entropy() -> Callable[[], None]:
     real_seed = random.Random.seed
 
     def urandom(size: int, /) -> bytes:
-        if _drawn_by_sandbox():
+        if _not_the_runs():
             return real_urandom(size)
         return boundary.through(
             "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER

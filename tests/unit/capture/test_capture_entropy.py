@@ -4,6 +4,7 @@ apart from other programs, and a child's events round-trip through the parent's 
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import secrets
@@ -11,7 +12,7 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import UUID
+from uuid import UUID, uuid4
 from uuid import uuid4 as early_uuid4
 
 from sandbox import capture
@@ -81,3 +82,30 @@ def _urandom_draws(store: DirectoryStore, run_id: str) -> int:
     return sum(
         1 for e in store.load_events(run_id) if isinstance(e, RandomDraw) and e.name == "os.urandom"
     )
+
+
+def test_a_library_drawing_while_it_is_imported_is_not_the_run(
+    store: DirectoryStore, tmp_path: Path
+) -> None:
+    """An installed library that seeds a generator at import (aiohttp does, in a class body)
+    draws wherever the process first imports it: not recorded. The same draw in the agent's
+    own module, and the library drawing when the agent calls it, are recorded."""
+    suffix = uuid4().hex[:8]
+    library = tmp_path / "venv" / "site-packages"
+    project = tmp_path / "project"
+    source = "import random\nSEEDED = random.Random()\n\ndef draw():\n    return random.Random()\n"
+    for folder, name in ((library, f"drawlib_{suffix}"), (project, f"agentmod_{suffix}")):
+        folder.mkdir(parents=True)
+        (folder / f"{name}.py").write_text(source)
+        sys.path.insert(0, str(folder))
+    try:
+        with capture.run("imports", store=store, packages=False) as rec:
+            drawlib = importlib.import_module(f"drawlib_{suffix}")
+            assert _urandom_draws(store, rec.run_id) == 0
+            importlib.import_module(f"agentmod_{suffix}")
+            assert _urandom_draws(store, rec.run_id) == 1
+            drawlib.draw()
+        assert _urandom_draws(store, rec.run_id) == 2
+    finally:
+        for folder in (library, project):
+            sys.path.remove(str(folder))
