@@ -605,8 +605,8 @@ class PostgresKind:
         ep = _Endpoint.parse(endpoint)
         header, dump = unpack_dump(data)
         dumped = str(header["server_version"])
-        with _connect(ep, ep.maintenance_db) as conn:
-            target = _server_version(conn)
+        with _connect(ep, ep.maintenance_db) as maint:
+            target = _server_version(maint)
             if _major(dumped) > _major(target):
                 raise ServiceVersionError(
                     f"the postgres dump comes from server version {dumped} (major "
@@ -614,40 +614,49 @@ class PostgresKind:
                     f"{_major_str(target)}): restore it into a postgres {_major_str(dumped)} "
                     "or newer image"
                 )
-            _drop_database(conn, ep.dbname)
+            _drop_database(maint, ep.dbname)
             encoding = str(header.get("encoding") or "UTF8")
-            conn.execute(
+            maint.execute(
                 sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING {}").format(
                     sql.Identifier(ep.dbname), sql.Literal(encoding)
                 )
             )
-        _run_tool(
-            "pg_restore",
-            [
-                "--no-owner",
-                "--no-privileges",
-                "--exit-on-error",
-                "--single-transaction",
-                f"--dbname={ep.conninfo(password=False)}",
-            ],
-            ep,
-            stdin=dump,
-        )
-        sequences = header.get("sequences")
-        if isinstance(sequences, dict) and sequences:
-            with _connect(ep) as conn:
-                try:
-                    set_sequences(conn, sequences)
-                except (TypeError, ValueError):
-                    raise ServiceError("postgres capture header has unreadable sequences") from None
-        self._restored[ep.conninfo()] = self._baseline(ep, *_restored_digests(header, dump))
+            _run_tool(
+                "pg_restore",
+                [
+                    "--no-owner",
+                    "--no-privileges",
+                    "--exit-on-error",
+                    "--single-transaction",
+                    f"--dbname={ep.conninfo(password=False)}",
+                ],
+                ep,
+                stdin=dump,
+            )
+            sequences = header.get("sequences")
+            if isinstance(sequences, dict) and sequences:
+                with _connect(ep) as conn:
+                    try:
+                        set_sequences(conn, sequences)
+                    except (TypeError, ValueError):
+                        raise ServiceError(
+                            "postgres capture header has unreadable sequences"
+                        ) from None
+            learnt = self._baseline(ep, maint, *_restored_digests(header, dump))
+        self._restored[ep.conninfo()] = learnt
 
-    def _baseline(self, ep: _Endpoint, version: int, known: dict[str, Any]) -> Baseline:
-        """The baseline of the database now, its statistics counters reset: the tables in
+    def _baseline(
+        self,
+        ep: _Endpoint,
+        maint: psycopg.Connection[Any],
+        version: int,
+        known: dict[str, Any],
+    ) -> Baseline:
+        """The baseline of the database now, its statistics counters reset (its sessions are
+        ended through ``maint``, a connection to the maintenance database): the tables in
         ``known`` (digests and columns, from a dump header or an older baseline whose tables
         did not change since) are taken as they are, the others are hashed."""
-        with _connect(ep, ep.maintenance_db) as conn:
-            end_sessions(conn, ep.dbname, ep.parking_db)
+        end_sessions(maint, ep.dbname, ep.parking_db)
         with _connect(ep) as conn:
             with _snapshot(conn):
                 state = logical_state(conn, version=version, known=known)
@@ -704,32 +713,30 @@ class PostgresKind:
         ended: ``CREATE DATABASE ... TEMPLATE`` needs the source to be idle."""
         ep = _Endpoint.parse(endpoint)
         rp = ep.restore_point_db
-        with _connect(ep, ep.maintenance_db) as conn:
-            _drop_database(conn, rp)
         learnt = self._restored.pop(ep.conninfo(), None)
-        baseline: Baseline | None = None
-        if learnt is None:
-            baseline = self._baseline(ep, HASH_VERSION, {})
-        else:
-            with _connect(ep, ep.maintenance_db) as conn:
-                end_sessions(conn, ep.dbname, ep.parking_db)
-            with _connect(ep) as conn:
-                same = database_oid(conn) == learnt.get("database_oid")
-                known = known_tables(conn, learnt) if same else {}
-                if same and _untouched(conn, learnt, known):  # nothing ran since the restore
-                    conn.execute("SELECT pg_stat_reset()")
-                    baseline = learnt
-            if baseline is None:
-                baseline = self._baseline(ep, int(learnt["hash_version"]), known)
-        with _connect(ep, ep.maintenance_db) as conn:
-            _terminate(conn, ep.dbname)
-            _copy_database(conn, ep.dbname, rp, f"cannot mark a restore point of {ep.where}")
-            conn.execute(
+        with _connect(ep, ep.maintenance_db) as maint:
+            _drop_database(maint, rp)
+            baseline: Baseline | None = None
+            if learnt is None:
+                baseline = self._baseline(ep, maint, HASH_VERSION, {})
+            else:
+                end_sessions(maint, ep.dbname, ep.parking_db)
+                with _connect(ep) as conn:
+                    same = database_oid(conn) == learnt.get("database_oid")
+                    known = known_tables(conn, learnt) if same else {}
+                    if same and _untouched(conn, learnt, known):  # nothing ran since restore
+                        conn.execute("SELECT pg_stat_reset()")
+                        baseline = learnt
+                if baseline is None:
+                    baseline = self._baseline(ep, maint, int(learnt["hash_version"]), known)
+            _terminate(maint, ep.dbname)
+            _copy_database(maint, ep.dbname, rp, f"cannot mark a restore point of {ep.where}")
+            maint.execute(
                 sql.SQL("ALTER DATABASE {} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").format(
                     sql.Identifier(rp)
                 )
             )
-            conn.execute(
+            maint.execute(
                 sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                     sql.Identifier(rp), sql.Literal(json.dumps(baseline))
                 )
