@@ -82,10 +82,9 @@ def _create(client: DockerClient) -> Any:
             options={_ICC: "false", _BRIDGE: firewall.bridge_name(SHARED_SESSION)},
         )
     except docker.errors.APIError:
-        made = _find(client)  # made meanwhile by another process (a conflict, or its bridge)
-        if made is None:
-            raise
-        return made
+        # Made meanwhile by another process (a conflict, or its bridge's name taken): that
+        # one; a network of that name that is not ours: none (each sandbox gets its own).
+        return _find(client)
 
 
 def shared_settings_hold(attrs: dict[str, Any]) -> bool:

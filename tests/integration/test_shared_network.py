@@ -2,15 +2,16 @@
 sandboxes up at once, and of one sandbox, cannot reach each other while this host reaches
 them all; closing a sandbox leaves the network and its firewall rules for the next one, and
 removes nothing of the other sandbox; a process that makes the network just after another
-takes that one; missing rules are put back at the next bring-up; a
-service gets its CPU limit once its state is restored; the runner refuses the shared
-network."""
+takes that one, and a foreign network of its name is not joined; missing rules are put back
+at the next bring-up; a service gets its CPU limit once its state is restored; the runner
+refuses the shared network."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -108,6 +109,21 @@ def test_making_the_network_when_another_process_just_made_it_takes_that_one(
         made = networks._create(client)  # what a process that lost the race to make it does
     assert made.id == env.network_id
     assert [n.id for n in client.networks.list(names=[SHARED_NAME])] == [env.network_id]
+
+
+def test_a_foreign_network_of_that_name_is_not_joined(
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network named like the shared one but not made by the sandbox (no label, traffic
+    between containers on) is not used: the sandbox gets a network of its own."""
+    foreign = client.networks.create(f"sbx-foreign-{uuid4().hex[:6]}", internal=True)
+    monkeypatch.setattr(networks, "SHARED_NAME", foreign.name)
+    try:
+        with bring_up([RestoreSpec("cache", "redis")], client=client) as env:
+            assert not env.network_shared and env.host_isolated
+            assert env.network_id != foreign.id
+    finally:
+        foreign.remove()
 
 
 def test_the_cpu_limit_is_set_once_the_state_is_restored(client: Any) -> None:
