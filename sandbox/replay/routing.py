@@ -67,29 +67,19 @@ def legacy_llm_fingerprint(event: Event) -> bool:
     )
 
 
-def legacy_responses_instructions(event: Event) -> bool:
-    """A Responses API call read with its ``instructions`` among the parameters as well as
-    its system message: what captures made before they were read as the message only."""
-    return (
-        isinstance(event, LLMCall)
-        and event.provider_meta.get("api") == llm.RESPONSES
-        and "instructions" in event.params
-    )
-
-
 def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) -> list[Event]:
     """The recorded events as the replay matches them: HTTP calls with loopback ports
     dropped; model calls keep the fingerprint the capture took under the model's name (an
-    older snapshot's, taken under the API name or with a Responses call's instructions among
-    its parameters, is dropped, and those instructions with it: the matcher then
-    fingerprints the recorded request)."""
+    older snapshot's, taken under the API name or with a key now read as the request's
+    messages among its parameters (a Responses call's instructions), is dropped, and that key
+    with it: the matcher then fingerprints the recorded request)."""
     out: list[Event] = []
     for event in events:
-        if isinstance(event, LLMCall) and legacy_responses_instructions(event):
-            params = {k: v for k, v in event.params.items() if k != "instructions"}
+        if isinstance(event, LLMCall) and (
+            legacy_llm_fingerprint(event) or llm.REQUEST_KEYS & event.params.keys()
+        ):
+            params = {k: v for k, v in event.params.items() if k not in llm.REQUEST_KEYS}
             out.append(event.model_copy(update={"params": params, "fingerprint": None}))
-        elif event.kind == "llm" and legacy_llm_fingerprint(event):
-            out.append(event.model_copy(update={"fingerprint": None}))
         elif isinstance(event, HTTPExchange):
             body: Any = event.request_body
             if event.request_blob is not None:

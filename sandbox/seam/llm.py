@@ -21,7 +21,10 @@ CHAT = "openai.chat"
 RESPONSES = "openai.responses"
 MESSAGES = "anthropic.messages"
 
-_NOT_PARAMS = frozenset({"model", "messages", "tools", "input", "system", "functions"})
+REQUEST_KEYS = frozenset(
+    {"model", "messages", "tools", "input", "system", "instructions", "functions"}
+)
+"""Keys of a request body read as its model, messages or tools: the rest are parameters."""
 
 
 def endpoint_kind(method: str, path: str) -> str | None:
@@ -83,8 +86,7 @@ def parse_request(kind: str, body: Any) -> LLMRequest:
     else:
         messages.extend(body.get("messages") or [])
     tools = list(body.get("tools") or body.get("functions") or [])
-    read = _NOT_PARAMS | {"instructions"} if kind == RESPONSES else _NOT_PARAMS
-    params = {k: v for k, v in body.items() if k not in read}
+    params = {k: v for k, v in body.items() if k not in REQUEST_KEYS}
     return LLMRequest(provider, str(body.get("model", "")), messages, params, tools)
 
 
