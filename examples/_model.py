@@ -65,25 +65,11 @@ def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if reply.get("content"):
         text = {"type": "output_text", "text": reply["content"], "annotations": []}
-        output.append(
-            {
-                "type": "message",
-                "id": f"msg_{turn}",
-                "role": "assistant",
-                "status": "completed",
-                "content": [text],
-            }
-        )
+        output.append(llm.message_item(f"msg_{turn}", [text]))
     for i, c in enumerate(reply.get("tool_calls") or []):
+        arguments = json.dumps(c["arguments"])
         output.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{turn}_{i}",
-                "call_id": f"call_{turn}_{i}",
-                "name": c["name"],
-                "arguments": json.dumps(c["arguments"]),
-                "status": "completed",
-            }
+            llm.function_call_item(f"fc_{turn}_{i}", f"call_{turn}_{i}", c["name"], arguments)
         )
     return {
         "id": f"resp_{turn}",

@@ -214,33 +214,15 @@ def _responses_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
     content = message.get("content")
     if content:
         parts = content if isinstance(content, list) else [content]
-        output.append(
-            {
-                "type": "message",
-                "id": "msg_override",
-                "role": "assistant",
-                "status": "completed",
-                "content": [
-                    p if isinstance(p, dict) else {"type": "output_text", "text": str(p)}
-                    for p in parts
-                ],
-            }
-        )
+        text = [
+            p if isinstance(p, dict) else {"type": "output_text", "text": str(p)} for p in parts
+        ]
+        output.append(llm.message_item("msg_override", text))
     for i, call in enumerate(calls):
         if isinstance(call, dict) and call.get("type") == "function_call":
             output.append(call)
-            continue
-        call_id, name, arguments = _short_call(call, i)
-        output.append(
-            {
-                "type": "function_call",
-                "id": f"fc_override_{i}",
-                "call_id": call_id,
-                "name": name,
-                "arguments": arguments,
-                "status": "completed",
-            }
-        )
+        else:
+            output.append(llm.function_call_item(f"fc_override_{i}", *_short_call(call, i)))
     body.update(object="response", status="completed", output=output)
     return body
 

@@ -330,7 +330,30 @@ def _responses_stream(events: list[tuple[str, Any]]) -> LLMResponse:
     return answer
 
 
-# --- writing: a whole response body as its API's stream ---------------------------------------
+# --- writing: Responses API output items, and a whole response body as its API's stream -----
+
+
+def message_item(item_id: str, parts: list[Any]) -> dict[str, Any]:
+    """A Responses API ``message`` output item of the assistant with content ``parts``."""
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": parts,
+    }
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A Responses API ``function_call`` output item (``arguments``: a JSON string)."""
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
 
 
 def stream_text(kind: str, body: dict[str, Any]) -> str:
