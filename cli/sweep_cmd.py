@@ -68,10 +68,11 @@ def sweep(
     manifests = [opened.load_manifest(r) for r in runs] if runs else select_runs(opened)
     err = Console(stderr=True, highlight=False)
     if not manifests:  # as ci-repro says it, before any Ray cluster is started
+        code = CheckReport(()).exit_code
         if as_json:
-            typer.echo(json.dumps({"exit_code": CheckReport(()).exit_code, "runs": []}, indent=2))
+            typer.echo(json.dumps({"exit_code": code, "runs": []}, indent=2))
         typer.echo("sandbox: no captured failures in the store", err=True)
-        raise typer.Exit(CheckReport(()).exit_code)
+        raise typer.Exit(code)
 
     def progress(step: SweepProgress) -> None:  # on stderr, with --json too
         err.print(f"[dim]{step.run_id}: {step.outcome} ({step.done}/{step.total})[/dim]")

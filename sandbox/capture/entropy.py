@@ -58,27 +58,35 @@ _LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
 _IMPORTING = "<frozen importlib._bootstrap"
 
 
+def _origin(frame: Any) -> str:
+    """Whose code a frame runs: ``stdlib`` (the import machinery too), ``sandbox``, an
+    installed ``library``, or the ``agent``'s own."""
+    module = str(frame.f_globals.get("__name__", ""))
+    if module.split(".")[0] in sys.stdlib_module_names:
+        return "stdlib"
+    if module.startswith("sandbox."):
+        return "sandbox"
+    if any(d in frame.f_code.co_filename for d in _LIBRARY_DIRS):
+        return "library"
+    return "agent"
+
+
 def _not_the_runs() -> bool:
     """Whether a draw is not the run's: the code that drew (the first caller outside the
-    standard library) is the sandbox's own, or an installed library's run while the library
-    is being imported (an import frame comes before any code outside the libraries)."""
+    standard library and this module) is the sandbox's own, or an installed library's run
+    while the library is being imported (an import frame comes before any agent code)."""
     frame: Any = sys._getframe(2)
-    drawer = False
-    while frame is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        filename = frame.f_code.co_filename
-        if not drawer:
-            if module != __name__ and module.split(".")[0] not in sys.stdlib_module_names:
-                if module.startswith("sandbox."):
-                    return True
-                if not any(d in filename for d in _LIBRARY_DIRS):
-                    return False
-                drawer = True  # a library drew: was it being imported?
-        elif filename.startswith(_IMPORTING):
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or _origin(frame) == "stdlib"
+    ):
+        frame = frame.f_back
+    drawer = None if frame is None else _origin(frame)
+    if drawer != "library":
+        return drawer == "sandbox"
+    while frame is not None:  # a library drew: was it being imported?
+        if frame.f_code.co_filename.startswith(_IMPORTING):
             return True
-        elif module.split(".")[0] not in sys.stdlib_module_names and not (
-            module.startswith("sandbox.") or any(d in filename for d in _LIBRARY_DIRS)
-        ):
+        if _origin(frame) == "agent":
             return False  # the agent's own code called the library
         frame = frame.f_back
     return False

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from sandbox.containers import firewall
 from sandbox.containers.engine import DockerClient, Progress, connect, no_progress
-from sandbox.containers.labels import MANAGED, SESSION, SHARED, owner_alive
+from sandbox.containers.labels import MANAGED, SESSION, owner_alive
 from sandbox.containers.workdirs import gc_workdirs
 
 
@@ -55,7 +55,7 @@ def gc(
     keep: set[str] = set()
     for network in client.networks.list(filters=wanted):
         labels = network.attrs.get("Labels") or {}
-        if not doomed(labels) or (labels.get(SHARED) == "true" and not all):
+        if not doomed(labels):  # the shared network names no process: kept unless ``all``
             keep.add(labels.get(SESSION, ""))
             continue
         with contextlib.suppress(docker.errors.NotFound):
