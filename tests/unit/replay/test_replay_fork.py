@@ -20,6 +20,35 @@ def _no_blob(key: str) -> bytes:
     raise AssertionError(f"no blob expected, asked for {key}")
 
 
+def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
+    """One model call of ``api`` and the exchange it came from, streamed or not."""
+    return [
+        HTTPExchange(
+            seq=0,
+            wall=1.0,
+            mono=0.1,
+            span=0,
+            name="POST http://127.0.0.1/v1/x",
+            method="POST",
+            url="http://127.0.0.1/v1/x",
+            status=200,
+            response_headers={
+                "content-type": "text/event-stream" if streamed else "application/json"
+            },
+            response_body=body,  # type: ignore[arg-type]
+            streamed=streamed,
+        ),
+        LLMCall(
+            seq=1,
+            wall=1.0,
+            mono=0.1,
+            parent_span=0,
+            provider_meta={"api": api, "id": "r-1", "model": "m"},
+            streamed=streamed,
+        ),
+    ]
+
+
 def _recording() -> list[Event]:
     body = {
         "id": "chatcmpl-1",
@@ -30,18 +59,7 @@ def _recording() -> list[Event]:
         ],
     }
     return [
-        HTTPExchange(
-            seq=0,
-            wall=1.0,
-            mono=0.1,
-            span=0,
-            name="POST http://127.0.0.1/v1/chat/completions",
-            method="POST",
-            url="http://127.0.0.1/v1/chat/completions",
-            status=200,
-            response_body=body,
-        ),
-        LLMCall(seq=1, wall=1.0, mono=0.1, parent_span=0, provider_meta={"api": "openai.chat"}),
+        *_one_call(llm.CHAT, False, body),
         ToolCall(seq=2, wall=2.0, mono=0.2, span=1, name="lookup", output={"ok": True}),
     ]
 
@@ -108,35 +126,6 @@ def test_a_model_override_edits_the_exchange_it_is_answered_from() -> None:
         wire = choice["message"]["tool_calls"][0]["function"]
         assert wire["name"] == "refund" and json.loads(wire["arguments"]) == {"order": 7}
         assert exchange.response_body["id"] == "chatcmpl-1"  # the rest of the body is kept
-
-
-def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
-    """One model call of ``api`` and the exchange it came from, streamed or not."""
-    return [
-        HTTPExchange(
-            seq=0,
-            wall=1.0,
-            mono=0.1,
-            span=0,
-            name="POST http://127.0.0.1/v1/x",
-            method="POST",
-            url="http://127.0.0.1/v1/x",
-            status=200,
-            response_headers={
-                "content-type": "text/event-stream" if streamed else "application/json"
-            },
-            response_body=body,  # type: ignore[arg-type]
-            streamed=streamed,
-        ),
-        LLMCall(
-            seq=1,
-            wall=1.0,
-            mono=0.1,
-            parent_span=0,
-            provider_meta={"api": api, "id": "r-1", "model": "m"},
-            streamed=streamed,
-        ),
-    ]
 
 
 def _answer(api: str, streamed: bool, recorded: object, value: object) -> HTTPExchange:
