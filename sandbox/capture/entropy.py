@@ -12,9 +12,11 @@ without one, cross the seam, so replay hands back the bytes the run got.
 
 Draws made by the sandbox's own code (a temporary file name for an atomic write) are not the
 run's and are not recorded; nor are those an installed library makes while it is being
-imported (aiohttp seeds a ``random.Random`` in a class body): they happen wherever the
-process first imports it, in the run or long before, so they are the process's warm-up, not
-the run's (a draw the agent's own modules make at import is the run's).
+imported (aiohttp seeds a ``random.Random`` in a class body, opentelemetry makes its context
+keys with ``uuid.uuid4``): they happen wherever the process first imports it, in the run or
+long before, so they are the process's warm-up, not the run's (a draw the agent's own modules
+make at import is the run's). :func:`not_the_runs` tells them apart, for ``os.urandom`` here
+and ``uuid.uuid4`` in :mod:`sandbox.capture.ids`.
 """
 
 from __future__ import annotations
@@ -71,10 +73,11 @@ def _origin(frame: Any) -> str:
     return "agent"
 
 
-def _not_the_runs() -> bool:
-    """Whether a draw is not the run's: the code that drew (the first caller outside the
-    standard library and this module) is the sandbox's own, or an installed library's run
-    while the library is being imported (an import frame comes before any agent code)."""
+def not_the_runs() -> bool:
+    """Whether a draw, asked by the wrapper that the drawing code called, is not the run's:
+    the code that drew (the first caller outside the standard library and this module) is
+    the sandbox's own, or an installed library's run while the library is being imported
+    (an import frame comes before any agent code)."""
     frame: Any = sys._getframe(2)
     while frame is not None and (
         frame.f_globals.get("__name__") == __name__ or _origin(frame) == "stdlib"
@@ -100,7 +103,7 @@ def patch_entropy() -> Callable[[], None]:
     real_seed = random.Random.seed
 
     def urandom(size: int, /) -> bytes:
-        if _not_the_runs():
+        if not_the_runs():
             return real_urandom(size)
         return boundary.through(
             "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER

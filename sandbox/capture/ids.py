@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.capture.entropy import not_the_runs
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, RandomDraw
@@ -89,12 +90,15 @@ def seed_generators(seed: int, *, numpy: bool = True) -> dict[str, int]:
 def patch_uuid4(seed: int) -> Callable[[], None]:
     """Replace ``uuid.uuid4`` with a seeded generator whose draws cross the seam; return the
     function that restores the original. Code that did ``from uuid import uuid4`` before the
-    patch keeps the original."""
+    patch keeps the original. A draw that is not the run's (see
+    :func:`sandbox.capture.entropy.not_the_runs`) is the original's, not recorded."""
     original = uuid.uuid4
     generator = SeededUUID(seed)
     adapter = UUIDAdapter()
 
     def uuid4() -> uuid.UUID:
+        if not_the_runs():  # the sandbox's, or a library's as it is imported: not seeded
+            return original()
         return boundary.through("random", "uuid4", None, generator, adapter)
 
     uuid.uuid4 = uuid4

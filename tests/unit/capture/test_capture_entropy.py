@@ -78,6 +78,12 @@ def test_the_sandboxs_own_draws_are_not_the_runs(store: DirectoryStore, tmp_path
     assert _urandom_draws(store, rec.run_id) == 1
 
 
+def _uuid4_draws(store: DirectoryStore, run_id: str) -> int:
+    return sum(
+        1 for e in store.load_events(run_id) if isinstance(e, RandomDraw) and e.name == "uuid4"
+    )
+
+
 def _urandom_draws(store: DirectoryStore, run_id: str) -> int:
     return sum(
         1 for e in store.load_events(run_id) if isinstance(e, RandomDraw) and e.name == "os.urandom"
@@ -87,13 +93,16 @@ def _urandom_draws(store: DirectoryStore, run_id: str) -> int:
 def test_a_library_drawing_while_it_is_imported_is_not_the_run(
     store: DirectoryStore, tmp_path: Path
 ) -> None:
-    """An installed library that seeds a generator at import (aiohttp does, in a class body)
-    draws wherever the process first imports it: not recorded. The same draw in the agent's
-    own module, and the library drawing when the agent calls it, are recorded."""
+    """An installed library that seeds a generator or makes a uuid4 at import (aiohttp,
+    opentelemetry do) draws wherever the process first imports it: not recorded. The same
+    draws in the agent's own module, and the library's when the agent calls it, are."""
     suffix = uuid4().hex[:8]
     library = tmp_path / "venv" / "site-packages"
     project = tmp_path / "project"
-    source = "import random\nSEEDED = random.Random()\n\ndef draw():\n    return random.Random()\n"
+    source = (
+        "import random, uuid\nSEEDED = random.Random()\nKEY = uuid.uuid4()\n\n"
+        "def draw():\n    return random.Random(), uuid.uuid4()\n"
+    )
     for folder, name in ((library, f"drawlib_{suffix}"), (project, f"agentmod_{suffix}")):
         folder.mkdir(parents=True)
         (folder / f"{name}.py").write_text(source)
@@ -101,11 +110,11 @@ def test_a_library_drawing_while_it_is_imported_is_not_the_run(
     try:
         with capture.run("imports", store=store, packages=False) as rec:
             drawlib = importlib.import_module(f"drawlib_{suffix}")
-            assert _urandom_draws(store, rec.run_id) == 0
+            assert _urandom_draws(store, rec.run_id) == _uuid4_draws(store, rec.run_id) == 0
             importlib.import_module(f"agentmod_{suffix}")
-            assert _urandom_draws(store, rec.run_id) == 1
+            assert _urandom_draws(store, rec.run_id) == _uuid4_draws(store, rec.run_id) == 1
             drawlib.draw()
-        assert _urandom_draws(store, rec.run_id) == 2
+        assert _urandom_draws(store, rec.run_id) == _uuid4_draws(store, rec.run_id) == 2
     finally:
         for folder in (library, project):
             sys.path.remove(str(folder))
