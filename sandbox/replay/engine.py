@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sandbox.capture.recorder import FAILURE_EVENT
@@ -44,7 +45,7 @@ from sandbox.replay.policy import PolicySet
 from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay_notes
 from sandbox.replay.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
-from sandbox.replay.trust import check_trusted
+from sandbox.replay.trust import check_callable, check_trusted
 from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -400,7 +401,8 @@ def replay(
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
     check_trusted(manifest, trust=trust, override=entrypoint)
-    restored = restored_environment(manifest, os.environ)
+    local = None if "://" in st.location else Path(st.location)
+    restored = restored_environment(manifest, os.environ, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     policy_set = policies or PolicySet()
@@ -417,7 +419,9 @@ def replay(
         compared=compared,
         expected=Expectation.of(manifest.failure, compared, predicate),
         target=target,
-        function=resolve_entrypoint(target) if command is None else _no_function,
+        function=_no_function
+        if command is not None
+        else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
         policies=policy_set,
         miss=MissMode.parse(miss),
         enforce_order=enforce_order,

@@ -4,21 +4,29 @@ A run brought in by ``sandbox import`` carries its :class:`~sandbox.snapshot.man
 it is someone else's data. Replaying it runs its entrypoint, so an imported run whose
 entrypoint is a command, or a ``module:function`` that resolves outside the current project
 (or into installed packages), is refused on the host unless the user trusts it (``--trust``)
-or the replay runs in the runner container. The check imports nothing: the module is looked
-up by the path finder, the way the replay would import it.
+or the replay runs in the runner container. The module check imports nothing: the module is
+looked up by the path finder, the way the replay would import it. Once that module (the
+project's own code) is imported, the callable must be a function defined there under the
+recorded name (its ``__module__`` a project module, its ``__qualname__`` the attribute path):
+``examples.orders:os.getppid`` reaches a function of another module through an attribute of a
+project module, and is refused as well.
 """
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
+from collections.abc import Callable
 from importlib.machinery import PathFinder
 from pathlib import Path
+from typing import Any, TypeVar
 
 from sandbox.errors import UntrustedRunError
 from sandbox.snapshot.manifest import Manifest
 
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def module_origin(target: str, project: Path) -> Path | None:
@@ -66,6 +74,56 @@ def what_would_run(manifest: Manifest, project: Path) -> str | None:
     return f"{target} ({found}, outside {project.resolve()})"
 
 
+def defined_in_project(function: object, target: str, project: Path) -> str | None:
+    """``None`` when ``function`` is a function defined in a module of ``project`` under the
+    name ``target`` gives it (``module:Qual.name``); otherwise what it is instead."""
+    attr = target.partition(":")[2]
+    inner = inspect.unwrap(function) if callable(function) else function
+    if not (inspect.isfunction(inner) or inspect.isfunction(function)):
+        return f"{target} ({type(function).__name__}, not a function of the project)"
+    defined = getattr(function, "__module__", None) or ""
+    qualname = getattr(function, "__qualname__", None)
+    if qualname != attr:
+        return f"{target} ({defined}.{qualname}, reached through another name)"
+    origin = module_origin(defined, project) if defined else None
+    module = sys.modules.get(defined)
+    where = getattr(module, "__file__", None) if module is not None else None
+    if where is not None:
+        origin = Path(where).resolve()
+    if not _inside_project(origin, project):
+        return f"{target} (defined in {defined or 'no module'}, outside {project.resolve()})"
+    return None
+
+
+def check_callable(
+    manifest: Manifest,
+    function: F,
+    *,
+    trust: bool,
+    override: str | None = None,
+    project: Path | None = None,
+) -> F:
+    """``function`` (the resolved entrypoint of ``manifest``) when it may run: an imported
+    run's callable must be a function defined in the project under its recorded name; raise
+    :class:`UntrustedRunError` otherwise (nothing was called)."""
+    if trust or override or manifest.provenance is None or manifest.entrypoint is None:
+        return function
+    what = defined_in_project(function, manifest.entrypoint.target or "", project or Path.cwd())
+    if what is not None:
+        raise _refusal(manifest, what)
+    return function
+
+
+def _refusal(manifest: Manifest, what: str) -> UntrustedRunError:
+    assert manifest.provenance is not None
+    return UntrustedRunError(
+        f"run {manifest.run_id} was imported from {manifest.provenance.imported_from} "
+        f"(untrusted): replaying it would run {what} on this host; nothing ran. "
+        "Replay it with --trust if you trust the bundle, or in the runner container "
+        f"(sandbox ci-repro --in-container --run {manifest.run_id})"
+    )
+
+
 def check_trusted(
     manifest: Manifest,
     *,
@@ -79,12 +137,5 @@ def check_trusted(
     if trust or override:
         return
     what = what_would_run(manifest, project or Path.cwd())
-    if what is None:
-        return
-    assert manifest.provenance is not None
-    raise UntrustedRunError(
-        f"run {manifest.run_id} was imported from {manifest.provenance.imported_from} "
-        f"(untrusted): replaying it would run {what} on this host; nothing ran. "
-        "Replay it with --trust if you trust the bundle, or in the runner container "
-        f"(sandbox ci-repro --in-container --run {manifest.run_id})"
-    )
+    if what is not None:
+        raise _refusal(manifest, what)

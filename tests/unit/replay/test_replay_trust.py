@@ -4,6 +4,10 @@ host unless trusted. Runs in-process through ``cli.main.main`` with exit codes c
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +15,11 @@ import pytest
 from cli.main import main
 from sandbox.errors import UntrustedRunError
 from sandbox.replay.engine import replay
+from sandbox.replay.environment import is_hook, restored_environment
 from sandbox.replay.trust import what_would_run
 from sandbox.snapshot import DirectoryStore, Manifest
 from sandbox.snapshot.bundle import export_bundle, import_bundle
-from sandbox.snapshot.events import FinalResult
+from sandbox.snapshot.events import FinalResult, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Provenance
 from sandbox.snapshot.snapshot import Snapshot
 
@@ -171,3 +176,137 @@ def test_engine_refuses_before_importing_anything(
     # an entrypoint the user names is the user's own choice
     report = replay("r", store=store, entrypoint="os:getcwd")
     assert report.replays
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Path:
+    """A project folder holding ``ticket_agent.py`` with ``source``, as the working folder."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "ticket_agent.py").write_text(source)
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delitem(sys.modules, "ticket_agent", raising=False)
+    return project
+
+
+def test_an_attribute_path_through_another_module_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ticket_agent:os.getppid`` names a project module, but runs a stdlib function: refused
+    with one line and exit 2 before anything is called; a function defined there runs."""
+    _project(
+        tmp_path,
+        monkeypatch,
+        "import os\n\nclass Desk:\n    @staticmethod\n    def run():\n"
+        "        raise RuntimeError('x')\n\n"
+        "def run():\n    raise RuntimeError('order placed twice')\n",
+    )
+    source = DirectoryStore(tmp_path / "theirs")
+    store = tmp_path / "mine"
+    for target in ("ticket_agent:os.getppid", "ticket_agent:os.abort", "ticket_agent:os.path.join"):
+        run_id = "t-" + target.rpartition(".")[2]
+        manifest = _imported(target, tmp_path).model_copy(
+            update={
+                "run_id": run_id,
+                "status": "complete",
+                "provenance": None,
+                "failure": Failure(predicate=ExceptionPredicate(type="RuntimeError")),
+            }
+        )
+        source.save(Snapshot(manifest, []))
+        bundle = export_bundle(source, run_id, tmp_path / f"{run_id}.tar.gz")
+        assert _run(capsys, "import", str(bundle), "--store", str(store))[0] == 0
+        code, _, err = _run(capsys, "replay", run_id, "--store", str(store))
+        assert code == 2, (target, err)
+        (line,) = err.strip().splitlines()
+        assert target in line and "--trust" in line and "nothing ran" in line
+    for target in ("ticket_agent:run", "ticket_agent:Desk.run"):
+        manifest = _imported(target, tmp_path).model_copy(
+            update={
+                "status": "complete",
+                "failure": Failure(predicate=ExceptionPredicate(type="RuntimeError")),
+            }
+        )
+        DirectoryStore(store).save(Snapshot(manifest, []), overwrite=True)
+        report = replay("r", store=DirectoryStore(store))
+        assert report.replays  # a function defined in the project module ran
+
+
+def _audit_library(tmp_path: Path, marker: Path) -> bytes:
+    """A shared library that, loaded through ``LD_AUDIT``, creates ``marker``."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler to build the audit library")
+    source = tmp_path / "audit.c"
+    source.write_text(
+        "#include <fcntl.h>\n#include <unistd.h>\n"
+        "unsigned int la_version(unsigned int v) {\n"
+        f'  int fd = open("{marker}", O_CREAT | O_WRONLY, 0644);\n'
+        "  if (fd >= 0) close(fd);\n  return v;\n}\n"
+    )
+    out = tmp_path / "audit.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
+    return out.read_bytes()
+
+
+def test_a_bundle_cannot_make_the_host_load_its_blob_through_ld_audit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bundle ships a shared library as a blob and points ``LD_AUDIT`` (and other hooks) at
+    its predictable store path; the replayed agent starts a subprocess. The host marker the
+    library makes when loaded must not appear (the control shows the library does make it)."""
+    marker = tmp_path / "host-marker"
+    library = _audit_library(tmp_path, marker)
+    subprocess.run(["true"], env={**os.environ, "LD_AUDIT": str(tmp_path / "audit.so")})
+    assert marker.exists()  # the control: loaded, the library leaves the marker
+    marker.unlink()
+    _project(
+        tmp_path,
+        monkeypatch,
+        "import subprocess\n\ndef run():\n    subprocess.run(['true'])\n"
+        "    raise RuntimeError('order placed twice')\n",
+    )
+    source = DirectoryStore(tmp_path / "theirs")
+    ref = source.put_blob(library)
+    mine = DirectoryStore(tmp_path / "mine")
+    planted = str(mine.blob_path(ref.sha256))
+    manifest = _imported("ticket_agent:run", tmp_path).model_copy(
+        update={
+            "status": "complete",
+            "provenance": None,
+            "env": {
+                "LD_AUDIT": planted,
+                "LD_PRELOAD": planted,
+                "PYTHONSTARTUP": planted,
+                "BASH_ENV": planted,
+                "SHOP_PLUGIN": planted,
+                "SHOP_REGION": "eu",
+                "PYTHONHASHSEED": "7",
+            },
+            "failure": Failure(predicate=ExceptionPredicate(type="RuntimeError")),
+        }
+    )
+    tool = ToolCall(seq=0, wall=1.0, mono=0.0, name="lookup", output_blob=ref)
+    source.save(Snapshot(manifest, [tool]))
+    bundle = export_bundle(source, "r", tmp_path / "r.tar.gz")
+    import_bundle(mine, bundle)
+    assert Path(planted).read_bytes() == library  # the blob is where the bundle expected
+    restored = restored_environment(mine.load_manifest("r"), {}, store_root=mine.root)
+    assert restored == {"SHOP_REGION": "eu", "PYTHONHASHSEED": "7"}
+    monkeypatch.delenv("LD_AUDIT", raising=False)
+    code, _, err = _run(capsys, "replay", "r", "--store", str(mine.root))
+    assert code in (0, 1, 2), err
+    assert not marker.exists()
+
+
+def test_hook_variables_are_never_restored_from_a_local_run_either() -> None:
+    manifest = Manifest.model_validate(
+        {
+            "run_id": "r",
+            "created": CREATED,
+            "env": {"LD_AUDIT": "/x.so", "NODE_OPTIONS": "--require /x.js", "REGION": "eu"},
+        }
+    )
+    assert restored_environment(manifest, {}) == {"REGION": "eu"}
+    for name in ("LD_AUDIT", "ld_audit", "DYLD_INSERT_LIBRARIES", "PYTHONWARNINGS", "BASH_ENV"):
+        assert is_hook(name), name
+    assert not is_hook("PYTHONHASHSEED") and not is_hook("OPENAI_MODEL")
