@@ -7,6 +7,9 @@ PHOENIX_VENV ?= .venv-phoenix
 RUN    ?=
 N      ?= 5
 STORE  ?= snapshots
+# make demo's own captures: a store of their own, so that the demo never changes what the
+# repository ships in snapshots/ (and tests never see what a demo left there)
+DEMO_STORE ?= demo-store
 SHARD  ?=
 SHARD_OPT = $(if $(SHARD),--shard $(SHARD))
 
@@ -62,8 +65,8 @@ VERDICT = rc=$$?; \
 	else echo "make $@: internal error (exit $$rc; see the traceback file named above)"; fi
 
 demo: setup engine images
-	@$(BIN)/sandbox doctor --store $(STORE) --quiet
-	@$(BIN)/python -m examples.demo --store $(STORE) --times $(N) --skip-images; $(VERDICT); \
+	@$(BIN)/sandbox doctor --store $(DEMO_STORE) --quiet
+	@$(BIN)/python -m examples.demo --store $(DEMO_STORE) --times $(N) --skip-images; $(VERDICT); \
 	[ $$rc -eq 1 ]
 
 replay: setup engine images

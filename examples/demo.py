@@ -2,7 +2,7 @@
 
 ::
 
-    python -m examples.demo --store snapshots --times 5
+    python -m examples.demo --store demo-store --times 5
 
 1. builds the images that are missing (``sandbox.containers.build_images``, no registry);
 2. captures each demo agent of :mod:`examples.capture_demo` into the store, unless the store
@@ -133,7 +133,11 @@ def first_step(report: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__)
-    parser.add_argument("--store", default="snapshots", help="snapshot store (./snapshots)")
+    parser.add_argument(
+        "--store",
+        default="demo-store",
+        help="snapshot store for the demo's captures (./demo-store)",
+    )
     parser.add_argument("--times", type=int, default=5, help="replays per run (5)")
     parser.add_argument(
         "--reports", default="demo-reports", help="folder for the HTML reports (demo-reports)"

@@ -165,3 +165,41 @@ def s3_url(s3: S3Server) -> str:
     boto3.session.Session().client("s3").create_bucket(Bucket=bucket)
     s3.log.write_text("")
     return f"s3://{bucket}/team/sandbox"
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _committed_files(folder: str) -> list[str] | None:
+    """The files of ``folder`` (relative to the repository) that git tracks, or ``None`` when
+    this is no git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "--", folder],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return [name for name in done.stdout.decode().split("\0") if name]
+
+
+@pytest.fixture
+def committed_snapshots(tmp_path: Path) -> Path:
+    """A copy of what the repository ships in ``snapshots/`` (the files git tracks), never
+    what earlier commands left there (``make demo``, a capture into the default store):
+    replays write runs into the copy, and the working tree stays as it was."""
+    copy = tmp_path / "snapshots"
+    tracked = _committed_files("snapshots")
+    if tracked is None:
+        import shutil
+
+        shutil.copytree(REPO / "snapshots", copy, ignore=shutil.ignore_patterns(".tmp"))
+        return copy
+    for name in tracked:
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((REPO / name).read_bytes())
+    copy.mkdir(exist_ok=True)
+    return copy

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
-    copy = tmp_path / "snapshots"
-    shutil.copytree(REPO / "snapshots", copy, ignore=shutil.ignore_patterns(".tmp"))
-    return copy
+def store(committed_snapshots: Path) -> Path:
+    return committed_snapshots
 
 
 def _labelled() -> list[str]:

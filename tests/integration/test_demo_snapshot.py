@@ -3,7 +3,6 @@ clone: the README's ``make replay RUN=demo-orders-duplicate``, through the CLI."
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,16 +10,11 @@ import pytest
 from cli.main import main
 from examples.capture_demo import DEMO_RUN_ID
 
-REPO = Path(__file__).resolve().parents[2]
-COMMITTED = REPO / "snapshots"
-
 
 @pytest.fixture
-def store(tmp_path: Path) -> Path:
+def store(committed_snapshots: Path) -> Path:
     """A copy of the committed store: replays write runs, and the repository stays clean."""
-    copy = tmp_path / "snapshots"
-    shutil.copytree(COMMITTED, copy, ignore=shutil.ignore_patterns(".tmp"))
-    return copy
+    return committed_snapshots
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -32,10 +26,10 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return int(code or 0), captured.out + captured.err
 
 
-def test_the_committed_snapshot_is_small_and_machine_free() -> None:
-    run = COMMITTED / "runs" / DEMO_RUN_ID
+def test_the_committed_snapshot_is_small_and_machine_free(committed_snapshots: Path) -> None:
+    run = committed_snapshots / "runs" / DEMO_RUN_ID
     assert (run / "manifest.json").is_file() and (run / "events.jsonl").is_file()
-    size = sum(p.stat().st_size for p in COMMITTED.rglob("*") if p.is_file())
+    size = sum(p.stat().st_size for p in committed_snapshots.rglob("*") if p.is_file())
     assert size < 100_000, f"snapshots/ holds {size} bytes"
     manifest = (run / "manifest.json").read_text()
     assert '"cwd": "."' in manifest and '"HOME"' not in manifest and '"PATH"' not in manifest

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from cli.main import main
 from sandbox.regress.shard import Shard, shard_of
 
-SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
 RUN_IDS = st.lists(st.from_regex(r"[a-z0-9][a-z0-9._-]{0,40}", fullmatch=True), unique=True)
 """Adding runs to a store never moves another: a shard is a function of the run id alone."""
 
@@ -56,11 +55,12 @@ def test_ci_repro_says_when_a_shard_is_empty(
     assert "no captured failures in shard 2/4 of the store" in capsys.readouterr().err
 
 
-def test_dry_run_lists_the_shards_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_dry_run_lists_the_shards_runs(
+    committed_snapshots: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     listed = []
+    store = str(committed_snapshots)
     for index in (1, 2, 3):
-        assert (
-            main(["ci-repro", "--store", str(SNAPSHOTS), "--shard", f"{index}/3", "--dry-run"]) == 0
-        )
+        assert main(["ci-repro", "--store", store, "--shard", f"{index}/3", "--dry-run"]) == 0
         listed.append(capsys.readouterr().out.split())
     assert listed == [[], [], ["demo-orders-duplicate"]]
