@@ -12,6 +12,9 @@ STORE  ?= snapshots
 DEMO_STORE ?= demo-store
 SHARD  ?=
 SHARD_OPT = $(if $(SHARD),--shard $(SHARD))
+# make ci-repro REPORTS=DIR: one HTML page per replayed run in DIR (what CI keeps on failure)
+REPORTS ?=
+REPORTS_OPT = $(if $(REPORTS),--report-dir $(REPORTS))
 
 export TESTCONTAINERS_RYUK_DISABLED := true
 
@@ -56,8 +59,9 @@ images: setup engine
 # The commands exit 1 when the failure reproduced, 0 when it is gone (every run judged),
 # 2 when it could not be judged (or bad input), 3 on an internal error. Reproduced is the
 # expected result here: `replay` succeeds on 1 and 0 (saying which) and fails on 2 and 3;
-# `demo` and `ci-repro` succeed only when every captured failure reproduced (`ci-repro` with
-# SHARD=I/N also when its shard holds no captured failure).
+# `demo` and `ci-repro` succeed only when every captured failure reproduced (`ci-repro`: or,
+# for one marked fixed, stayed gone; with SHARD=I/N also when its shard holds no captured
+# failure).
 VERDICT = rc=$$?; \
 	if [ $$rc -eq 1 ]; then echo "make $@: the captured failure reproduced (as expected)"; \
 	elif [ $$rc -eq 0 ]; then echo "make $@: the captured failure did NOT reproduce (gone)"; \
@@ -79,7 +83,7 @@ export: setup
 	$(BIN)/sandbox export $(RUN) --store $(STORE) -o $(RUN).tar.gz
 
 ci-repro: setup engine images
-	@$(BIN)/sandbox ci-repro --store $(STORE) --in-container $(SHARD_OPT); $(VERDICT); \
+	@$(BIN)/sandbox ci-repro --store $(STORE) --in-container $(SHARD_OPT) $(REPORTS_OPT); $(VERDICT); \
 	[ $$rc -eq 1 ] || { [ $$rc -eq 0 ] && [ -n "$(SHARD)" ] && \
 	[ -z "$$($(BIN)/sandbox ci-repro --store $(STORE) $(SHARD_OPT) --dry-run)" ]; }
 

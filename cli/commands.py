@@ -6,6 +6,7 @@ from cli import (
     doctor_cmd,  # noqa: F401
     env_cmds,  # noqa: F401
     explain_cmd,  # noqa: F401
+    mark_cmd,  # noqa: F401
     otel_cmd,  # noqa: F401
     pytest_cmd,  # noqa: F401
     remote_cmds,  # noqa: F401

@@ -1,9 +1,11 @@
-"""``sandbox ci-repro``: every captured failure in the store must still reproduce (exit 1,
-the verdict's "reproduced"; 0 when one is gone; 2 when one could not be judged)."""
+"""``sandbox ci-repro``: every captured failure in the store must still reproduce, and every
+one marked fixed must be gone (exit 1: all as expected; 0 when one is not; 2 when one could
+not be judged)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +14,7 @@ import typer
 from cli.app import JsonOption, StoreOption, TimeoutOption, app, store_from
 
 if TYPE_CHECKING:
+    from sandbox.regress.check import RunCheck
     from sandbox.replay.incontainer import ContainerReplayReport
     from sandbox.snapshot.manifest import Manifest
 
@@ -63,11 +66,21 @@ def ci_repro(
             show_default=False,
         ),
     ] = None,
+    report_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--report-dir",
+            help="Write one HTML page per replayed run into this folder (RUN.html): the "
+            "original against its replay, headed by the verdict.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Replay every captured failure in the store; exit 1 if every one still reproduces.
+    """Replay every captured failure in the store; exit 1 if every one is as expected.
 
-    A run captured as failed must still show its failure on replay; one that is gone (exit 0)
-    or could not be judged (exit 2) is a lost reproduction. Example: sandbox ci-repro --times 3
+    A run captured as failed must still show its failure on replay, and one marked fixed
+    (sandbox mark RUN --fixed) must be gone; otherwise (exit 0) or when one could not be
+    judged (exit 2) the check is lost. Example: sandbox ci-repro --times 3
     """
     from rich.console import Console
     from rich.table import Column, Table
@@ -112,6 +125,8 @@ def ci_repro(
                 run_id, project=project, progress=step, extra_args=limit, **options
             )
 
+    if report_dir is not None:
+        replayer = _reporting(replayer, report_dir, lambda line: err.print(line, markup=False))
     result = check_store(
         opened, times=times, runs=run, on_run=progress, replayer=replayer, shard=part, **options
     )
@@ -129,32 +144,81 @@ def ci_repro(
             check.run_id,
             check.reason,
             f"{check.reproduced}/{check.total}",
-            _status(check.outcome, check.error),
+            _status(check),
         )
     Console(highlight=False).print(table)
-    counts = {o: sum(1 for c in result.checks if c.outcome == o) for o in STATUS}
+    lost = result.lost
+    fixed = sum(1 for c in result.checks if c.expected == "gone")
     if not result.checks:
         where = "the store" if part is None else f"shard {part} of the store"
         typer.echo(f"sandbox: no captured failures in {where}", err=True)
-    elif counts["reproduced"] == len(result.checks):
+    elif not lost and not fixed:
         typer.echo(f"sandbox: all {len(result.checks)} failure(s) still reproduce", err=True)
-    else:
+    elif not lost:
         typer.echo(
-            f"sandbox: {len(result.lost)} expected reproduction(s) lost: "
-            f"{counts['gone']} gone, {counts['inconclusive']} could not be judged",
+            f"sandbox: all {len(result.checks)} failure(s) as expected: "
+            f"{len(result.checks) - fixed} still reproduce, {fixed} marked fixed stay gone",
+            err=True,
+        )
+    else:
+        back = sum(1 for c in lost if c.expected == "gone" and c.outcome == "reproduced")
+        gone = sum(1 for c in lost if c.expected == "reproduced" and c.outcome == "gone")
+        unjudged = sum(1 for c in lost if c.outcome == "inconclusive")
+        what = "check(s)" if fixed else "expected reproduction(s)"
+        came_back = f" {back} marked fixed but back," if fixed else ""
+        typer.echo(
+            f"sandbox: {len(lost)} {what} lost: {gone} gone,{came_back} "
+            f"{unjudged} could not be judged",
             err=True,
         )
     raise typer.Exit(result.exit_code)
 
 
-STATUS = {
-    "reproduced": "[green]ok[/green]",
-    "gone": "[red]LOST: gone[/red]",
-    "inconclusive": "[yellow]LOST: could not judge[/yellow]",
-}
+def _reporting(
+    replayer: Callable[..., Any] | None, folder: Path, say: Callable[[str], None]
+) -> Callable[..., Any]:
+    """``replayer`` (default: the engine's replay) writing each replay's page into
+    ``folder``: the replay report's page in process, the diff of the original and its first
+    replay for a replay in the runner container."""
+    from sandbox.replay.engine import replay as engine_replay
+    from sandbox.replay.report import ReplayReport
+
+    base = replayer or engine_replay
+
+    def replay_and_report(run_id: str, **options: Any) -> Any:
+        report = base(run_id, **options)
+        store = options["store"]
+        path = folder / f"{run_id}.html"
+        if isinstance(report, ReplayReport):
+            from sandbox.report import write_store_report
+
+            written = write_store_report(path, store, report)
+        elif report.replays:
+            from sandbox.replay.compare import compare_runs
+            from sandbox.report import diff_comparison, write
+
+            written = write(
+                path, diff_comparison(store, compare_runs(store, run_id, report.replays[0]))
+            )
+        else:
+            return report
+        say(f"  wrote report {written}")
+        return report
+
+    return replay_and_report
 
 
-def _status(outcome: str, error: str | None) -> str:
+def _status(check: RunCheck) -> str:
     from rich.markup import escape
 
-    return STATUS[outcome] + (f" [yellow]{escape(error)}[/yellow]" if error else "")
+    if check.outcome == "inconclusive":
+        status = "[yellow]LOST: could not judge[/yellow]"
+    elif check.ok:
+        status = (
+            "[green]ok[/green]" if check.expected == "reproduced" else "[green]ok: fixed[/green]"
+        )
+    elif check.expected == "gone":
+        status = "[red]BACK: marked fixed, reproduced[/red]"
+    else:
+        status = "[red]LOST: gone[/red]"
+    return status + (f" [yellow]{escape(check.error)}[/yellow]" if check.error else "")

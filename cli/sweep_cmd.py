@@ -90,12 +90,7 @@ def sweep(
             trust=trust,
             progress=progress,
         )
-    checks = [
-        RunCheck.of(
-            r.manifest.run_id, r.manifest.failure.reason if r.manifest.failure else "", r.verdict
-        )
-        for r in results
-    ]
+    checks = [RunCheck.of(r.manifest, r.verdict) for r in results]
     report = CheckReport(tuple(checks))
     if as_json:
         out = [{"run": r.manifest.run_id, **r.verdict.to_json()} for r in results]

@@ -196,7 +196,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         write_store_report(reports / f"{manifest.run_id}.html", store, report)
         verdict = report.verdict
         reason = manifest.failure.reason if manifest.failure else ""
-        checks.append(RunCheck.of(manifest.run_id, reason, verdict))
+        checks.append(RunCheck.of(manifest, verdict))
         rows.append(DemoRow(manifest.run_id, reason, verdict, first_step(report)))
         console.print(f"{manifest.run_id}: {verdict.summary()} in {time.monotonic() - start:.1f} s")
     console.print(

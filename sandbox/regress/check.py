@@ -1,11 +1,13 @@
 """``ci-repro``: replay every captured failure in a store and report the ones that no longer
-reproduce.
+behave as expected.
 
 A run that was captured as failed is an *expected reproduction*: its failure must come back
 when it is replayed, or the snapshot has stopped being a usable test case (the environment or
-the replayer changed under it). Runs without an observed failure, unfinished runs and runs
-that are themselves replays are skipped. The replays go through :func:`sandbox.replay.engine.replay`
-with its defaults (recorded model calls, tools live against the frozen containers).
+the replayer changed under it). Once it is marked fixed (:mod:`sandbox.regress.marks`), its
+replay is expected to be *gone*, and a reproduction means the bug came back. Runs without an
+observed failure, unfinished runs and runs that are themselves replays are skipped. The
+replays go through :func:`sandbox.replay.engine.replay` with its defaults (recorded model
+calls, tools live against the frozen containers).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ class RunCheck:
     or the reasons its runs were inconclusive."""
     gone: int = 0
     inconclusive: int = 0
+    expected: Outcome = "reproduced"
+    """``gone`` for a failure marked fixed: then a reproduction is the bug coming back."""
+    fixed_by: str | None = None
 
     @property
     def outcome(self) -> Outcome:
@@ -66,13 +71,16 @@ class RunCheck:
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "reproduced"
+        """The outcome is the expected one (never when it could not be judged)."""
+        return self.outcome == self.expected
 
     def to_json(self) -> dict[str, object]:
         return {
             "run": self.run_id,
             "reason": self.reason,
             "outcome": self.outcome,
+            "expected": self.expected,
+            "fixed_by": self.fixed_by,
             "reproduced": self.reproduced,
             "gone": self.gone,
             "inconclusive": self.inconclusive,
@@ -82,7 +90,7 @@ class RunCheck:
         }
 
     @classmethod
-    def of(cls, run_id: str, reason: str, verdict: Verdict) -> RunCheck:
+    def of(cls, manifest: Manifest, verdict: Verdict) -> RunCheck:
         error = None
         if verdict.outcome == "inconclusive":
             first = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
@@ -92,14 +100,26 @@ class RunCheck:
                 else "no run was judged"
             )
         return cls(
-            run_id,
-            reason,
+            manifest.run_id,
+            reason_of(manifest),
             verdict.reproduced,
             verdict.total,
             error=error,
             gone=verdict.gone,
             inconclusive=verdict.inconclusive,
+            **expectation(manifest),
         )
+
+
+def reason_of(manifest: Manifest) -> str:
+    return manifest.failure.reason if manifest.failure else ""
+
+
+def expectation(manifest: Manifest) -> dict[str, Any]:
+    """What a replay of ``manifest`` is expected to give (the :class:`RunCheck` fields)."""
+    if manifest.fixed is None:
+        return {"expected": "reproduced"}
+    return {"expected": "gone", "fixed_by": manifest.fixed.by}
 
 
 @dataclass(frozen=True)
@@ -108,18 +128,19 @@ class CheckReport:
 
     @property
     def lost(self) -> list[RunCheck]:
-        """Expected reproductions that did not happen (or could not be judged)."""
+        """Captured failures whose replay was not as expected (or could not be judged)."""
         return [c for c in self.checks if not c.ok]
 
     @property
     def exit_code(self) -> int:
-        """The verdict's codes, over the captured failures: 1 when every one reproduced,
-        0 when one is gone (and every one was judged, or there are none), 2 when one could
-        not be judged. For a single run, the exit code of ``sandbox replay``."""
-        outcomes = {c.outcome for c in self.checks}
-        if "inconclusive" in outcomes:
+        """The verdict's codes, over the captured failures: 1 when every one behaved as
+        expected (reproduced; gone for one marked fixed), 0 when one did not (an open
+        failure gone, a fixed one back; and every one was judged), or there are none, 2
+        when one could not be judged. With no run marked fixed, for a single run, the exit
+        code of ``sandbox replay``."""
+        if any(c.outcome == "inconclusive" for c in self.checks):
             return EXIT_CODES["inconclusive"]
-        if "gone" in outcomes or not outcomes:
+        if self.lost or not self.checks:
             return EXIT_CODES["gone"]
         return EXIT_CODES["reproduced"]
 
@@ -173,13 +194,20 @@ def check_store(
     for manifest in manifests:
         if on_run is not None:
             on_run(manifest)
-        reason = manifest.failure.reason if manifest.failure else ""
         try:
             report = replayer(manifest.run_id, store=store, times=times, **replay_options)
         except SandboxError as exc:
             checks.append(
-                RunCheck(manifest.run_id, reason, 0, times, error=str(exc), inconclusive=times)
+                RunCheck(
+                    manifest.run_id,
+                    reason_of(manifest),
+                    0,
+                    times,
+                    error=str(exc),
+                    inconclusive=times,
+                    **expectation(manifest),
+                )
             )
             continue
-        checks.append(RunCheck.of(manifest.run_id, reason, report.verdict))
+        checks.append(RunCheck.of(manifest, report.verdict))
     return CheckReport(tuple(checks))

@@ -140,6 +140,15 @@ class Provenance(Strict):
     bundle_sha256: Annotated[str, Field(pattern=SHA256_PATTERN)]
 
 
+class FixMark(Strict):
+    """A captured failure said to be fixed (``sandbox mark RUN --fixed``): from then on its
+    replay is expected to be gone, and a reproduction is a regression."""
+
+    at: datetime
+    by: str | None = None
+    """What fixed it, as the user named it (a commit, a ticket)."""
+
+
 class ForkOverride(Strict):
     """One recorded response replaced in a fork: the step (event ``seq``) and what it
     answers with instead (an assistant message or a provider response, a tool output, a
@@ -197,6 +206,8 @@ class Manifest(Strict):
     provenance: Provenance | None = None
     """Set on runs brought in by ``sandbox import`` (untrusted); ``None`` for local captures."""
     labels: dict[str, str] = {}
+    fixed: FixMark | None = None
+    """Set when the failure was marked fixed: ``ci-repro`` then expects it gone."""
 
 
 def manifest_json_schema() -> dict[str, Any]:
