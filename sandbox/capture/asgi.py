@@ -1,0 +1,87 @@
+"""An ASGI middleware that captures each HTTP request of an agent service as its own run.
+
+::
+
+    from sandbox.capture.asgi import CaptureMiddleware
+
+    app = FastAPI()
+    app.add_middleware(CaptureMiddleware, store="snapshots", keep="failed")
+
+Each request is one :func:`sandbox.capture.run`, named after its route (``POST /refunds/{id}``:
+the path template of the Starlette/FastAPI route that matches, else the raw path), so a
+service handling many requests at once records each one apart, and ``keep="failed"`` keeps
+only the requests that failed. A request fails when the application raises (the exception
+is recorded and raised on, unchanged), when it answers with a status of 500 or above, or
+when the agent calls :func:`sandbox.capture.mark_failed`. Other settings are
+:class:`~sandbox.capture.run.Capture`'s. Non-HTTP traffic (lifespan, websockets) passes
+through uncaptured. The middleware needs no web framework: it speaks plain ASGI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from sandbox.capture.markers import mark_failed
+from sandbox.capture.run import run
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+FULL_MATCH = 2
+"""``starlette.routing.Match.FULL``: a route that matches the request's method and path."""
+
+
+def route_name(scope: Scope) -> str:
+    """``METHOD /path/{template}`` of the route that matches ``scope`` in the application
+    that set ``scope["app"]`` (Starlette, FastAPI), else ``METHOD /raw/path``."""
+    method = str(scope.get("method", "GET"))
+    routes = getattr(scope.get("app"), "routes", None) or []
+    for route in routes:
+        matches = getattr(route, "matches", None)
+        template = getattr(route, "path", None)
+        if matches is None or not isinstance(template, str):
+            continue
+        try:
+            match, _ = matches(scope)
+        except Exception:  # a route that cannot judge this scope: not this one
+            continue
+        if getattr(match, "value", match) == FULL_MATCH:
+            return f"{method} {template}"
+    return f"{method} {scope.get('path', '/')}"
+
+
+class CaptureMiddleware:
+    """Capture each HTTP request of ``app`` as a run (see the module documentation)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        name: Callable[[Scope], str] = route_name,
+        failed_status: int = 500,
+        **settings: Any,
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.failed_status = failed_status
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        status: list[int] = []
+
+        async def watched(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                status.append(int(message.get("status", 200)))
+            await send(message)
+
+        async with run(self.name(scope), **self.settings):
+            await self.app(scope, receive, watched)
+            if status and status[0] >= self.failed_status:
+                mark_failed(f"HTTP {status[0]} from {self.name(scope)}")
