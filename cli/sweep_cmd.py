@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from cli.app import JsonOption, StoreOption, app, store_from
-
-COLOURS = {"reproduced": "red", "gone": "yellow", "inconclusive": "yellow"}
+from cli.progress import progress_bar
+from cli.tables import Col, render, terminal_width
 
 
 @app.command()
@@ -56,9 +56,6 @@ def sweep(
     Example: sandbox sweep --times 20 --ray head.internal:6379 --store s3://team-bugs/sandbox
     """
 
-    from rich.console import Console
-    from rich.table import Column, Table
-
     from sandbox.regress.check import CheckReport, RunCheck, select_runs
     from sandbox.sweep import SweepProgress
     from sandbox.sweep import sweep as run_sweep
@@ -66,7 +63,6 @@ def sweep(
     opened = store_from(store)
     location = opened.location  # absolute, or the object store's URL: what the workers open
     manifests = [opened.load_manifest(r) for r in runs] if runs else select_runs(opened)
-    err = Console(stderr=True, highlight=False)
     if not manifests:  # as ci-repro says it, before any Ray cluster is started
         code = CheckReport(()).exit_code
         if as_json:
@@ -74,12 +70,23 @@ def sweep(
         typer.echo("sandbox: no captured failures in the store", err=True)
         raise typer.Exit(code)
 
-    def progress(step: SweepProgress) -> None:  # on stderr, with --json too
-        err.print(f"[dim]{step.run_id}: {step.outcome} ({step.done}/{step.total})[/dim]")
+    # Progress on stderr: a bar in a terminal, else (and with --json) a line a replay. Ray
+    # writes its own notices (a node that died, ...) to stdout: keep stdout for the table or
+    # the JSON.
+    bar = sys.stderr.isatty() and not as_json
+    total = len(manifests) * times
+    with (
+        progress_bar("sweep", total, disable=not bar) as update,
+        contextlib.redirect_stdout(sys.stderr),
+    ):
 
-    # Ray writes its own notices (a node that died, ...) to stdout: keep stdout for the
-    # table or the JSON.
-    with contextlib.redirect_stdout(sys.stderr):
+        def progress(step: SweepProgress) -> None:
+            line = f"{step.run_id}: {step.outcome} ({step.done}/{step.total})"
+            if bar:
+                update(line, step.done, step.total)
+            else:
+                typer.echo(line, err=True)
+
         results = run_sweep(
             manifests,
             store=location,
@@ -96,22 +103,22 @@ def sweep(
         out = [{"run": r.manifest.run_id, **r.verdict.to_json()} for r in results]
         typer.echo(json.dumps({"exit_code": report.exit_code, "runs": out}, indent=2))
         raise typer.Exit(report.exit_code)
-    table = Table(
-        Column("run", no_wrap=True),
-        "failure",
-        Column("reproduced", justify="right", no_wrap=True),
-        "verdict",
-        title=f"sweep: each run replayed {times} times on Ray",
-    )
-    for result, check in zip(results, checks, strict=True):
-        verdict = result.verdict
-        colour = COLOURS[verdict.outcome]
-        table.add_row(
+    cols = [
+        Col("run", is_id=True),
+        Col("reproduced", right=True),
+        Col("verdict", wrap=24),
+        Col("failure", wrap=12),
+    ]
+    rows = [
+        [
             check.run_id,
+            f"{result.verdict.reproduced}/{result.verdict.total}",
+            result.verdict.summary(),
             check.reason,
-            f"[{colour}]{verdict.reproduced}/{verdict.total}[/{colour}]"
-            + ("" if verdict.outcome != "inconclusive" else " (could not judge)"),
-            verdict.summary(),
-        )
-    Console(highlight=False).print(table)
+        ]
+        for result, check in zip(results, checks, strict=True)
+    ]
+    typer.echo(f"sweep: each run replayed {times} times on Ray")
+    for line in render(cols, rows, terminal_width() if sys.stdout.isatty() else None):
+        typer.echo(line)
     raise typer.Exit(report.exit_code)

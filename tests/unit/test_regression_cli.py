@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,3 +108,37 @@ def test_sweep_of_an_empty_store_says_so_without_starting_ray(
     assert "no captured failures in the store" in capsys.readouterr().err
     assert main(["sweep", "--store", str(store.root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"exit_code": 0, "runs": []}
+
+
+def test_sweep_prints_each_verdict_whole_when_piped(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Piped, the sweep's table is one line a run with the verdict uncut, and progress goes
+    to stderr a line a replay (a terminal gets a bar instead)."""
+    import sandbox.sweep
+    from sandbox.sweep import SweepProgress, SweepRun
+
+    fill(store)
+    replay = fake({"orders-1"})
+
+    def local_sweep(manifests: list[Manifest], *, times: int, progress: Any, **_: object) -> Any:
+        done = []
+        for i, manifest in enumerate(manifests):
+            verdict = replay(manifest.run_id, store=store, times=times).verdict  # type: ignore[operator]
+            progress(SweepProgress(i + 1, len(manifests), manifest.run_id, verdict.outcome))
+            done.append(SweepRun(manifest, verdict))
+        return done
+
+    monkeypatch.setattr(sandbox.sweep, "sweep", local_sweep)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["sweep", "--store", str(store.root), "--times", "3"]) == 0  # one is gone
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    summaries = {
+        m.run_id: replay(m.run_id, store=store, times=3).verdict.summary()  # type: ignore[operator]
+        for m in store.list()
+    }
+    for run_id, summary in summaries.items():
+        (row,) = [line for line in lines if line.startswith(run_id)]
+        assert summary in row
+    assert "orders-1: reproduced (" in captured.err and "billing-1: gone (" in captured.err
