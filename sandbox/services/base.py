@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -121,6 +121,25 @@ class TouchedCapture(Protocol):
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """What a replayed run reached outside ``captured`` (the manifest's list), each
         described (``"read table public.x, whose rows were not captured"``)."""
+        ...
+
+
+@runtime_checkable
+class SQLQuery(Protocol):
+    """A kind that answers SQL, for the invariants of a failure predicate
+    (:class:`~sandbox.snapshot.manifest.SQLInvariant`), each with its own driver and always
+    confined: one statement that only reads (:func:`sandbox.services.sqlquery.read_statement`),
+    in a read-only transaction, within :data:`~sandbox.services.sqlquery.TIMEOUT_S`; an
+    error is a :class:`~sandbox.errors.ServiceError` (a statement refused, or one that
+    tried to write: :class:`~sandbox.errors.QueryRefusedError`)."""
+
+    def query(
+        self, endpoint: str, text: str, *, limit: int, sandboxed: bool
+    ) -> list[tuple[Any, ...]]:
+        """The first ``limit`` rows ``text`` returns at ``endpoint``. ``sandboxed``: the
+        endpoint is a sandbox's own service, where the kind may confine the query further
+        (Postgres: an unprivileged role it makes there); otherwise it is a live service,
+        changed in nothing."""
         ...
 
 

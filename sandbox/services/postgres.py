@@ -39,7 +39,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import pgtouched, pgtrack
+from sandbox.services import pgquery, pgtouched, pgtrack
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
 from sandbox.services.pgarchive import stabilize
@@ -58,6 +58,7 @@ from sandbox.services.pgstate import (
     state_fingerprint,
     table_digests,
 )
+from sandbox.services.sqlquery import read_statement
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 
 MAGIC = b"sandbox-replayer/postgres-dump\n"
@@ -690,6 +691,20 @@ class PostgresKind:
         ep = _Endpoint.parse(endpoint)
         with _connect(ep) as conn, _snapshot(conn):
             return describe_state(conn, limit)
+
+    def query(
+        self, endpoint: str, text: str, *, limit: int, sandboxed: bool
+    ) -> list[tuple[Any, ...]]:
+        """Check an invariant, confined (see :mod:`sandbox.services.pgquery`); in a
+        sandbox as the unprivileged :data:`~sandbox.services.pgquery.ROLE`."""
+        read_statement(text)  # refused before anything is made on the server
+        ep = _Endpoint.parse(endpoint)
+        conninfo = ep.conninfo()
+        if sandboxed:
+            with _connect(ep) as conn:
+                pgquery.confine(conn)
+            conninfo = pgquery.as_role(conninfo)
+        return pgquery.run_query(conninfo, text, limit, ep.where)
 
     def describe_data(
         self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT
