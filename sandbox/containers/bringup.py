@@ -563,6 +563,8 @@ def _prepare_path(
         target.mkdir()
     else:
         target = folder / (leaf or f"{spec.name}.db")
+        if spec.name not in states:
+            target.touch()  # nothing to restore: an empty file (an empty SQLite database)
     binding = {spec.env: str(target)} if spec.env else {}
     env.services[spec.name] = ServiceEndpoint(spec.name, spec.kind, str(target), binding)
     progress(f"{spec.name}: {spec.kind} at {target}")
