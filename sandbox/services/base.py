@@ -24,6 +24,12 @@ TRUNCATED = "truncated"
 """Key of a description listing what was cut: ``{"<table or 'keys' or 'files'>": total}``."""
 
 
+TIMEZONE_META = "timezone"
+"""Key of a capture's meta naming the time zone its server ran in (Postgres' ``TimeZone``):
+a sandbox runs the service's container in that zone, whatever the agent's; a capture that
+records none runs in UTC."""
+
+
 @dataclass(frozen=True)
 class CapturedState:
     """One capture of a service: the dump bytes (stored as a blob), a hash of the logical

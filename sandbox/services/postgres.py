@@ -40,7 +40,13 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services import pgquery, pgtouched, pgtrack
-from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services.base import (
+    DESCRIBE_LIMIT,
+    TIMEZONE_META,
+    TRUNCATED,
+    CapturedState,
+    register,
+)
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
 from sandbox.services.pgarchive import stabilize
 from sandbox.services.pgstate import (
@@ -382,6 +388,7 @@ def _dump_and_hash(
     dump reads them as they are now), kept in the header and set again by a restore."""
     version = _server_version(conn)
     encoding = conn.execute("SHOW server_encoding").fetchone()
+    zone = conn.execute("SHOW TimeZone").fetchone()
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     args = [
         "--format=custom",
@@ -416,6 +423,7 @@ def _dump_and_hash(
             "database": ep.dbname,
             "dump_format": "custom",
             "state_bytes": int(size[0]) if size else 0,
+            **({TIMEZONE_META: str(zone[0])} if zone else {}),
         },
     )
 
