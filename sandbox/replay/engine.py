@@ -45,16 +45,7 @@ from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay
 from sandbox.replay.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.trust import check_trusted
-from sandbox.replay.verdict import (
-    Expectation,
-    ReplayOutcome,
-    RunVerdict,
-    SQLRunner,
-    Verdict,
-    judge_run,
-    run_sql,
-    run_sql_live,
-)
+from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
     Entrypoint,
@@ -168,9 +159,6 @@ class _Settings:
     inject_faults: bool = True
     timeout: float | None = None
     """Seconds a run may take before it is stopped (:mod:`sandbox.replay.deadline`)."""
-    sql: SQLRunner = run_sql
-    """How an SQL invariant is checked: in the sandbox's own services, or in attached ones
-    (live services: nothing is made on them)."""
 
 
 def _replay_once(
@@ -262,7 +250,7 @@ def _replay_once(
         timed_out=served.timed_out,
         uncaptured=uncaptured,
     )
-    verdict = judge_run(index, s.expected, outcome, sql=s.sql)
+    verdict = judge_run(index, s.expected, outcome)
     failure = (
         Failure(reason=f"reproduced: {verdict.detail}"[:500], predicate=s.expected.predicate)
         if verdict.reproduced
@@ -458,7 +446,6 @@ def replay(
 
             attached = attach(manifest.services, services, progress=lambda line: tell(line, 0))
             endpoints, binding, reset = attached.endpoints, attached.env, attached.reset
-            settings.sql = run_sql_live
         elif manifest.services:
             from sandbox.containers import bring_up
 

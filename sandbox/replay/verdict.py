@@ -253,8 +253,8 @@ def run_sql(kind: str, endpoint: str, query: str) -> list[tuple[Any, ...]]:
 
 
 def run_sql_live(kind: str, endpoint: str, query: str) -> list[tuple[Any, ...]]:
-    """:func:`run_sql` against a live service (``--fail-if`` at capture, services a replay
-    was attached to): confined by what needs nothing made on it."""
+    """:func:`run_sql` against a live service (``--fail-if`` at capture): confined by what
+    needs nothing made on it."""
     return _query(kind, endpoint, query, sandboxed=False)
 
 
