@@ -8,6 +8,9 @@ the file atomically (a temporary file in the same folder, then a rename) after r
 ``-wal``, ``-shm`` or ``-journal`` file left by the old database, which would otherwise be
 replayed into the new one. Restore while no connection has the file open.
 
+An SQL invariant is checked by sqlite3 itself (:func:`query_rows`): the file opened
+``mode=ro`` with ``PRAGMA query_only`` and an authorizer that allows reads alone.
+
 The state hash is logical: the schema (``sqlite_master``) and, for every table, the rows as
 typed values, sorted, so that page layout, free pages and row order do not matter.
 """

@@ -16,6 +16,7 @@ the read-only transaction every kind runs the statement in.
 from __future__ import annotations
 
 import sqlparse
+from sqlparse.exceptions import SQLParseError
 from sqlparse.sql import Statement
 from sqlparse.tokens import Comment, Whitespace
 
@@ -25,6 +26,8 @@ READ_STATEMENTS = ("SELECT", "WITH", "VALUES", "SHOW", "TABLE")
 """The first words a checked statement may start with."""
 TIMEOUT_S = 30.0
 """How long a checked statement may run before it is cancelled."""
+MAX_CHARS = 10_000
+"""The longest invariant read (a longer text is refused before it is tokenized)."""
 
 
 def _words(statement: Statement) -> list[str]:
@@ -40,7 +43,13 @@ def read_statement(text: str) -> tuple[str, str]:
     """``(statement, first word)`` when ``text`` is one statement that starts with one of
     :data:`READ_STATEMENTS` (a trailing ``;`` allowed, and removed); else
     :class:`QueryRefusedError` saying why."""
-    statements = [s for s in sqlparse.parse(text) if _words(s) and _words(s) != [";"]]
+    if len(text) > MAX_CHARS:
+        raise QueryRefusedError(f"the query is longer than {MAX_CHARS} characters")
+    try:
+        parsed = sqlparse.parse(text)
+    except SQLParseError as exc:
+        raise QueryRefusedError(f"the query cannot be read: {exc}") from None
+    statements = [s for s in parsed if _words(s) and _words(s) != [";"]]
     if not statements:
         raise QueryRefusedError("the query holds no statement")
     if len(statements) > 1:

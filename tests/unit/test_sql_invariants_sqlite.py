@@ -8,10 +8,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sandbox.errors import QueryRefusedError
 from sandbox.replay.verdict import Expectation, ReplayOutcome, evaluate, judge_run
-from sandbox.services.sqlquery import read_statement
+from sandbox.services.sqlquery import MAX_CHARS, READ_STATEMENTS, read_statement
 from sandbox.snapshot.manifest import SQLInvariant
 
 DUPLICATES = "SELECT order_id FROM refunds GROUP BY order_id HAVING count(*) > 1"
@@ -48,6 +50,29 @@ def test_one_reading_statement_passes(text: str, statement: str) -> None:
 def test_anything_else_is_refused(text: str, why: str) -> None:
     with pytest.raises(QueryRefusedError, match=why):
         read_statement(text)
+
+
+@given(st.text(max_size=200))
+def test_any_text_is_one_reading_statement_or_refused_with_a_reason(text: str) -> None:
+    try:
+        statement, first = read_statement(text)
+    except QueryRefusedError as exc:
+        assert str(exc)
+    else:
+        assert first in READ_STATEMENTS and statement.strip()
+
+
+@given(st.sampled_from(["COMMIT", "DROP TABLE t", "SELECT 2", "DELETE FROM t"]))
+def test_a_second_statement_after_a_select_is_refused(second: str) -> None:
+    with pytest.raises(QueryRefusedError, match="2 statements"):
+        read_statement(f"SELECT 1; {second}")
+
+
+def test_a_huge_or_deeply_nested_query_is_refused_quickly() -> None:
+    with pytest.raises(QueryRefusedError, match="longer than"):
+        read_statement("SELECT " + "1," * MAX_CHARS + "1")
+    with pytest.raises(QueryRefusedError, match="cannot be read"):
+        read_statement("SELECT " + "(" * 4000 + "1" + ")" * 4000)
 
 
 @pytest.fixture
