@@ -9,8 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from sandbox.snapshot.store import DirectoryStore
 from tests.fidelity import harness
+
+pytestmark = pytest.mark.docker  # the sandbox asks the engine even for a file service
 
 AGENT = textwrap.dedent(
     """
