@@ -75,6 +75,11 @@ class ServiceError(SandboxError):
     """A service kind cannot capture, restore or hash its state."""
 
 
+class QueryRefusedError(ServiceError):
+    """A query a service kind was asked to check (an SQL invariant) is refused: it is not one
+    read-only statement, or it tried to write, or it ran past its time limit."""
+
+
 class UnknownNameError(SandboxError, LookupError):
     """A name (service kind, policy, matcher, store backend) is not registered."""
 

@@ -175,7 +175,6 @@ def _job(manifest: Manifest, settings: JobSettings, run: str, config: str, n: in
     specs = [RestoreSpec.from_state(s) for s in manifest.services]
     clock = manifest.clock
     frozen_at = clock.start if clock is not None else None
-    timezone = clock.timezone if clock is not None and clock.timezone else "UTC"
     runner = settings.registry + "sandbox-replayer/runner:latest"
     credentials = [{"secretRef": {"name": settings.credentials_secret}}]
 
@@ -203,7 +202,7 @@ def _job(manifest: Manifest, settings: JobSettings, run: str, config: str, n: in
     )
     pull["env"] = _env({"SANDBOX_SPOOL": f"{WORK}/spool"})
     sidecars = [
-        _sidecar(s, frozen_at, timezone, settings.registry)
+        _sidecar(s, frozen_at, s.timezone or "UTC", settings.registry)
         for s in specs
         if not is_path_kind(s.kind)
     ]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sandbox.containers import cleanup, firewall, networks
 from sandbox.containers.engine import (
@@ -61,7 +61,7 @@ from sandbox.errors import (
     StoreError,
     UnknownNameError,
 )
-from sandbox.services.base import ServerFileLoad, ServiceKind
+from sandbox.services.base import TIMEZONE_META, ServerFileLoad, ServiceKind
 from sandbox.services.descriptor import ContainerSpec
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState
@@ -97,6 +97,9 @@ class RestoreSpec:
     state_bytes: int | None = None
     """Size of the live state (the database's size, as measured at capture): the container's
     storage and memory are sized to it; default: estimated from the dump's size."""
+    timezone: str | None = None
+    """The time zone the server ran in at capture (its container's ``TZ``); default: the
+    sandbox's (UTC). The agent's own zone is never the service's."""
 
     @classmethod
     def from_state(cls, state: ServiceState) -> RestoreSpec:
@@ -118,7 +121,20 @@ class RestoreSpec:
             state_bytes=state_bytes(
                 state.meta.get("state_bytes"), state.before.size if state.before else None
             ),
+            timezone=known_zone(state.meta.get(TIMEZONE_META)),
         )
+
+
+def known_zone(name: object) -> str | None:
+    """``name`` when it is a time zone this machine knows, else ``None`` (a capture may come
+    from a bundle)."""
+    if not isinstance(name, str) or not name or len(name) > 64:
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    return name
 
 
 @dataclass(frozen=True)
@@ -159,7 +175,7 @@ class Environment:
     host_isolated: bool = False
     """Whether new connections from the sandbox to this host are refused (see firewall)."""
     timezone: str = "UTC"
-    """The containers' time zone (``TZ``): the run's, as recorded."""
+    """The containers' time zone (``TZ``) where a service recorded none of its own."""
     services: dict[str, ServiceEndpoint] = field(default_factory=dict)
     _containers: dict[str, Any] = field(default_factory=dict, repr=False)
     _marked: dict[str, ServiceKind] = field(default_factory=dict, repr=False)
@@ -262,8 +278,9 @@ def bring_up(
     """Start every service, wait until each answers, restore its captured state and mark a
     restore point; return the running :class:`Environment` (a context manager).
 
-    ``frozen_at`` starts each container's clock at that time (libfaketime); ``timezone`` is
-    the containers' ``TZ`` (default UTC: Postgres' ``timezone`` follows it). ``timeout`` bounds
+    ``frozen_at`` starts each container's clock at that time (libfaketime); a container's
+    ``TZ`` is its service's recorded zone (:attr:`RestoreSpec.timezone`), else ``timezone``
+    (default UTC: Postgres' ``timezone`` follows it). ``timeout`` bounds
     the wait for each service to answer. ``private_network`` gives the sandbox a network of its
     own, where its containers reach each other (the runner container needs it); otherwise they
     run on the shared sandbox network where this host can guard it (see
@@ -397,9 +414,10 @@ def _create(env: Environment, spec: RestoreSpec, size: Size, progress: Progress)
 
     cspec = container_spec(spec.kind)
     alias = _NAME.sub("-", spec.name)
-    environment = {**cspec.env, "TZ": env.timezone}
+    zone = spec.timezone or env.timezone
+    environment = {**cspec.env, "TZ": zone}
     if env.frozen_at is not None and cspec.faketime:
-        environment.update(faketime_env(env.frozen_at, env.timezone))
+        environment.update(faketime_env(env.frozen_at, zone))
     # On the shared network no name resolves: its containers cannot reach each other.
     aliases = None if env.network_shared else [alias]
     builder = (
@@ -563,6 +581,8 @@ def _prepare_path(
         target.mkdir()
     else:
         target = folder / (leaf or f"{spec.name}.db")
+        if spec.name not in states:
+            target.touch()  # nothing to restore: an empty file (an empty SQLite database)
     binding = {spec.env: str(target)} if spec.env else {}
     env.services[spec.name] = ServiceEndpoint(spec.name, spec.kind, str(target), binding)
     progress(f"{spec.name}: {spec.kind} at {target}")

@@ -40,7 +40,6 @@ from sandbox.explain.result import (
     save_explanation,
 )
 from sandbox.replay.engine import replay
-from sandbox.replay.environment import recorded_timezone
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.verdict import Verdict
 from sandbox.snapshot.manifest import Manifest
@@ -107,7 +106,6 @@ class _Sandboxes:
                     manifest.services,
                     self.store,
                     frozen_at=frozen_at,
-                    timezone=recorded_timezone(manifest),
                     progress=self.tell,
                 )
             )

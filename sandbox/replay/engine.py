@@ -37,7 +37,7 @@ from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.deadline import Deadline, ReplayTimedOut, default_timeout
 from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.endstate import end_state_diffs
-from sandbox.replay.environment import applied, recorded_timezone, restored_environment
+from sandbox.replay.environment import applied, restored_environment
 from sandbox.replay.fork import stored_edits
 from sandbox.replay.matcher import MissMode
 from sandbox.replay.netguard import REFUSED_EVENT
@@ -240,6 +240,7 @@ def _replay_once(
     outcome = ReplayOutcome.from_events(
         events,
         endpoints=endpoints,
+        kinds={state.name: state.kind for state in services},
         divergence=divergence,
         exit_code=exit_code,
         mismatch=None
@@ -458,7 +459,6 @@ def replay(
                     emptied(manifest.services, empty),
                     st,
                     frozen_at=frozen_at,
-                    timezone=recorded_timezone(manifest),
                     progress=lambda line: tell(line, 0),
                 )
             )

@@ -19,7 +19,13 @@ from typing import Any
 
 from sandbox.capture.command import CommandResult, Judge, capture_command
 from sandbox.errors import SandboxError
-from sandbox.replay.verdict import ReplayOutcome, SQLRunner, check_predicate, evaluate, run_sql
+from sandbox.replay.verdict import (
+    ReplayOutcome,
+    SQLRunner,
+    check_predicate,
+    evaluate,
+    run_sql_live,
+)
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest, Predicate, SQLInvariant
 
@@ -36,9 +42,13 @@ def live_endpoints(manifest: Manifest, environ: Mapping[str, str]) -> dict[str, 
     return found
 
 
-def predicate_judge(environ: Mapping[str, str] | None = None, *, sql: SQLRunner = run_sql) -> Judge:
+def predicate_judge(
+    environ: Mapping[str, str] | None = None, *, sql: SQLRunner = run_sql_live
+) -> Judge:
     """A judge for :func:`capture_command`: the predicate against the finished capture; SQL
-    invariants run against the services it found, as the program reached them."""
+    invariants run against the services it found, as the program reached them: live
+    databases, which an invariant only reads (one statement, a read-only transaction, a
+    time limit; see :class:`~sandbox.services.base.SQLQuery`)."""
     env = os.environ if environ is None else environ
 
     def judge(
@@ -48,7 +58,10 @@ def predicate_judge(environ: Mapping[str, str] | None = None, *, sql: SQLRunner 
         if isinstance(predicate, SQLInvariant) and predicate.service not in endpoints:
             found = ", ".join(sorted(endpoints)) or "none"
             return False, f"no service {predicate.service!r} was found (found: {found})"
-        outcome = ReplayOutcome.from_events(events, endpoints=endpoints, exit_code=exit_code)
+        kinds = {s.name: s.kind for s in manifest.services}
+        outcome = ReplayOutcome.from_events(
+            events, endpoints=endpoints, kinds=kinds, exit_code=exit_code
+        )
         try:
             held = evaluate(predicate, outcome, sql=sql)
         except SandboxError as exc:
@@ -62,7 +75,7 @@ def capture_failing_if(
     command: Sequence[str],
     predicate: Predicate | None,
     *,
-    sql: SQLRunner = run_sql,
+    sql: SQLRunner = run_sql_live,
     **options: Any,
 ) -> CommandResult:
     """:func:`~sandbox.capture.command.capture_command` with ``predicate`` as the failure

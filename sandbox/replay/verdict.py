@@ -10,8 +10,11 @@ A failure predicate is evaluated against the outcome of each replayed run:
   ``eq``, ``ne``, ``contains``, ``not_contains``, ``gt`` or ``lt``. A path that does not
   exist, or a value of another type than the comparison needs, makes the predicate false, and
   the run's detail says why;
-- :class:`~sandbox.snapshot.manifest.SQLInvariant`: the query, run read-only against the
-  named service of the replay, returns at least one row.
+- :class:`~sandbox.snapshot.manifest.SQLInvariant`: the query, run against the named service
+  of the replay by its kind's own driver (:class:`~sandbox.services.base.SQLQuery`), returns
+  at least one row. It runs confined: one statement that only reads, in a read-only
+  transaction, with a time limit, and in a sandbox's Postgres as a role without privileges;
+  a query refused (one that tries to write) makes the run inconclusive, naming it.
 - :class:`~sandbox.snapshot.manifest.ExitCodePredicate`: the run's exit code compares true
   (a function run in-process exits 0, or 1 when an exception ended it). An exit code that
   comes from another exception than the recorded one does not count: that run is
@@ -56,8 +59,9 @@ from sandbox.snapshot.manifest import (
     SQLInvariant,
 )
 
-SQLRunner = Callable[[str, str], Sequence[tuple[Any, ...]]]
-"""``(endpoint, query) -> rows`` (a few at most): how an :class:`SQLInvariant` is checked."""
+SQLRunner = Callable[[str, str, str], Sequence[tuple[Any, ...]]]
+"""``(kind, endpoint, query) -> rows`` (a few at most): how an :class:`SQLInvariant` is
+checked (:func:`run_sql` in a sandbox, :func:`run_sql_live` against a live service)."""
 
 EVIDENCE_ROWS = 5
 
@@ -72,6 +76,8 @@ class ReplayOutcome:
     has_result: bool = False
     endpoints: Mapping[str, str] = field(default_factory=dict)
     """Service name → endpoint of the restored service (for SQL invariants)."""
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    """Service name → its kind (whose driver checks an SQL invariant)."""
     divergence: Divergence | None = None
     boundary: str | None = None
     """The last boundary the run crossed before it ended (:func:`last_boundary`)."""
@@ -194,6 +200,13 @@ def check_predicate(predicate: Predicate) -> None:
         )
     if isinstance(predicate, SQLInvariant) and not predicate.query.strip():
         raise PredicateError(f"SQL invariant on service {predicate.service!r} has no query")
+    if isinstance(predicate, SQLInvariant):
+        from sandbox.services.sqlquery import read_statement
+
+        try:
+            read_statement(predicate.query)
+        except SandboxError as exc:
+            raise PredicateError(_named(predicate, exc)) from None
 
 
 def _compare(op: str, actual: Any, expected: Any) -> tuple[bool, str]:
@@ -223,25 +236,35 @@ def _compare(op: str, actual: Any, expected: Any) -> tuple[bool, str]:
     return (actual > expected if op == "gt" else actual < expected), ""
 
 
-def run_sql(endpoint: str, query: str) -> list[tuple[Any, ...]]:
-    """Run ``query`` in a read-only transaction; return at most :data:`EVIDENCE_ROWS` rows."""
-    import psycopg
+def _query(kind: str, endpoint: str, query: str, *, sandboxed: bool) -> list[tuple[Any, ...]]:
+    from sandbox.services.base import SQLQuery
+    from sandbox.services.registry import get_kind
 
-    try:
-        with psycopg.connect(endpoint, connect_timeout=10, autocommit=False) as conn:
-            conn.read_only = True
-            with conn.cursor() as cur:
-                cur.execute("SET LOCAL statement_timeout = 30000")
-                # The query is data from the snapshot; it runs read-only in the sandbox.
-                cur.execute(query)  # type: ignore[arg-type,unused-ignore]
-                if cur.description is None:
-                    raise PredicateError(f"SQL invariant returns no rows to check: {query!r}")
-                return list(cur.fetchmany(EVIDENCE_ROWS))
-    except psycopg.Error as exc:
-        raise PredicateError(
-            f"SQL invariant failed against {redact_endpoint(endpoint)}: "
-            f"{type(exc).__name__}: {str(exc).strip()}"
-        ) from None
+    found = get_kind(kind)
+    if not isinstance(found, SQLQuery):
+        raise PredicateError(f"the {kind} kind answers no SQL")
+    return found.query(endpoint, query, limit=EVIDENCE_ROWS, sandboxed=sandboxed)
+
+
+def run_sql(kind: str, endpoint: str, query: str) -> list[tuple[Any, ...]]:
+    """At most :data:`EVIDENCE_ROWS` rows of ``query`` against a sandbox's service of
+    ``kind``, confined by the kind (see :class:`~sandbox.services.base.SQLQuery`)."""
+    return _query(kind, endpoint, query, sandboxed=True)
+
+
+def run_sql_live(kind: str, endpoint: str, query: str) -> list[tuple[Any, ...]]:
+    """:func:`run_sql` against a live service (``--fail-if`` at capture): confined by what
+    needs nothing made on it."""
+    return _query(kind, endpoint, query, sandboxed=False)
+
+
+def _named(invariant: SQLInvariant, error: Exception, endpoint: str | None = None) -> str:
+    """``error`` of ``invariant``, naming it (and where it ran)."""
+    where = f" ({redact_endpoint(endpoint)})" if endpoint else ""
+    return (
+        f"SQL invariant {short(invariant.query, 80)} on service {invariant.service!r}{where}: "
+        f"{error}"
+    )
 
 
 def redact_endpoint(endpoint: str) -> str:
@@ -292,7 +315,15 @@ def evaluate(
             f"SQL invariant needs service {predicate.service!r}, but the replay has "
             f"{', '.join(sorted(outcome.endpoints)) or 'no services'}"
         )
-    rows = sql(endpoint, predicate.query)
+    kind = outcome.kinds.get(predicate.service)
+    if kind is None:
+        raise ReplayError(
+            f"SQL invariant needs service {predicate.service!r}, whose kind is not known"
+        )
+    try:
+        rows = sql(kind, endpoint, predicate.query)
+    except SandboxError as exc:
+        raise PredicateError(_named(predicate, exc, endpoint)) from None
     if not rows:
         return Evaluation(False, "the SQL invariant returned no rows")
     return Evaluation(True, f"the SQL invariant returned rows, e.g. {short(list(rows[0]))}")

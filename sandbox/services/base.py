@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -22,6 +22,12 @@ DESCRIBE_LIMIT = 1000
 :meth:`ServiceKind.describe`); beyond it the description is cut and says so."""
 TRUNCATED = "truncated"
 """Key of a description listing what was cut: ``{"<table or 'keys' or 'files'>": total}``."""
+
+
+TIMEZONE_META = "timezone"
+"""Key of a capture's meta naming the time zone its server ran in (Postgres' ``TimeZone``):
+a sandbox runs the service's container in that zone, whatever the agent's; a capture that
+records none runs in UTC."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,25 @@ class TouchedCapture(Protocol):
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """What a replayed run reached outside ``captured`` (the manifest's list), each
         described (``"read table public.x, whose rows were not captured"``)."""
+        ...
+
+
+@runtime_checkable
+class SQLQuery(Protocol):
+    """A kind that answers SQL, for the invariants of a failure predicate
+    (:class:`~sandbox.snapshot.manifest.SQLInvariant`), each with its own driver and always
+    confined: one statement that only reads (:func:`sandbox.services.sqlquery.read_statement`),
+    in a read-only transaction, within :data:`~sandbox.services.sqlquery.TIMEOUT_S`; an
+    error is a :class:`~sandbox.errors.ServiceError` (a statement refused, or one that
+    tried to write: :class:`~sandbox.errors.QueryRefusedError`)."""
+
+    def query(
+        self, endpoint: str, text: str, *, limit: int, sandboxed: bool
+    ) -> list[tuple[Any, ...]]:
+        """The first ``limit`` rows ``text`` returns at ``endpoint``. ``sandboxed``: the
+        endpoint is a sandbox's own service, where the kind may confine the query further
+        (Postgres: an unprivileged role it makes there); otherwise it is a live service,
+        changed in nothing."""
         ...
 
 

@@ -39,8 +39,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import pgtouched, pgtrack
-from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services import pgquery, pgtouched, pgtrack
+from sandbox.services.base import (
+    DESCRIBE_LIMIT,
+    TIMEZONE_META,
+    TRUNCATED,
+    CapturedState,
+    register,
+)
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
 from sandbox.services.pgarchive import stabilize
 from sandbox.services.pgstate import (
@@ -58,6 +64,7 @@ from sandbox.services.pgstate import (
     state_fingerprint,
     table_digests,
 )
+from sandbox.services.sqlquery import read_statement
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 
 MAGIC = b"sandbox-replayer/postgres-dump\n"
@@ -381,6 +388,7 @@ def _dump_and_hash(
     dump reads them as they are now), kept in the header and set again by a restore."""
     version = _server_version(conn)
     encoding = conn.execute("SHOW server_encoding").fetchone()
+    zone = conn.execute("SHOW TimeZone").fetchone()
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     args = [
         "--format=custom",
@@ -415,6 +423,7 @@ def _dump_and_hash(
             "database": ep.dbname,
             "dump_format": "custom",
             "state_bytes": int(size[0]) if size else 0,
+            **({TIMEZONE_META: str(zone[0])} if zone else {}),
         },
     )
 
@@ -690,6 +699,20 @@ class PostgresKind:
         ep = _Endpoint.parse(endpoint)
         with _connect(ep) as conn, _snapshot(conn):
             return describe_state(conn, limit)
+
+    def query(
+        self, endpoint: str, text: str, *, limit: int, sandboxed: bool
+    ) -> list[tuple[Any, ...]]:
+        """Check an invariant, confined (see :mod:`sandbox.services.pgquery`); in a
+        sandbox as the unprivileged :data:`~sandbox.services.pgquery.ROLE`."""
+        read_statement(text)  # refused before anything is made on the server
+        ep = _Endpoint.parse(endpoint)
+        conninfo = ep.conninfo()
+        if sandboxed:
+            with _connect(ep) as conn:
+                pgquery.confine(conn)
+            conninfo = pgquery.as_role(conninfo)
+        return pgquery.run_query(conninfo, text, limit, ep.where)
 
     def describe_data(
         self, endpoint: str, data: bytes, *, limit: int = DESCRIBE_LIMIT

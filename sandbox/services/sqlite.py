@@ -8,6 +8,9 @@ the file atomically (a temporary file in the same folder, then a rename) after r
 ``-wal``, ``-shm`` or ``-journal`` file left by the old database, which would otherwise be
 replayed into the new one. Restore while no connection has the file open.
 
+An SQL invariant is checked by sqlite3 itself (:func:`query_rows`): the file opened
+``mode=ro`` with ``PRAGMA query_only`` and an authorizer that allows reads alone.
+
 The state hash is logical: the schema (``sqlite_master``) and, for every table, the rows as
 typed values, sorted, so that page layout, free pages and row order do not matter.
 """
@@ -20,6 +23,7 @@ import math
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +31,10 @@ from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
-from sandbox.errors import ServiceError
+from sandbox.errors import QueryRefusedError, ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.sqlquery import TIMEOUT_S, read_statement
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 MEDIA_TYPE = "application/vnd.sqlite3"
@@ -159,6 +164,49 @@ def backup_bytes(path: Path) -> bytes:
         return target.read_bytes()
 
 
+_READS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+"""What an invariant's statement may do (an authorizer denies the rest: writes, ``ATTACH``,
+pragmas, transactions)."""
+
+
+def _reads_only(action: int, *_: object) -> int:
+    return sqlite3.SQLITE_OK if action in _READS else sqlite3.SQLITE_DENY
+
+
+def query_rows(path: Path, text: str, limit: int) -> list[tuple[Any, ...]]:
+    """The first ``limit`` rows of one read-only statement (see
+    :func:`~sandbox.services.sqlquery.read_statement`) against the database at ``path``,
+    opened read-only (``mode=ro``) with ``PRAGMA query_only``, an authorizer that allows
+    reads alone, and a time limit."""
+    statement, _ = read_statement(text)
+    if not path.is_file():
+        raise ServiceError(f"sqlite database {path} does not exist")
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise ServiceError(f"cannot open sqlite database {path}: {exc}") from None
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        conn.set_authorizer(_reads_only)
+        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        cursor = conn.execute(statement)
+        if cursor.description is None:
+            raise QueryRefusedError("the statement returns no rows to check")
+        return list(cursor.fetchmany(limit))
+    except sqlite3.Error as exc:
+        text = str(exc)
+        if "interrupted" in text:
+            raise QueryRefusedError(f"it ran past its time limit ({TIMEOUT_S:g} s)") from None
+        if "not authorized" in text or "readonly" in text:
+            raise QueryRefusedError(f"it tried more than reading: {text}") from None
+        raise ServiceError(f"sqlite database {path}: {type(exc).__name__}: {text}") from None
+    finally:
+        conn.close()
+
+
 class SQLiteKind:
     """Capture with the backup API, restore by an atomic replace of the file."""
 
@@ -219,6 +267,12 @@ class SQLiteKind:
             path = Path(tmp) / "expected.db"
             self.restore(str(path), data)
             return self.describe(str(path), limit=limit)
+
+    def query(
+        self, endpoint: str, text: str, *, limit: int, sandboxed: bool
+    ) -> list[tuple[Any, ...]]:
+        """Check an invariant (:func:`query_rows`; confined the same way everywhere)."""
+        return query_rows(db_path(endpoint), text, limit)
 
     def mark_restore_point(self, endpoint: str) -> None:
         self._points[endpoint] = backup_bytes(db_path(endpoint))

@@ -39,3 +39,20 @@ def test_postgres_runs_in_the_recorded_zone_at_the_frozen_instant(client: Any) -
     assert text.startswith("2024-03-01 07:0") and text.endswith("-05"), text
     assert FROZEN <= now < FROZEN + timedelta(minutes=2), now
     assert code == 0 and out.split() == ["07", "EST"], out
+
+
+def test_a_service_runs_in_its_own_recorded_zone_not_the_sandboxs(client: Any) -> None:
+    with (
+        bring_up(
+            [RestoreSpec("db", "postgres", database="app", timezone="UTC")],
+            frozen_at=FROZEN,
+            timezone="America/New_York",
+            client=client,
+        ) as env,
+        psycopg.connect(env.env["DATABASE_URL"]) as conn,
+    ):
+        row = conn.execute("SELECT current_setting('TimeZone'), now()::text").fetchone()
+    assert row is not None
+    zone, text = row
+    assert zone == "UTC"
+    assert text.startswith("2024-03-01 12:0") and text.endswith("+00"), text

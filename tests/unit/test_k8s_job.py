@@ -31,6 +31,7 @@ def k8s_run(s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str
             kind="postgres",
             before=dump,
             binding=Binding(env="DATABASE_URL", value="postgresql://app@db/shop"),
+            meta={"timezone": "Europe/Paris"},  # the server's own zone, recorded at capture
         ),
         ServiceState(name="cache", kind="redis", before=dump),
         ServiceState(
@@ -91,6 +92,8 @@ def test_the_job_pulls_then_restores_into_sidecars_then_replays(
     assert "restartPolicy" not in init[0] and "restartPolicy" not in init[3]
     assert sidecars[0]["image"] == "sandbox-replayer/postgres:15"
     assert {"name": "FAKETIME", "value": "@2024-03-01 13:00:00"} in sidecars[0]["env"]
+    assert {"name": "TZ", "value": "Europe/Paris"} in sidecars[0]["env"]
+    assert {"name": "TZ", "value": "UTC"} in sidecars[1]["env"]  # Redis recorded no zone
     assert sidecars[0]["securityContext"]["runAsUser"] == 999
     (main_container,) = pod["containers"]
     assert main_container["image"] == "sandbox-replayer/runner:latest"

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from replay_events import result
 
-from sandbox.errors import PredicateError, ReplayError
+from sandbox.errors import PredicateError, QueryRefusedError, ReplayError, ServiceError
 from sandbox.replay.verdict import (
     ReplayOutcome,
     evaluate,
@@ -125,20 +125,20 @@ def test_outcome_from_events_reads_the_last_result() -> None:
 
 
 def test_sql_invariant_with_an_injected_runner() -> None:
-    calls: list[tuple[str, str]] = []
+    calls: list[tuple[str, str, str]] = []
 
-    def runner(endpoint: str, query: str) -> list[tuple[Any, ...]]:
-        calls.append((endpoint, query))
+    def runner(kind: str, endpoint: str, query: str) -> list[tuple[Any, ...]]:
+        calls.append((kind, endpoint, query))
         return [(42, 2)] if "having" in query else []
 
-    outcome = ReplayOutcome(endpoints={"db": "postgresql://u@h/d"})
+    outcome = ReplayOutcome(endpoints={"db": "postgresql://u@h/d"}, kinds={"db": "postgres"})
     dup = SQLInvariant(service="db", query="select order_id, count(*) ... having count(*) > 1")
     found = evaluate(dup, outcome, sql=runner)
     assert found.holds and "[42, 2]" in found.detail
     assert not evaluate(
         SQLInvariant(service="db", query="select 1 where false"), outcome, sql=runner
     ).holds
-    assert calls[0][0] == "postgresql://u@h/d"
+    assert calls[0][:2] == ("postgres", "postgresql://u@h/d")
     with pytest.raises(ReplayError, match=r"needs service 'cache'.*has db"):
         evaluate(SQLInvariant(service="cache", query="select 1"), outcome, sql=runner)
 
@@ -215,7 +215,7 @@ DUPLICATES = "select order_ref, count(*) from orders group by order_ref having c
 
 @pytest.mark.docker
 def test_sql_invariant_against_postgres(postgres: str) -> None:
-    outcome = ReplayOutcome(endpoints={"db": postgres})
+    outcome = ReplayOutcome(endpoints={"db": postgres}, kinds={"db": "postgres"})
     found = evaluate(SQLInvariant(service="db", query=DUPLICATES), outcome)
     assert found.holds and "A-42" in found.detail
     clean = "select * from orders where order_ref = 'none'"
@@ -224,8 +224,10 @@ def test_sql_invariant_against_postgres(postgres: str) -> None:
 
 @pytest.mark.docker
 def test_sql_invariant_is_read_only_and_errors_are_clear(postgres: str) -> None:
-    with pytest.raises(PredicateError, match="read-only transaction"):
-        run_sql(postgres, "delete from orders returning id")
-    assert len(run_sql(postgres, "select * from orders")) == 3
-    with pytest.raises(PredicateError, match="UndefinedTable"):
-        run_sql(postgres, "select * from nope")
+    with pytest.raises(QueryRefusedError, match=r"one read-only statement.*not DELETE"):
+        run_sql("postgres", postgres, "delete from orders returning id")
+    with pytest.raises(QueryRefusedError, match="tried to write"):
+        run_sql("postgres", postgres, "with d as (delete from orders returning id) select * from d")
+    assert len(run_sql("postgres", postgres, "select * from orders")) == 3
+    with pytest.raises(ServiceError, match="UndefinedTable"):
+        run_sql("postgres", postgres, "select * from nope")
