@@ -31,16 +31,19 @@ WideOption = Annotated[
     bool, typer.Option("--wide", help="Every column, whole, whatever the terminal's width.")
 ]
 
-FAILURE_MIN = 10
-"""The narrowest the failure column wraps down to."""
+FAILURE_MIN = 20
+"""The narrowest the failure column is cut down to (with an ellipsis) before the time is
+left out."""
 
 
 @app.command("list")
 def list_runs(
     store: StoreOption = None, as_json: JsonOption = False, wide: WideOption = False
 ) -> None:
-    """List the runs in the store, oldest first: id, when, events, status and failure, fitted
-    to the terminal (run ids are never cut); --wide adds the entrypoint and size, whole.
+    """List the runs in the store, oldest first: id, when, events, status and failure, one
+    line per run fitted to the terminal (run ids are never cut, the failure is cut with an
+    ellipsis: the whole of it is in --json and `show`); --wide adds the entrypoint and size,
+    every cell whole.
 
     Example: sandbox list --store snapshots --json
     """
@@ -79,13 +82,13 @@ def list_runs(
             Col("size", right=True),
         ]
     else:
-        # The time wraps at its space ("2024-03-01" over "12:00") before an id has to fold.
+        # One line per run: the failure is cut, then the time left out, before an id folds.
         cols = [
             Col("id", is_id=True),
-            Col("when", wrap=len("2024-03-01")),
+            Col("when", optional=True),
             Col("events", right=True),
             Col("status"),
-            Col("failure", wrap=FAILURE_MIN),
+            Col("failure", truncate=FAILURE_MIN),
         ]
     for line in render(cols, rows, None if wide else terminal_width()):
         typer.echo(line)
