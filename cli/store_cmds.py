@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli import jsonout
 from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.errors import UnsafePathError
 
@@ -260,6 +261,7 @@ def export_cmd(
             help="Accept findings of the scan: a glob over '<kind> in <where>' (repeatable).",
         ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Scan a run for likely secrets and personal data (events, manifest, every blob, the
     rows, keys and files inside service dumps), then write it and the blobs it references
@@ -270,8 +272,13 @@ def export_cmd(
     from sandbox.services.sharescan import export_shareable
     from sandbox.sizes import human_size
 
+    jsonout.requested(as_json)
     path = export_shareable(store_from(store), run, output, allow=allow or ())
-    typer.echo(f"exported {run} to {path} ({human_size(path.stat().st_size)})")
+    size = path.stat().st_size
+    if as_json:
+        jsonout.emit({"ok": True, "run_id": run, "path": str(path), "bytes": size})
+        return
+    typer.echo(f"exported {run} to {path} ({human_size(size)})")
 
 
 @app.command("import")
@@ -281,6 +288,7 @@ def import_cmd(
     force: Annotated[
         bool, typer.Option("--force", help="Replace a different run with the same id.")
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check a bundle and add its run to the store; nothing is written unless all checks.
 
@@ -288,6 +296,10 @@ def import_cmd(
     """
     from sandbox.snapshot.bundle import import_bundle
 
+    jsonout.requested(as_json)
     where = store_from(store)
     run_id = import_bundle(where, bundle, force=force)
+    if as_json:
+        jsonout.emit({"ok": True, "run_id": run_id, "store": where.location})
+        return
     typer.echo(f"imported {run_id} into {where.location}")
