@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from sandbox.errors import OTelImportError
+from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.otel import messages
 from sandbox.otel.attributes import OPERATION, PARAMS, SPAN_KIND, USAGE_IN, USAGE_OUT
 from sandbox.otel.export import FAILURE_EXCEPTION
@@ -56,8 +57,8 @@ IMPORT_SEED = 0
 """A trace records no seed; replay seeds the agent's generators (and so patches its HTTP
 clients, through which the model calls are served) with this one."""
 
-SOURCE_LABEL = "imported_from"
-SOURCE = "opentelemetry"
+SOURCE_LABEL = IMPORTED_FROM_LABEL
+SOURCE = TRACE_SOURCE
 
 CHAT_API = "openai.chat"
 MESSAGES_API = "anthropic.messages"
@@ -553,6 +554,7 @@ def snapshot_from_spans(
         log.add(
             FinalResult,
             end,
+            name="result",  # as capture names it: a replay's result is the same step
             value=None if root.error else _json(root.attributes.get("output.value")),
             error=root.error,
         )
