@@ -43,6 +43,7 @@ from sandbox.otel.attributes import (
     Attributes,
     as_json,
     event_attributes,
+    llm_attributes,
     span_name,
 )
 from sandbox.snapshot.events import (
@@ -211,6 +212,12 @@ def _root_spec(manifest: Manifest, events: Sequence[Event], start: float, end: f
         attributes["sandbox.failure"] = manifest.failure.model_dump_json()
     if manifest.replay_of:
         attributes["sandbox.replay_of"] = manifest.replay_of
+    calls = [e for e in events if isinstance(e, LLMCall)]
+    if calls:  # what the agent was asked (its first model call's input) and last answered
+        asked = llm_attributes(calls[0])["gen_ai.input.messages"]
+        attributes["gen_ai.input.messages"] = attributes["input.value"] = asked
+        attributes["input.mime_type"] = "application/json"
+        attributes["gen_ai.output.messages"] = llm_attributes(calls[-1])["gen_ai.output.messages"]
     final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
     if final is not None and final.error is None:
         attributes["output.value"] = as_json(final.value)

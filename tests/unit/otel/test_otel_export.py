@@ -55,6 +55,9 @@ def test_export_file_carries_model_calls_and_tool_calls_nested_under_the_run(
     assert all(s["parentSpanId"] == root[0]["spanId"] for s in llm)
     assert not [s for s in spans if _attrs(s).get("sandbox.kind") == "http"]  # folded
     first, second = (_attrs(s) for s in llm)
+    assert _attrs(root[0])["gen_ai.operation.name"] == "invoke_agent"
+    assert _attrs(root[0])["gen_ai.input.messages"] == first["gen_ai.input.messages"]
+    assert _attrs(root[0])["gen_ai.output.messages"] == second["gen_ai.output.messages"]
     assert first["gen_ai.operation.name"] == "chat"
     assert first["gen_ai.provider.name"] == "openai"
     assert first["gen_ai.request.model"] == "scripted-1"
