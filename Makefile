@@ -18,9 +18,12 @@ REPORTS_OPT = $(if $(REPORTS),--report-dir $(REPORTS))
 
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup engine test lint types pytest images demo replay export ci-repro bench bench-tools clean gc
+.PHONY: setup test-deps engine test lint types pytest images demo replay export ci-repro bench bench-tools clean gc
 
-setup: $(STAMP) $(PHOENIX_VENV)/.installed
+setup: $(STAMP)
+
+# What only the tests need (`make pytest` and `make test` install it; `make setup` does not).
+test-deps: $(STAMP) $(PHOENIX_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +51,7 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
-pytest: setup
+pytest: test-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: engine lint types pytest

@@ -1,14 +1,26 @@
-"""``sandbox capture``: run an unmodified program with capture on."""
+"""``sandbox capture``: run an unmodified program with capture on.
+
+It exits as ``docker run`` and ``env`` do: with the program's exit code when the program ran,
+:data:`TOOL_FAILURE` (125) when capture itself failed (bad options, a store error, a bug),
+126 when the program cannot be executed, 127 when there is no such program."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from cli import jsonout
 from cli.app import StoreOption, app, store_from
 from sandbox.names import PREDICATE_FORMS
+
+TOOL_FAILURE = 125
+"""Exit code of a command that runs a program when it failed itself, not the program."""
+STDERR_FD = 2
+"""Where the program's stdout goes with --json (so that stdout holds the JSON alone)."""
+PASSES_THROUGH = frozenset({"capture"})
+"""Commands whose exit code is their program's: their own failures exit :data:`TOOL_FAILURE`."""
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -63,11 +75,23 @@ def capture(
             show_default=False,
         ),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the result as one JSON object on stdout (the program's stdout then "
+            "goes to stderr).",
+        ),
+    ] = False,
 ) -> None:
     """Run a program with capture on; keep its output and exit code.
 
+    Exits with the program's exit code; 125 when capture itself failed, 126 when the program
+    cannot be executed, 127 when it is not found (as `docker run` does).
+
     Example: sandbox capture --name checkout --fail-if 'exit!=0' -- python agent.py
     """
+    jsonout.requested(as_json)
     from sandbox.capture.redact import RedactionConfig
     from sandbox.replay.failif import capture_failing_if
     from sandbox.services.masking import load_mask_file, parse_mask_options
@@ -77,18 +101,37 @@ def capture(
     for service, rules in parse_mask_options(mask or ()).items():
         masks.setdefault(service, {}).update(rules)
 
+    opened = store_from(store)
+    popen: dict[str, Any] = {"stdout": STDERR_FD} if as_json else {}
     result = capture_failing_if(
         command,
         parse_predicate(fail_if) if fail_if is not None else None,
         name=name,
-        store=store_from(store),
+        store=opened,
         seed=seed,
         redaction=RedactionConfig(
             patterns=tuple(redact or ()), env_names=tuple(secret_env or ()), masks=masks
         ),
         services=services,
         state=state,
+        **popen,
     )
+    if result.not_run is not None:
+        typer.echo(f"sandbox: {result.not_run}", err=True)
+    if as_json:
+        failure = result.manifest.failure
+        jsonout.emit(
+            {
+                "ok": True,
+                "run_id": result.run_id,
+                "exit_code": result.exit_code,
+                "failed": result.failed,
+                "failure": failure.reason if failure is not None else None,
+                "not_run": result.not_run,
+                "store": opened.location,
+            }
+        )
+        raise typer.Exit(result.exit_code)
     outcome = "failed" if result.failed else "ok"
     if fail_if is not None and result.manifest.failure is not None:
         typer.echo(f"sandbox: --fail-if {fail_if}: {result.manifest.failure.reason}", err=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli import jsonout
 from cli.app import JsonOption, app
 from sandbox.names import BASE_ENV
 
@@ -98,6 +99,7 @@ def gc_command(
         bool,
         typer.Option("--all", help="Remove every sandbox container and network, live or not."),
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Remove the containers, networks and firewall rules that dead sessions left behind.
 
@@ -105,8 +107,20 @@ def gc_command(
     """
     from sandbox.containers import gc
 
-    console = _console()
+    jsonout.requested(as_json)
+    console = _console()  # stderr: with --json, stdout holds the JSON alone
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
+    if as_json:
+        jsonout.emit(
+            {
+                "ok": True,
+                "containers": list(report.containers),
+                "networks": list(report.networks),
+                "rules": report.rules,
+                "folders": list(report.folders),
+            }
+        )
+        return
     if report.empty:
         console.print("nothing to clean up")
     else:

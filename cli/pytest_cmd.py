@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from cli.app import PredicateOption, StoreOption, TimeoutOption, app, store_from
+from cli import jsonout
+from cli.app import JsonOption, PredicateOption, StoreOption, TimeoutOption, app, store_from
 
 
 @app.command("pytest")
@@ -25,6 +26,7 @@ def pytest_cmd(
     predicate: PredicateOption = None,
     timeout: TimeoutOption = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Write a pytest file that replays RUN and fails while its failure still reproduces.
 
@@ -33,6 +35,7 @@ def pytest_cmd(
     from sandbox.regress import write_regression_test
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
+    jsonout.requested(as_json)
     opened = store_from(store)
     manifest = opened.load_manifest(run)
     if output.suffix != ".py":
@@ -49,6 +52,11 @@ def pytest_cmd(
         overwrite=True,
         timeout=timeout,
     )
+    warning = None
     if manifest.failure is None and predicate is None:
-        typer.echo(f"sandbox: warning: run {run} records no failure", err=True)
+        warning = f"run {run} records no failure"
+        typer.echo(f"sandbox: warning: {warning}", err=True)
+    if as_json:
+        jsonout.emit({"ok": True, "run_id": run, "path": str(path), "warning": warning})
+        return
     typer.echo(f"sandbox: wrote {path}", err=True)

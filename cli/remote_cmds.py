@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cli.app import StoreOption, app, store_from
+from cli import jsonout
+from cli.app import JsonOption, StoreOption, app, store_from
 from cli.store_cmds import RunArgument
 
 RemoteArg = Annotated[str, typer.Argument(help="The other store: s3://BUCKET/PREFIX or a folder.")]
@@ -17,7 +18,8 @@ ForceOption = Annotated[
 ]
 
 
-def _copy(source: str | None, target: str | None, run: str, force: bool) -> str:
+def _copy(source: str | None, target: str | None, run: str, force: bool) -> dict[str, object]:
+    """Copy the run; its result (``--json``'s object)."""
     from sandbox.snapshot.spool import SpooledStore
     from sandbox.snapshot.transfer import copy_run
 
@@ -25,32 +27,48 @@ def _copy(source: str | None, target: str | None, run: str, force: bool) -> str:
     blobs = copy_run(src, dst, run, overwrite=force)
     if isinstance(dst, SpooledStore):
         dst.upload(run)
-    return f"{blobs} blob(s) copied"
+    return {"ok": True, "run_id": run, "from": src.location, "to": dst.location, "blobs": blobs}
 
 
 @app.command()
 def push(
-    run: RunArgument, to: RemoteArg, store: StoreOption = None, force: ForceOption = False
+    run: RunArgument,
+    to: RemoteArg,
+    store: StoreOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Copy a run of the local store into another store (blobs it already has are not sent;
     the run appears there whole or not at all). Credentials come from boto3's environment.
 
     Example: sandbox push orders-2024-1 s3://team-bugs/sandbox --store snapshots
     """
+    jsonout.requested(as_json)
     done = _copy(store, to, run, force)
-    typer.echo(f"pushed {run} to {to} ({done})")
+    if as_json:
+        jsonout.emit(done)
+        return
+    typer.echo(f"pushed {run} to {to} ({done['blobs']} blob(s) copied)")
 
 
 @app.command()
 def pull(
-    run: RunArgument, source: RemoteArg, store: StoreOption = None, force: ForceOption = False
+    run: RunArgument,
+    source: RemoteArg,
+    store: StoreOption = None,
+    force: ForceOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Copy a run of another store (s3://...) into the local store, blobs checked.
 
     Example: sandbox pull orders-2024-1 s3://team-bugs/sandbox --store snapshots
     """
+    jsonout.requested(as_json)
     done = _copy(source, store, run, force)
-    typer.echo(f"pulled {run} from {source} ({done})")
+    if as_json:
+        jsonout.emit(done)
+        return
+    typer.echo(f"pulled {run} from {source} ({done['blobs']} blob(s) copied)")
 
 
 @app.command("restore-state")

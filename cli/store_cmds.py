@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cli import jsonout
 from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.errors import UnsafePathError
 
@@ -31,16 +32,19 @@ WideOption = Annotated[
     bool, typer.Option("--wide", help="Every column, whole, whatever the terminal's width.")
 ]
 
-FAILURE_MIN = 10
-"""The narrowest the failure column wraps down to."""
+FAILURE_MIN = 20
+"""The narrowest the failure column is cut down to (with an ellipsis) before the time is
+left out."""
 
 
 @app.command("list")
 def list_runs(
     store: StoreOption = None, as_json: JsonOption = False, wide: WideOption = False
 ) -> None:
-    """List the runs in the store, oldest first: id, when, events, status and failure, fitted
-    to the terminal (run ids are never cut); --wide adds the entrypoint and size, whole.
+    """List the runs in the store, oldest first: id, when, events, status and failure, one
+    line per run fitted to the terminal (run ids are never cut, the failure is cut with an
+    ellipsis: the whole of it is in --json and `show`); --wide adds the entrypoint and size,
+    every cell whole.
 
     Example: sandbox list --store snapshots --json
     """
@@ -79,13 +83,13 @@ def list_runs(
             Col("size", right=True),
         ]
     else:
-        # The time wraps at its space ("2024-03-01" over "12:00") before an id has to fold.
+        # One line per run: the failure is cut, then the time left out, before an id folds.
         cols = [
             Col("id", is_id=True),
-            Col("when", wrap=len("2024-03-01")),
+            Col("when", optional=True),
             Col("events", right=True),
             Col("status"),
-            Col("failure", wrap=FAILURE_MIN),
+            Col("failure", truncate=FAILURE_MIN),
         ]
     for line in render(cols, rows, None if wide else terminal_width()):
         typer.echo(line)
@@ -257,6 +261,7 @@ def export_cmd(
             help="Accept findings of the scan: a glob over '<kind> in <where>' (repeatable).",
         ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Scan a run for likely secrets and personal data (events, manifest, every blob, the
     rows, keys and files inside service dumps), then write it and the blobs it references
@@ -267,8 +272,13 @@ def export_cmd(
     from sandbox.services.sharescan import export_shareable
     from sandbox.sizes import human_size
 
+    jsonout.requested(as_json)
     path = export_shareable(store_from(store), run, output, allow=allow or ())
-    typer.echo(f"exported {run} to {path} ({human_size(path.stat().st_size)})")
+    size = path.stat().st_size
+    if as_json:
+        jsonout.emit({"ok": True, "run_id": run, "path": str(path), "bytes": size})
+        return
+    typer.echo(f"exported {run} to {path} ({human_size(size)})")
 
 
 @app.command("import")
@@ -278,6 +288,7 @@ def import_cmd(
     force: Annotated[
         bool, typer.Option("--force", help="Replace a different run with the same id.")
     ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Check a bundle and add its run to the store; nothing is written unless all checks.
 
@@ -285,6 +296,10 @@ def import_cmd(
     """
     from sandbox.snapshot.bundle import import_bundle
 
+    jsonout.requested(as_json)
     where = store_from(store)
     run_id = import_bundle(where, bundle, force=force)
+    if as_json:
+        jsonout.emit({"ok": True, "run_id": run_id, "store": where.location})
+        return
     typer.echo(f"imported {run_id} into {where.location}")

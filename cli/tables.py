@@ -3,8 +3,10 @@ thousands of rows (no measuring by a rich table).
 
 Run ids are copied from these tables, so they are never cut: an id column keeps the longest id
 whole whenever the terminal leaves room, and folds (every character kept, no ellipsis) only
-when it does not. Columns marked to wrap give way first, down to their least width, wrapping
-at spaces. With ``width=None`` (``--wide``) every cell is printed whole on one line.
+when it does not. Columns marked to wrap or to truncate give way first, down to their least
+width: one wraps at spaces, the other is cut with an ellipsis (one line per row; the whole
+text is in ``--json``). A column marked optional is left out when the others do not fit
+with it. With ``width=None`` (``--wide``) every cell is printed whole on one line.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ class Col:
     """The least width this column wraps down to; ``None``: it keeps its width."""
     right: bool = False
     is_id: bool = False
+    truncate: int | None = None
+    """The least width this column is cut down to (with an ellipsis); ``None``: it is not."""
+    optional: bool = False
+    """Left out when the table does not fit the width with it."""
 
 
 def terminal_width() -> int:
@@ -41,8 +47,13 @@ def render(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int | None
     widths = [max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     if width is not None:
         _shrink(cols, widths, width)
+        if _total(widths) > width and any(c.optional for c in cols):
+            keep = [i for i, c in enumerate(cols) if not c.optional]
+            yield from render([cols[i] for i in keep], [[r[i] for i in keep] for r in rows], width)
+            return
+        _fold_ids(cols, widths, width)
     yield _join(cols, widths, [c.header for c in cols]).rstrip()
-    yield "-" * (sum(widths) + GAP * (len(cols) - 1))
+    yield "-" * _total(widths)
     for row in rows:
         cells = [_lines(c, cell, w) for c, cell, w in zip(cols, row, widths, strict=True)]
         for k in range(max(len(lines) for lines in cells)):
@@ -50,14 +61,22 @@ def render(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int | None
             yield _join(cols, widths, parts).rstrip()
 
 
+def _total(widths: Sequence[int]) -> int:
+    return sum(widths) + GAP * (len(widths) - 1)
+
+
 def _shrink(cols: Sequence[Col], widths: list[int], width: int) -> None:
-    over = sum(widths) + GAP * (len(cols) - 1) - width
+    over = _total(widths) - width
     for i in sorted(range(len(cols)), key=lambda i: -widths[i]):
-        least = cols[i].wrap
+        least = cols[i].wrap if cols[i].truncate is None else cols[i].truncate
         if over > 0 and least is not None and widths[i] > least:
             give = min(over, widths[i] - least)
             widths[i] -= give
             over -= give
+
+
+def _fold_ids(cols: Sequence[Col], widths: list[int], width: int) -> None:
+    over = _total(widths) - width
     for i, col in enumerate(cols):
         if over > 0 and col.is_id and widths[i] > MIN_ID:
             give = min(over, widths[i] - MIN_ID)
@@ -68,6 +87,8 @@ def _shrink(cols: Sequence[Col], widths: list[int], width: int) -> None:
 def _lines(col: Col, cell: str, width: int) -> list[str]:
     if len(cell) <= width:
         return [cell]
+    if col.truncate is not None:
+        return [cell[: width - 1].rstrip() + "…"]
     if col.is_id or col.wrap is None:
         return [cell[i : i + width] for i in range(0, len(cell), width)]  # fold, never cut
     return textwrap.wrap(cell, width) or [""]

@@ -9,6 +9,7 @@ fix. :attr:`Diagnosis.exit_code` is 0 only when nothing failed.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
@@ -38,8 +39,17 @@ FAKETIME_IMAGES = ("postgres", "redis", "runner")
 SPACE_HEADROOM = 64 * 1024**2
 """Free space a replay needs at the store besides its end state: events, reports, temp files."""
 
-INTEGRATIONS = ("openai", "anthropic", "mcp", "langgraph", "openai-agents", "pydantic-ai")
-"""Optional distributions agents are built with: model clients, MCP, frameworks."""
+INTEGRATIONS: Mapping[str, str] = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "mcp": "mcp",
+    "langgraph": "langgraph",
+    "openai-agents": "agents",
+    "pydantic-ai": "pydantic_ai",
+}
+"""Optional integrations agents are built with (model clients, MCP, frameworks): the name
+one installs, and the module that is there once it is (``pydantic-ai`` comes as
+``pydantic-ai-slim`` too, which installs the same ``pydantic_ai``)."""
 
 CHROMIUM = ("/usr/bin/chromium", "chromium")
 """Where the HTML report test looks for Debian's chromium (a path, then a name on PATH)."""
@@ -128,7 +138,9 @@ def diagnose(
         checks.append(Check("memory", "off", skipped))
     checks.extend(_space_checks(store, disk_usage))
     checks.append(_chromium_check())
-    checks.extend(_integration_check(name) for name in INTEGRATIONS)
+    owners: dict[str, list[str]] = {}
+    for name, module in INTEGRATIONS.items():
+        checks.append(_integration_check(name, module, owners))
     return Diagnosis(checks)
 
 
@@ -309,11 +321,24 @@ def _chromium_check() -> Check:
     )
 
 
-def _integration_check(dist: str) -> Check:
+def _integration_check(name: str, module: str, owners: dict[str, list[str]]) -> Check:
+    """Installed when its module can be imported (found, not imported); named by the
+    distribution that provides it, whichever that is (``owners``: the modules'
+    distributions, read once when first needed)."""
     try:
-        version = importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         return Check(
-            f"integration {dist}", "off", "not installed (optional)", f"pip install {dist}"
+            f"integration {name}", "off", "not installed (optional)", f"pip install {name}"
         )
-    return Check(f"integration {dist}", "ok", f"{dist} {version}")
+    if not owners:
+        owners.update(importlib.metadata.packages_distributions())
+    dists = owners.get(module) or [name]
+    dist = name if name in dists else dists[0]  # langgraph-prebuilt installs langgraph too
+    try:
+        detail = f"{dist} {importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:
+        detail = f"{module} (no distribution metadata)"
+    return Check(f"integration {name}", "ok", detail)

@@ -25,3 +25,8 @@ TIMEOUT_HELP = (
     "reset) and count it inconclusive: 'timeout after N s'. Default: "
     f"{TIMEOUT_FACTOR:g}x the recorded run's duration, at least {TIMEOUT_FLOOR:g} s."
 )
+IMPORTED_FROM_LABEL = "imported_from"
+"""Manifest label naming what a run was made from when it was not captured ..."""
+TRACE_SOURCE = "opentelemetry"
+"""... ``opentelemetry``: an OTLP trace (:mod:`sandbox.otel.importer`), which records model
+calls, tool calls and the result, and no HTTP headers, clock reads or random draws."""

@@ -3,7 +3,9 @@
 The run is created here; the program runs as a child process with the capture hook (see
 :mod:`sandbox.capture.hook`) and appends its events; its output goes where ours goes and its
 exit code is kept. A non-zero exit marks the run failed, with the exception that ended the
-program as the predicate when the hook saw it.
+program as the predicate when the hook saw it. A program that cannot be run exits as a shell
+says: :data:`NOT_FOUND` (127) when there is no such program, :data:`CANNOT_EXECUTE` (126)
+when it cannot be executed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from sandbox.snapshot.events import Event, FinalResult, StateTransition
 from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest, Predicate
 from sandbox.snapshot.store import Store, parse_events
 
+NOT_FOUND = 127
+"""The exit code of a program that was not found (as a shell gives it)."""
+CANNOT_EXECUTE = 126
+"""The exit code of a program that was found but cannot be executed (not executable, not
+a program)."""
+
 Judge = Callable[[Predicate, Manifest, Sequence[Event], int], tuple[bool, str]]
 """``(predicate, manifest, events, exit code) -> (holds, detail)``: checks a ``--fail-if``
 predicate against a finished capture (given by the replay layer, which judges predicates)."""
@@ -35,6 +43,8 @@ class CommandResult:
     run_id: str
     exit_code: int
     manifest: Manifest
+    not_run: str | None = None
+    """Why the program did not run (not found, cannot be executed); ``None`` when it ran."""
 
     @property
     def failed(self) -> bool:
@@ -106,22 +116,24 @@ def capture_command(
             state=state_mode,
         ),
     )
+    not_run: str | None = None
     try:
         done = subprocess.run(list(command), env=env, cwd=cwd, check=False, **popen)
         code = done.returncode
     except FileNotFoundError:
-        code = 127
+        code, not_run = NOT_FOUND, f"no program {command[0]!r}"
     except OSError as exc:
-        raise CaptureError(f"cannot run {command[0]!r}: {exc}") from None
+        code, not_run = CANNOT_EXECUTE, f"cannot execute {command[0]!r}: {exc.strerror or exc}"
     if code < 0:  # killed by a signal, as a shell reports it
         code = 128 - code
     manifest = store.load_manifest(run)  # the child added its seeds and services
     events = parse_events(store.read_events_bytes(run), allow_torn_tail=True)
-    failure = (
-        _failure(events, code)
-        if fail_if is None or judge is None
-        else _judged(fail_if, judge(fail_if, manifest, events, code), events)
-    )
+    if fail_if is not None and judge is not None:
+        failure: Failure | None = _judged(fail_if, judge(fail_if, manifest, events, code), events)
+    elif not_run is not None:
+        failure = Failure(reason=f"exit code {code}: {not_run}")
+    else:
+        failure = _failure(events, code)
     writer.manifest = manifest
     finished = finish_manifest(
         store,
@@ -129,7 +141,7 @@ def capture_command(
         writer,
         exit_code=code,
     )
-    return CommandResult(run, code, finished)
+    return CommandResult(run, code, finished, not_run)
 
 
 def _judged(predicate: Predicate, held: tuple[bool, str], events: Sequence[Event]) -> Failure:

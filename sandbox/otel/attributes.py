@@ -36,6 +36,8 @@ PARAMS: Mapping[str, str] = {
 }
 """Request parameters (OpenAI names) and their GenAI attributes."""
 
+MCP_TOOL_CALL = "tools/call"
+
 USAGE_IN = ("prompt_tokens", "input_tokens")
 USAGE_OUT = ("completion_tokens", "output_tokens")
 
@@ -137,7 +139,41 @@ def llm_attributes(event: LLMCall) -> Attributes:
     return out
 
 
+def _mcp_attributes(event: ToolCall) -> Attributes:
+    """An MCP request's ``mcp.*`` attributes (the MCP semantic conventions)."""
+    if event.mcp is None:
+        return {}
+    out: Attributes = {"mcp.method.name": event.mcp.method, "sandbox.mcp.server": event.mcp.server}
+    kind = event.mcp.transport.get("kind")
+    if isinstance(kind, str):
+        out["network.transport"] = "pipe" if kind == "stdio" else "tcp"
+    return out
+
+
+def is_tool_execution(event: ToolCall) -> bool:
+    """A tool call proper: a function tool, or an MCP ``tools/call`` (an MCP protocol call
+    such as ``initialize`` or ``tools/list`` executes no tool)."""
+    return event.mcp is None or event.mcp.method == MCP_TOOL_CALL
+
+
+def mcp_protocol_attributes(event: ToolCall) -> Attributes:
+    """An MCP protocol call (``initialize``, ``tools/list`` ...): a ``CHAIN`` span with its
+    params and result, no ``gen_ai`` operation."""
+    out: Attributes = {
+        SPAN_KIND: "CHAIN",
+        "input.value": as_json(event.args),
+        "input.mime_type": "application/json",
+        **_mcp_attributes(event),
+    }
+    if event.error is None:
+        out["output.value"] = as_json(event.output)
+        out["output.mime_type"] = "application/json"
+    return out
+
+
 def tool_attributes(event: ToolCall) -> Attributes:
+    if not is_tool_execution(event):
+        return mcp_protocol_attributes(event)
     out: Attributes = {
         SPAN_KIND: "TOOL",
         OPERATION: "execute_tool",
@@ -155,6 +191,7 @@ def tool_attributes(event: ToolCall) -> Attributes:
     if event.error is None:
         out["gen_ai.tool.call.result"] = out["output.value"] = as_json(event.output)
         out["output.mime_type"] = "application/json"
+    out.update(_mcp_attributes(event))
     return out
 
 
@@ -207,10 +244,13 @@ def event_attributes(event: Event) -> Attributes:
 
 
 def span_name(event: Event) -> str:
-    """GenAI span names: ``chat {model}``, ``execute_tool {name}``; others by kind."""
+    """GenAI span names: ``chat {model}``, ``execute_tool {name}``; an MCP protocol call
+    ``{method} {server}`` (the MCP conventions); others by kind."""
     match event:
         case LLMCall():
             return f"chat {event.model}".rstrip()
+        case ToolCall() if not is_tool_execution(event) and event.mcp is not None:
+            return f"{event.mcp.method} {event.mcp.server}".rstrip()
         case ToolCall():
             return f"execute_tool {event.name}"
         case HTTPExchange():

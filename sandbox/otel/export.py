@@ -1,12 +1,17 @@
 """A run as OpenTelemetry traces: built with the SDK, sent with its OTLP/HTTP exporter or
 written as OTLP/JSON.
 
-One trace per run. The root span is the run (OpenInference kind ``CHAIN``, the final result
-as its output, the failure in ``sandbox.failure``); a concurrent task other than ``main``
-gets a ``CHAIN`` span of its own; every event is a span under the span of the boundary call
-that enclosed it, or else under its task's span. A model call's HTTP exchange is folded into
-the model call's span (the conventions' ``chat {model}`` span), so each call shows once.
-Span times come from the recorded wall times (an event's start is its end less its duration).
+One trace per run. The root span is the run: the GenAI conventions' ``invoke_agent {name}``
+(OpenInference kind ``AGENT``), the final result as its output, the failure in
+``sandbox.failure``; a failed run's root span ends with status ``ERROR``, the failure as its
+message and an ``exception`` event (the recorded exception, or :data:`FAILURE_EXCEPTION` for
+a failure a predicate observed). A concurrent task other than ``main`` gets a ``CHAIN`` span
+of its own; every event is a span under the span of the boundary call that enclosed it, or
+else under its task's span, ``ERROR`` when the step failed (an exception, a timeout). A
+model call's HTTP exchange is folded into the model call's span (the conventions' ``chat
+{model}`` span), so each call shows once. A random draw is no span: it is a ``sandbox.random``
+span event of the step (or run) it happened in. Span times come from the recorded wall
+times (an event's start is its end less its duration).
 
 Trace and span ids are derived from the run id and the event's sequence number, so exporting
 a run twice gives the same ids, and a replay links to the root span of its original
@@ -19,7 +24,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +37,24 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from sandbox.errors import OTelError
-from sandbox.otel.attributes import SPAN_KIND, Attributes, as_json, event_attributes, span_name
-from sandbox.snapshot.events import ErrorInfo, Event, FinalResult, HTTPExchange, LLMCall
+from sandbox.otel.attributes import (
+    OPERATION,
+    SPAN_KIND,
+    Attributes,
+    as_json,
+    event_attributes,
+    llm_attributes,
+    span_name,
+)
+from sandbox.snapshot.events import (
+    ErrorInfo,
+    Event,
+    FinalResult,
+    HTTPExchange,
+    LLMCall,
+    RandomDraw,
+    Timeout,
+)
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import Snapshot
 from sandbox.snapshot.store import atomic_write
@@ -42,6 +63,10 @@ SERVICE_NAME = "sandbox-replayer"
 PROJECT_ATTRIBUTE = "openinference.project.name"
 TRACES_PATH = "/v1/traces"
 _ROOT = "root"
+FAILURE_EXCEPTION = "sandbox.failure"
+"""``exception.type`` of the root span's exception event when the run's failure was observed
+by a predicate, not raised (the importer knows it is no exception of the agent's)."""
+RANDOM_EVENT = "sandbox.random"
 
 
 def trace_id_of(run_id: str) -> int:
@@ -77,6 +102,30 @@ class _SpanSpec:
     end: float
     attributes: Attributes
     error: ErrorInfo | None = None
+    status: str | None = None
+    """The ``ERROR`` status message when it is not the error's own text."""
+    events: tuple[tuple[str, Attributes, float], ...] = ()
+    """Span events: name, attributes, time."""
+
+
+def _draw_event(event: RandomDraw) -> tuple[str, Attributes, float]:
+    attributes: Attributes = {
+        "sandbox.seq": event.seq,
+        "sandbox.random.source": event.source,
+        "sandbox.task": event.task,
+    }
+    if event.seed is not None:
+        attributes["sandbox.random.seed"] = event.seed
+    if event.value is not None:
+        attributes["sandbox.random.value"] = as_json(event.value)
+    return (RANDOM_EVENT, attributes, event.wall)
+
+
+def _step_error(event: Event) -> ErrorInfo | None:
+    if isinstance(event, Timeout):
+        return ErrorInfo(type="TimeoutError", message=f"timed out after {event.after:.3g} s")
+    error = getattr(event, "error", None)
+    return error if isinstance(error, ErrorInfo) else None
 
 
 def _duration(event: Event) -> float:
@@ -97,13 +146,34 @@ def _task_key(task: str) -> str:
     return _ROOT if task == "main" else f"task:{task}"
 
 
-def _event_specs(events: Sequence[Event]) -> list[_SpanSpec]:
+def _event_specs(
+    events: Sequence[Event],
+) -> tuple[list[_SpanSpec], dict[str, list[tuple[str, Attributes, float]]]]:
+    """The events' spans, and the random draws as span events by the key of their span."""
     folded = _folded_exchanges(events)
-    by_span = {e.span: f"seq:{e.seq}" for e in events if e.span is not None}
+    parent_of = {e.span: e.parent_span for e in events if e.span is not None}
+    by_span = {
+        e.span: f"seq:{e.seq}"
+        for e in events
+        if e.span is not None and not isinstance(e, RandomDraw)
+    }
     by_span.update({span: f"seq:{call.seq}" for span, (_, call) in folded.items()})
+
+    def parent_key(event: Event, enclosing: int | None) -> str:
+        seen: set[int] = set()
+        while enclosing is not None and enclosing not in by_span and enclosing not in seen:
+            seen.add(enclosing)  # a draw's span encloses nothing of its own: go up
+            enclosing = parent_of.get(enclosing)
+        found = by_span.get(enclosing) if enclosing is not None else None
+        return found or _task_key(event.task)
+
     specs: list[_SpanSpec] = []
+    draws: dict[str, list[tuple[str, Attributes, float]]] = {}
     for e in events:
         if isinstance(e, FinalResult) or (isinstance(e, HTTPExchange) and e.span in folded):
+            continue
+        if isinstance(e, RandomDraw):
+            draws.setdefault(parent_key(e, e.parent_span), []).append(_draw_event(e))
             continue
         enclosing = e.parent_span
         attributes = event_attributes(e)
@@ -111,7 +181,7 @@ def _event_specs(events: Sequence[Event]) -> list[_SpanSpec]:
             exchange = folded[enclosing][0]
             enclosing = exchange.parent_span
             attributes["url.full"] = exchange.url
-        parent = by_span.get(enclosing) if enclosing is not None else None
+        parent = parent_key(e, enclosing)
         specs.append(
             _SpanSpec(
                 key=f"seq:{e.seq}",
@@ -120,15 +190,18 @@ def _event_specs(events: Sequence[Event]) -> list[_SpanSpec]:
                 start=e.wall - _duration(e),
                 end=e.wall,
                 attributes=attributes,
-                error=getattr(e, "error", None),
+                error=_step_error(e),
             )
         )
-    return specs
+    return specs, draws
 
 
 def _root_spec(manifest: Manifest, events: Sequence[Event], start: float, end: float) -> _SpanSpec:
+    name = manifest.name or manifest.run_id
     attributes: Attributes = {
-        SPAN_KIND: "CHAIN",
+        SPAN_KIND: "AGENT",
+        OPERATION: "invoke_agent",
+        "gen_ai.agent.name": name,
         "sandbox.run_id": manifest.run_id,
         "sandbox.name": manifest.name,
     }
@@ -139,25 +212,32 @@ def _root_spec(manifest: Manifest, events: Sequence[Event], start: float, end: f
         attributes["sandbox.failure"] = manifest.failure.model_dump_json()
     if manifest.replay_of:
         attributes["sandbox.replay_of"] = manifest.replay_of
+    calls = [e for e in events if isinstance(e, LLMCall)]
+    if calls:  # what the agent was asked (its first model call's input) and last answered
+        asked = llm_attributes(calls[0])["gen_ai.input.messages"]
+        attributes["gen_ai.input.messages"] = attributes["input.value"] = asked
+        attributes["input.mime_type"] = "application/json"
+        attributes["gen_ai.output.messages"] = llm_attributes(calls[-1])["gen_ai.output.messages"]
     final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
     if final is not None and final.error is None:
         attributes["output.value"] = as_json(final.value)
         attributes["output.mime_type"] = "application/json"
-    return _SpanSpec(
-        _ROOT,
-        None,
-        manifest.name or manifest.run_id,
-        start,
-        end,
-        attributes,
-        final.error if final is not None else None,
-    )
+    error = final.error if final is not None else None
+    status = None
+    failure = manifest.failure
+    if failure is not None and failure.observed:
+        status = failure.reason or (
+            f"{failure.error.type}: {failure.error.message}" if failure.error else "failed"
+        )
+        if error is None:
+            error = failure.error or ErrorInfo(type=FAILURE_EXCEPTION, message=status)
+    return _SpanSpec(_ROOT, None, f"invoke_agent {name}", start, end, attributes, error, status)
 
 
 def span_specs(snapshot: Snapshot) -> list[_SpanSpec]:
     """Every span of a run's trace, the root first."""
     manifest, events = snapshot.manifest, snapshot.events
-    specs = _event_specs(events)
+    specs, draws = _event_specs(events)
     begin = manifest.clock.start.timestamp() if manifest.clock else manifest.created.timestamp()
     start = min([begin, *(s.start for s in specs)])
     end = max([start, *(e.wall for e in events)])
@@ -168,7 +248,8 @@ def span_specs(snapshot: Snapshot) -> list[_SpanSpec]:
         last = max((s.end for s in own), default=first)
         attributes: Attributes = {SPAN_KIND: "CHAIN", "sandbox.task": task}
         tasks.append(_SpanSpec(_task_key(task), _ROOT, f"task {task}", first, last, attributes))
-    return [_root_spec(manifest, events, start, end), *tasks, *specs]
+    every = [_root_spec(manifest, events, start, end), *tasks, *specs]
+    return [replace(s, events=tuple(draws.get(s.key, ()))) if s.key in draws else s for s in every]
 
 
 def _ns(seconds: float) -> int:
@@ -219,13 +300,16 @@ def build_spans(snapshot: Snapshot, *, project: str | None = None) -> list[Reada
             links=links if spec.key == _ROOT else (),
             start_time=_ns(spec.start),
         )
+        for name, attributes, at in spec.events:
+            span.add_event(name, attributes, timestamp=_ns(at))
         if spec.error is not None:
             span.add_event(
                 "exception",
                 {"exception.type": spec.error.type, "exception.message": spec.error.message},
                 timestamp=_ns(spec.end),
             )
-            span.set_status(Status(StatusCode.ERROR, f"{spec.error.type}: {spec.error.message}"))
+            message = spec.status or f"{spec.error.type}: {spec.error.message}"
+            span.set_status(Status(StatusCode.ERROR, message))
         span.end(end_time=_ns(spec.end))
     provider.shutdown()
     return list(memory.get_finished_spans())

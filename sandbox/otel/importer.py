@@ -26,8 +26,10 @@ from typing import Any
 from pydantic import JsonValue, ValidationError
 
 from sandbox.errors import OTelImportError
+from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.otel import messages
 from sandbox.otel.attributes import OPERATION, PARAMS, SPAN_KIND, USAGE_IN, USAGE_OUT
+from sandbox.otel.export import FAILURE_EXCEPTION
 from sandbox.snapshot.events import (
     ErrorInfo,
     Event,
@@ -55,8 +57,8 @@ IMPORT_SEED = 0
 """A trace records no seed; replay seeds the agent's generators (and so patches its HTTP
 clients, through which the model calls are served) with this one."""
 
-SOURCE_LABEL = "imported_from"
-SOURCE = "opentelemetry"
+SOURCE_LABEL = IMPORTED_FROM_LABEL
+SOURCE = TRACE_SOURCE
 
 CHAT_API = "openai.chat"
 MESSAGES_API = "anthropic.messages"
@@ -115,17 +117,24 @@ def _attributes(items: Any) -> dict[str, Any]:
 
 
 def _error_of(span: Mapping[str, Any]) -> ErrorInfo | None:
+    """The exception a span ended with: its ``exception`` event, else its ``ERROR`` status.
+    A run whose failure a predicate observed (``sandbox otel export`` marks its exception
+    event :data:`FAILURE_EXCEPTION`) ended with no exception."""
     status = _obj(span.get("status"))
     if status.get("code") not in (2, "STATUS_CODE_ERROR"):
         return None
     events = span.get("events")
+    observed = False
     for event in events if isinstance(events, list) else []:
         if isinstance(event, dict) and event.get("name") == "exception":
             attrs = _attributes(event.get("attributes"))
-            return ErrorInfo(
-                type=str(attrs.get("exception.type", "Exception")),
-                message=str(attrs.get("exception.message", "")),
-            )
+            kind = str(attrs.get("exception.type", "Exception"))
+            if kind == FAILURE_EXCEPTION:
+                observed = True
+                continue
+            return ErrorInfo(type=kind, message=str(attrs.get("exception.message", "")))
+    if observed:
+        return None
     return ErrorInfo(type="Exception", message=str(status.get("message", "")))
 
 
@@ -509,6 +518,14 @@ def _failure(root: SpanRecord | None, predicate: Predicate | None) -> Failure | 
     return None
 
 
+def _name(root: SpanRecord | None) -> str:
+    """The run's name: the one exported, the agent's (``gen_ai.agent.name``), the root span's."""
+    if root is None:
+        return "otel"
+    attrs = root.attributes
+    return str(attrs.get("sandbox.name") or attrs.get("gen_ai.agent.name") or root.name)
+
+
 def _run_id(root: SpanRecord | None, trace_id: str, run_id: str | None) -> str:
     if run_id is not None:
         return check_run_id(run_id)
@@ -537,6 +554,7 @@ def snapshot_from_spans(
         log.add(
             FinalResult,
             end,
+            name="result",  # as capture names it: a replay's result is the same step
             value=None if root.error else _json(root.attributes.get("output.value")),
             error=root.error,
         )
@@ -546,7 +564,7 @@ def snapshot_from_spans(
     try:
         manifest = Manifest(
             run_id=_run_id(root, spans[0].trace_id, run_id),
-            name=str(root.attributes.get("sandbox.name") or root.name) if root else "otel",
+            name=_name(root),
             created=started,
             status="complete",
             entrypoint=Entrypoint(kind="callable", target=str(target)) if target else None,

@@ -31,6 +31,7 @@ from typing import Any
 from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
+from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
@@ -127,6 +128,27 @@ def comparable(events: Sequence[Event]) -> list[Event]:
     return out
 
 
+TRACED_KINDS = frozenset({"llm", "tool", "http", "result"})
+"""What a run imported from a trace recorded: the steps a replay of it is compared on."""
+
+
+def from_trace(manifest: Manifest) -> bool:
+    """The run was imported from an OpenTelemetry trace (not captured)."""
+    return manifest.labels.get(IMPORTED_FROM_LABEL) == TRACE_SOURCE
+
+
+def as_traced(events: Sequence[Event]) -> list[Event]:
+    """Events as a trace records them, for comparing a replay with a run imported from one:
+    the steps a trace has no span for (clock reads, random draws, retries ...) left out,
+    and HTTP request headers, which a trace does not keep (an agent's client sends its own:
+    not a divergence)."""
+    return [
+        e.model_copy(update={"request_headers": {}}) if isinstance(e, HTTPExchange) else e
+        for e in events
+        if e.kind in TRACED_KINDS
+    ]
+
+
 @dataclass
 class _Run:
     run_id: str
@@ -156,6 +178,9 @@ class _Settings:
     clocks: ClockMode
     command: Entrypoint | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
+    traced: bool = False
+    """The original was imported from a trace: divergence is looked for in what a trace
+    records (:func:`as_traced`)."""
     fork: ForkEdits | None = None
     inject_faults: bool = True
     timeout: float | None = None
@@ -235,7 +260,11 @@ def _replay_once(
     uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
     after = [_end_state(s, state, endpoints) for state in services]
     events = comparable(s.store.load_events(run_id))
-    divergence = first_divergence(s.compared, events)
+    divergence = (
+        first_divergence(as_traced(s.compared), as_traced(events))
+        if s.traced
+        else first_divergence(s.compared, events)
+    )
     stopped = served.mismatch
     outcome = ReplayOutcome.from_events(
         events,
@@ -418,6 +447,7 @@ def replay(
         manifest=manifest,
         recording=recording,
         compared=compared,
+        traced=from_trace(manifest),
         expected=Expectation.of(manifest.failure, compared, predicate),
         target=target,
         function=_no_function

@@ -134,9 +134,12 @@ def _verdict(verdict: Verdict | None) -> dict[str, Any] | None:
     if verdict is None:
         return None
     reasons = [REASON_TEXT.get(r, r) for r in verdict.reasons]
+    inconclusive = verdict.outcome == "inconclusive"
+    first = next((r for r in verdict.runs if r.outcome == "inconclusive"), None)
     return {
         "outcome": verdict.outcome,
-        "why": ", ".join(reasons) if verdict.outcome == "inconclusive" else "",
+        "why": ", ".join(reasons) if inconclusive else "",
+        "detail": first.detail if inconclusive and first is not None else "",
         "summary": verdict.summary(),
         "counts": (verdict.reproduced, verdict.gone, verdict.inconclusive, verdict.total),
         "predicate": predicate_text(verdict.predicate),

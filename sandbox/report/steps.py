@@ -7,6 +7,10 @@
   latest model response asked for is nested under that model call; every other event sits
   under the call that enclosed it (``parent``, ``parent_span``): retries, timeouts, the HTTP
   exchanges and inner tool calls of a tool.
+- **Random draws folded.** A random draw (``uuid4``, ``os.urandom``, a seed) is no step of
+  its own: it is listed in the step it happened in (``r``), and draws at the top level one
+  after another (whatever their tasks) are one collapsed row (kind ``random``, ``r`` its
+  draws). The divergent step stays a step, whatever its kind.
 - **Times for the waterfall.** ``s`` is when a step began and ``d`` how long it took, in
   seconds since the run started (``mono`` is when it completed).
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandbox.errors import SandboxError
-from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, Retrieval
+from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, RandomDraw, Retrieval
 from sandbox.snapshot.snapshot import Snapshot
 
 BlobReader = Callable[[str], bytes]
@@ -173,6 +177,25 @@ def _asked(events: Sequence[Event], order: Sequence[int], parents: dict[int, int
                     break
 
 
+def _draw(event: RandomDraw) -> dict[str, Any]:
+    """A random draw as a folded entry: its seq, source, and the seed or value drawn."""
+    entry: dict[str, Any] = {"q": event.seq, "src": event.source, "t": event.task}
+    if event.seed is not None:
+        entry["seed"] = event.seed
+    if event.value is not None:
+        entry["v"] = cut(event.value, 200)
+    return entry
+
+
+def _draws_name(draws: Sequence[dict[str, Any]]) -> str:
+    """``3 draws: uuid4 x2, random.seed``."""
+    counts: dict[str, int] = {}
+    for d in draws:
+        counts[d["src"]] = counts.get(d["src"], 0) + 1
+    sources = ", ".join(f"{src} x{n}" if n > 1 else src for src, n in counts.items())
+    return f"{len(draws)} draw{'s' if len(draws) > 1 else ''}: {sources}"
+
+
 def page_data(
     snapshot: Snapshot, label: str, mark: int | None, blobs: BlobReader | None = None
 ) -> dict[str, Any]:
@@ -186,11 +209,12 @@ def page_data(
     order = sorted(range(len(events)), key=lambda i: (_start(events[i]), events[i].seq))
     parents = _parents(events, folded)
     _asked(events, sorted(range(len(events)), key=lambda i: events[i].seq), parents)
+    draws = {i for i, e in enumerate(events) if isinstance(e, RandomDraw) and e.seq != mark}
     pool = MessagePool()
     index: dict[int, int] = {}
     steps: list[dict[str, Any]] = []
     for i in order:
-        if i in hidden:
+        if i in hidden or i in draws:
             continue
         event = events[i]
         index[i] = len(steps)
@@ -210,14 +234,33 @@ def page_data(
             step["e"] = 1
         steps.append(step)
     roots: list[int] = []
+    group: int | None = None  # the collapsed row of the draws at the top level just before
     for i in order:
         if i in hidden:
             continue
         parent = parents.get(i)
+        event = events[i]
+        if i in draws and isinstance(event, RandomDraw):
+            if parent is not None and parent in index:
+                steps[index[parent]].setdefault("r", []).append(_draw(event))
+                continue
+            if group is None:
+                group = len(steps)
+                steps.append(
+                    {"q": event.seq, "k": "random", "n": "", "t": event.task,
+                     "s": round(_start(event), 6), "d": 0.0, "c": [], "x": {}, "r": []}
+                )  # fmt: skip
+                roots.append(group)
+            steps[group]["r"].append(_draw(event))
+            continue
         if parent is not None and parent in index:
             steps[index[parent]]["c"].append(index[i])
         else:
+            group = None  # a row at the top level ends the draws before it
             roots.append(index[i])
+    for step in steps:
+        if step["k"] == "random" and "r" in step and not step["n"]:
+            step["n"] = _draws_name(step["r"])
     tasks = list(dict.fromkeys(e.task for e in events))
     return {
         "run": snapshot.run_id,

@@ -1,5 +1,6 @@
-"""``sandbox list`` at 80 columns: every line fits, run ids are never cut, the failure wraps;
-``--wide`` shows every column whole."""
+"""``sandbox list`` at 80 columns: one line per run, every line fits, run ids are never cut,
+the failure is cut with an ellipsis (whole in ``--json``); ``--wide`` shows every column
+whole."""
 
 from __future__ import annotations
 
@@ -40,21 +41,41 @@ def _words(lines: list[str]) -> str:
     return " ".join(" ".join(lines).split())
 
 
-def test_list_fits_80_columns_with_ids_whole(
+def test_list_fits_80_columns_one_line_per_run_with_ids_whole(
     runs: DirectoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     lines = _list(capsys, runs)
+    assert len(lines) == 2 + 2  # header, rule, one line per run
     assert max(len(line) for line in lines) <= 80
-    assert "…" not in "".join(lines)
-    assert re.split(r"\s{2,}", lines[0].strip()) == ["id", "when", "events", "status", "failure"]
-    row = next(line for line in lines if line.startswith(f"{LONG_ID}  2024-03-01"))
-    assert re.split(r"\s{2,}", row)[2:4] == ["12", "complete"]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    assert header == ["id", "events", "status", "failure"]  # the time gave way to the failure
+    row = next(line for line in lines if line.startswith(f"{LONG_ID}  "))
+    cells = re.split(r"\s{2,}", row)
+    assert cells[1:3] == ["12", "complete"]
+    assert cells[3].endswith("…") and LONG_FAILURE.startswith(cells[3][:-1])
+    assert len(cells[3]) >= 20
     assert any(line.startswith("short-1 ") for line in lines)
-    # the failure wraps over several lines, every word kept
-    failure_column = lines[0].index("failure")
-    wrapped = [line[failure_column:] for line in lines[2:]]
-    assert LONG_FAILURE in _words(wrapped)
+
+
+def test_list_keeps_the_time_when_there_is_room_for_it(
+    store: DirectoryStore, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    build_snapshot(store, "short-1")
+    lines = _list(capsys, store)
+    assert re.split(r"\s{2,}", lines[0].strip()) == ["id", "when", "events", "status", "failure"]
+    assert re.split(r"\s{2,}", lines[2])[:2] == ["short-1", "2024-03-01 12:00"]
+
+
+def test_list_json_has_the_whole_failure(
+    runs: DirectoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    out = "\n".join(_list(capsys, runs, "--json"))
+    by_id = {r["run_id"]: r for r in json.loads(out)}
+    assert by_id[LONG_ID]["failure"] == LONG_FAILURE
 
 
 def test_list_folds_an_id_only_when_the_terminal_is_too_narrow_for_it(

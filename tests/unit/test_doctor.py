@@ -105,3 +105,23 @@ def test_sizes() -> None:
         "256.0 MB",
         "5.0 TB",
     ]
+
+
+def test_an_integration_is_found_by_its_module_whichever_distribution_installed_it(
+    store: DirectoryStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pydantic-ai installed as ``pydantic-ai-slim`` (no ``pydantic-ai`` distribution) is
+    installed: its module ``pydantic_ai`` is there."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("pydantic_ai") is None:
+        pytest.skip("pydantic_ai is not importable here")
+    dists = importlib.metadata.packages_distributions()["pydantic_ai"]
+    dist = "pydantic-ai" if "pydantic-ai" in dists else dists[0]
+    main(["doctor", "--store", str(store.root), "--json"])
+    by_name = {c["name"]: c for c in json.loads(capsys.readouterr().out)["checks"]}
+    check = by_name["integration pydantic-ai"]
+    assert check["status"] == "ok"
+    assert check["detail"] == f"{dist} {importlib.metadata.version(dist)}"
+    assert by_name["integration openai-agents"]["status"] == "ok"  # module `agents`

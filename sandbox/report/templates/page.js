@@ -218,6 +218,15 @@
     var body = el("div", "body");
     stepBody(side, s, body, seen);
     add(card, body);
+    if (s.r && s.r.length) add(card, folded(s.r.length + " random draw" + (s.r.length > 1 ? "s" : ""), function () {
+      var list = el("ol", "draws");
+      s.r.forEach(function (d) {
+        add(list, el("li", null, "#" + d.q + (d.t !== "main" ? " [" + d.t + "]" : "") + " " + d.src +
+          (d.seed !== undefined ? " seed " + d.seed : "") + (d.v !== undefined ? " = " + JSON.stringify(d.v) : "")));
+      });
+      return list;
+    }));
+    if (s.k === "random" && s.r) return card;  // a collapsed row of draws: nothing raw of its own
     add(card, folded("raw JSON", function () {
       var raw = { event: whole(side, s) };
       if (s.h) raw.http = resolve(side, s.h);

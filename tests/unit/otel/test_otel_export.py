@@ -43,7 +43,7 @@ def test_export_file_carries_model_calls_and_tool_calls_nested_under_the_run(
     spans = _export(captured, captured.run_id, tmp_path / "trace.json")
     events = captured.store.load(captured.run_id).events
     root = [s for s in spans if "parentSpanId" not in s]
-    assert [s["name"] for s in root] == ["kettle"]
+    assert [s["name"] for s in root] == ["invoke_agent kettle"]
     assert root[0]["traceId"] == f"{trace_id_of(captured.run_id):032x}"
     assert root[0]["spanId"] == f"{span_id_of(captured.run_id, 'root'):016x}"
     assert json.loads(_attrs(root[0])["sandbox.failure"])["predicate"]["value"] == "is in stock"
@@ -55,6 +55,9 @@ def test_export_file_carries_model_calls_and_tool_calls_nested_under_the_run(
     assert all(s["parentSpanId"] == root[0]["spanId"] for s in llm)
     assert not [s for s in spans if _attrs(s).get("sandbox.kind") == "http"]  # folded
     first, second = (_attrs(s) for s in llm)
+    assert _attrs(root[0])["gen_ai.operation.name"] == "invoke_agent"
+    assert _attrs(root[0])["gen_ai.input.messages"] == first["gen_ai.input.messages"]
+    assert _attrs(root[0])["gen_ai.output.messages"] == second["gen_ai.output.messages"]
     assert first["gen_ai.operation.name"] == "chat"
     assert first["gen_ai.provider.name"] == "openai"
     assert first["gen_ai.request.model"] == "scripted-1"

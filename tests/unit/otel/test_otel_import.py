@@ -78,6 +78,26 @@ def test_import_of_an_exported_run_replays_with_the_model_server_stopped(
     assert tool.output == {"sku": "K-7", "qty": 0}
 
 
+def test_a_reproduced_replay_of_an_imported_trace_reports_no_divergence(
+    captured: Captured, tmp_path: Path, capsys: Any
+) -> None:
+    """A trace records no HTTP headers, clock reads or random draws: the replay's own (its
+    client's headers, the seed it draws) are not a divergence from the imported run."""
+    store = ["--store", str(captured.store.root)]
+    trace = tmp_path / "trace.json"
+    assert main(["otel", "export", captured.run_id, "--file", str(trace), *store]) == 0
+    assert main(["otel", "import", str(trace), "--run-id", "kettle-otel", *store]) == 0
+    report = _replay_json(captured, "kettle-otel", capsys=capsys)
+    assert report["exit_code"] == 1
+    assert report["divergences"] == [None]
+    (replay_id,) = report["replays"]
+    kinds = {e.kind for e in captured.store.load(replay_id).events}
+    assert "random" in kinds  # the replay drew a seed the trace has no step for
+    assert main(["replay", "kettle-otel", *store]) == 1
+    out = capsys.readouterr().out
+    assert "failure reproduced" in out and "first divergence" not in out
+
+
 def test_import_reads_openinference_attributes_when_the_genai_ones_are_absent(
     captured: Captured, tmp_path: Path, capsys: Any
 ) -> None:

@@ -3,7 +3,7 @@ real Arize Phoenix server (started here on free loopback ports, its data in a te
 folder, its telemetry and external resources off), and read back through Phoenix's REST API
 with its model, messages and tool calls.
 
-Phoenix runs from its own venv (``make setup`` makes ``.venv-phoenix``; ``$SANDBOX_PHOENIX``
+Phoenix runs from its own venv (``make pytest`` makes ``.venv-phoenix``; ``$SANDBOX_PHOENIX``
 names another ``phoenix`` program): without it the test skips, and fails when ``CI=true``."""
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from cli.main import main
 
 STARTUP_SECONDS = 180
 REPO = Path(__file__).resolve().parents[3]
+DEMO = "demo-orders-duplicate"
 
 
 def _phoenix_program() -> Path:
     program = Path(os.environ.get("SANDBOX_PHOENIX") or REPO / ".venv-phoenix" / "bin" / "phoenix")
     if not program.is_file():
-        problem = f"no Phoenix server program at {program} (make setup installs it)"
+        problem = f"no Phoenix server program at {program} (make pytest installs it)"
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(problem)
         pytest.skip(problem)
@@ -119,8 +120,8 @@ def test_phoenix_returns_the_exported_run_with_its_model_messages_and_tool_calls
     assert len(spans) == sent
 
     (root,) = [s for s in spans if s["parent_id"] is None]
-    assert root["name"] == "kettle"
-    assert root["span_kind"] == "CHAIN"
+    assert root["name"] == "invoke_agent kettle"
+    assert root["span_kind"] == "AGENT"
     assert root["attributes"]["sandbox.run_id"] == captured.run_id
     assert len({s["context"]["trace_id"] for s in spans}) == 1
 
@@ -142,3 +143,33 @@ def test_phoenix_returns_the_exported_run_with_its_model_messages_and_tool_calls
     assert tool["name"] == "execute_tool check_stock"
     assert tool["attributes"]["tool.name"] == "check_stock"
     assert json.loads(tool["attributes"]["output.value"]) == {"sku": "K-7", "qty": 0}
+
+
+def _error_roots(url: str, project: str) -> list[dict[str, Any]]:
+    """The project's root spans that ended in an error: Phoenix's errors filter."""
+    deadline = time.monotonic() + 30
+    while True:
+        reply = httpx.get(
+            f"{url}/v1/projects/{project}/spans",
+            params={"status_code": "ERROR", "parent_id": "null", "limit": 100},
+            timeout=10,
+        )
+        spans: list[dict[str, Any]] = reply.json()["data"] if reply.status_code == 200 else []
+        if spans or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.5)
+
+
+def test_phoenix_errors_filter_finds_the_failed_demo_run(phoenix: str, capsys: Any) -> None:
+    store = ["--store", str(REPO / "snapshots")]
+    code = main(["otel", "export", DEMO, "--endpoint", phoenix, "--project", "demo", *store])
+    assert code == 0
+    capsys.readouterr()
+    (root,) = _error_roots(phoenix, "demo")
+    assert root["name"] == "invoke_agent orders"
+    assert root["attributes"]["sandbox.run_id"] == DEMO
+    assert root["status_code"] == "ERROR"
+    assert root["status_message"] == "the same order was inserted twice"
+    reply = httpx.get(f"{phoenix}/v1/projects/demo/spans", params={"limit": 100}, timeout=10)
+    names = [s["name"] for s in reply.json()["data"]]
+    assert not [n for n in names if n.startswith(("random", "uuid"))]
