@@ -48,3 +48,13 @@ def store_from(location: str | None) -> Store:
     from sandbox.snapshot.store import open_store
 
     return open_store(location)
+
+
+RUN_HELP = "Run id, tag or name (the newest captured run of that name), as `sandbox list` shows."
+
+
+def run_in(store: Store, ref: str) -> str:
+    """The id of the run ``ref`` (an id, a tag or a name) stands for in ``store``."""
+    from sandbox.snapshot.refs import resolve_run
+
+    return resolve_run(store, ref)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import JsonOption, StoreOption, app, run_in, store_from
 
 
 @app.command("diff")
@@ -30,7 +30,7 @@ def diff_command(
     from sandbox.replay.compare import compare_runs
 
     opened = store_from(store)
-    comparison = compare_runs(opened, run_a, run_b)
+    comparison = compare_runs(opened, run_in(opened, run_a), run_in(opened, run_b))
     if html is not None:
         from sandbox.report import diff_comparison, write
 

@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import RUN_HELP, JsonOption, StoreOption, app, run_in, store_from
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 
 
 @app.command("explain", cls=PolicyOrderCommand)
 def explain_command(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run id to explain.")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     times: Annotated[int, typer.Option("--times", "-n", min=1, help="Replays per trial (N).")] = 2,
     budget: Annotated[
         int, typer.Option("--budget", min=1, help="At most this many replays in all.")
@@ -80,10 +80,11 @@ def explain_command(
     )
     from cli.progress import progress_bar
 
+    opened = store_from(store)
     with progress_bar("explain", budget, disable=as_json) as progress:
         found = explain(
-            run,
-            store=store_from(store),
+            run_in(opened, run),
+            store=opened,
             times=times,
             budget=budget,
             quorum=quorum,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from pydantic import TypeAdapter, ValidationError
 
-from cli.app import StoreOption, app, store_from
+from cli.app import RUN_HELP, StoreOption, app, run_in, store_from
 from sandbox.errors import OTelError
 from sandbox.snapshot.manifest import Predicate
 
@@ -35,7 +35,7 @@ def _otel() -> ModuleType:
 
 @otel_app.command("export")
 def export_cmd(
-    run: Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     endpoint: Annotated[
         str | None,
         typer.Option(
@@ -58,7 +58,9 @@ def export_cmd(
     if endpoint is None and file is None:
         raise OTelError("give --endpoint URL, --file out.json, or both")
     otel = _otel()
-    snapshot = store_from(store).load(run)
+    opened = store_from(store)
+    run = run_in(opened, run)
+    snapshot = opened.load(run)
     if file is not None:
         written = otel.write_otlp_json(snapshot, file, project=project)
         typer.echo(f"wrote the trace of {run} to {written}")

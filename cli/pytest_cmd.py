@@ -8,12 +8,21 @@ from typing import Annotated
 import typer
 
 from cli import jsonout
-from cli.app import JsonOption, PredicateOption, StoreOption, TimeoutOption, app, store_from
+from cli.app import (
+    RUN_HELP,
+    JsonOption,
+    PredicateOption,
+    StoreOption,
+    TimeoutOption,
+    app,
+    run_in,
+    store_from,
+)
 
 
 @app.command("pytest")
 def pytest_cmd(
-    run: Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     output: Annotated[
         Path, typer.Option("-o", "--output", help="The test file to write (test_*.py).")
     ],
@@ -37,6 +46,7 @@ def pytest_cmd(
 
     jsonout.requested(as_json)
     opened = store_from(store)
+    run = run_in(opened, run)
     manifest = opened.load_manifest(run)
     if output.suffix != ".py":
         raise typer.BadParameter("the test file must end in .py", param_hint="--output")

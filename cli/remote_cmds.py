@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli import jsonout
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import JsonOption, StoreOption, app, run_in, store_from
 from cli.store_cmds import RunArgument
 
 RemoteArg = Annotated[str, typer.Argument(help="The other store: s3://BUCKET/PREFIX or a folder.")]
@@ -24,6 +24,7 @@ def _copy(source: str | None, target: str | None, run: str, force: bool) -> dict
     from sandbox.snapshot.transfer import copy_run
 
     src, dst = store_from(source), store_from(target)
+    run = run_in(src, run)
     blobs = copy_run(src, dst, run, overwrite=force)
     if isinstance(dst, SpooledStore):
         dst.upload(run)
@@ -87,6 +88,7 @@ def restore_state(
     from sandbox.replay.attached import load_services, restore_states
 
     opened = store_from(store)
+    run = run_in(opened, run)
     names = restore_states(opened, opened.load_manifest(run), load_services(services_json))
     typer.echo(f"restored {', '.join(names) or 'no service'} for {run}")
 
@@ -136,4 +138,7 @@ def k8s_job(
         namespace=namespace,
         replays=replays,
     )
-    typer.echo(render(replay_objects(store_from(url).load_manifest(run), settings)), nl=False)
+    remote = store_from(url)
+    typer.echo(
+        render(replay_objects(remote.load_manifest(run_in(remote, run)), settings)), nl=False
+    )

@@ -8,7 +8,16 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, PredicateOption, StoreOption, TimeoutOption, app, store_from
+from cli.app import (
+    RUN_HELP,
+    JsonOption,
+    PredicateOption,
+    StoreOption,
+    TimeoutOption,
+    app,
+    run_in,
+    store_from,
+)
 from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
 from sandbox.names import SERVICES_ENV
 
@@ -18,7 +27,7 @@ OUTCOME_COLOURS = {"reproduced": "red", "gone": "green", "inconclusive": "yellow
 @app.command("replay", cls=PolicyOrderCommand)
 def replay_command(
     ctx: typer.Context,
-    run: Annotated[str, typer.Argument(help="Run id to replay.")],
+    run: Annotated[str, typer.Argument(help=RUN_HELP)],
     times: Annotated[int, typer.Option("--times", "-n", help="How many replays.")] = 1,
     live: Annotated[
         list[str] | None, typer.Option("--live", help="Serve KIND[:GLOB] live (repeatable).")
@@ -145,10 +154,11 @@ def replay_command(
     fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
     from cli.progress import progress_bar
 
+    opened = store_from(store)
     with progress_bar("replay", times, disable=as_json) as progress:
         report = run_replay(
-            run,
-            store=store_from(store),
+            run_in(opened, run),
+            store=opened,
             times=times,
             policies=policies,
             miss=miss,

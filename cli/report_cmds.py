@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.app import JsonOption, StoreOption, TimeoutOption, app, store_from
+from cli.app import JsonOption, StoreOption, TimeoutOption, app, run_in, store_from
 
 if TYPE_CHECKING:
     from sandbox.regress.check import RunCheck
@@ -94,6 +94,7 @@ def ci_repro(
     except RegressionError as exc:
         raise typer.BadParameter(str(exc), param_hint="--shard") from None
     opened = store_from(store)
+    run = [run_in(opened, r) for r in run] if run else run
     if dry_run:
         from sandbox.regress.check import select_runs
 

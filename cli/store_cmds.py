@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli import jsonout
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import RUN_HELP, JsonOption, StoreOption, app, run_in, store_from
 from sandbox.errors import UnsafePathError
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from sandbox.snapshot.store import Store
     from sandbox.snapshot.verify import VerifyReport
 
-RunArgument = Annotated[str, typer.Argument(help="Run id, as shown by `sandbox list`.")]
+RunArgument = Annotated[str, typer.Argument(help=RUN_HELP)]
 
 
 def _console() -> Console:
@@ -129,6 +129,7 @@ def show(
     from sandbox.snapshot.listing import entrypoint_text, event_summary, failure_text, run_state
 
     opened = store_from(store)
+    run = run_in(opened, run)
     manifest = opened.load_manifest(run)
     kinds = tuple(kind or ())
     if as_json:
@@ -233,7 +234,7 @@ def verify(
     where = store_from(store)
     report: VerifyReport
     if _is_run(where, target) or not Path(target).is_file():
-        report = verify_run(where, target)  # an unknown run id raises (exit 2)
+        report = verify_run(where, run_in(where, target))  # an unknown run raises (exit 2)
     else:
         report = verify_bundle(target)
     if as_json:
@@ -273,7 +274,9 @@ def export_cmd(
     from sandbox.sizes import human_size
 
     jsonout.requested(as_json)
-    path = export_shareable(store_from(store), run, output, allow=allow or ())
+    opened = store_from(store)
+    run = run_in(opened, run)
+    path = export_shareable(opened, run, output, allow=allow or ())
     size = path.stat().st_size
     if as_json:
         jsonout.emit({"ok": True, "run_id": run, "path": str(path), "bytes": size})

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import JsonOption, StoreOption, app, store_from
+from cli.app import JsonOption, StoreOption, app, run_in, store_from
 from cli.progress import progress_bar
 from cli.tables import Col, render, terminal_width
 
@@ -62,7 +62,9 @@ def sweep(
 
     opened = store_from(store)
     location = opened.location  # absolute, or the object store's URL: what the workers open
-    manifests = [opened.load_manifest(r) for r in runs] if runs else select_runs(opened)
+    manifests = (
+        [opened.load_manifest(run_in(opened, r)) for r in runs] if runs else select_runs(opened)
+    )
     if not manifests:  # as ci-repro says it, before any Ray cluster is started
         code = CheckReport(()).exit_code
         if as_json:

@@ -92,15 +92,18 @@ def sandbox_store(pytestconfig: pytest.Config) -> Store:
 
 @pytest.fixture
 def replay(sandbox_store: Store, pytestconfig: pytest.Config) -> ReplayFn:
-    """``replay(run_id, times=1, **options)`` replays a run from the configured store."""
+    """``replay(run, times=1, **options)`` replays a run from the configured store: ``run`` is
+    its id, a tag or a name (the newest captured run of that name)."""
     limit = timeout_setting(pytestconfig)
 
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
         from sandbox.replay.engine import replay as replay_run
+        from sandbox.snapshot.refs import resolve_run
 
         if limit is not None:
             options.setdefault("timeout", limit)
-        report = replay_run(run_id, store=sandbox_store, times=times, **options)
+        found = resolve_run(sandbox_store, run_id)
+        report = replay_run(found, store=sandbox_store, times=times, **options)
         fail_if_inconclusive(run_id, report)
         return report
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from sandbox.errors import RegressionError
 from sandbox.snapshot.manifest import FixMark, Manifest
+from sandbox.snapshot.refs import rewrite_manifest
 from sandbox.snapshot.store import Store
 
 
@@ -36,17 +37,10 @@ def mark_fixed(
     """Mark the captured failure of ``run_id`` fixed (by ``by``); return the new manifest."""
     manifest = _captured_failure(store, run_id)
     mark = FixMark(at=now or datetime.now(UTC), by=by or None)
-    return _write(store, manifest.model_copy(update={"fixed": mark}))
+    return rewrite_manifest(store, manifest.model_copy(update={"fixed": mark}))
 
 
 def mark_open(store: Store, run_id: str) -> Manifest:
     """Take back a fixed mark: the failure of ``run_id`` is expected to reproduce again."""
     manifest = _captured_failure(store, run_id)
-    return _write(store, manifest.model_copy(update={"fixed": None}))
-
-
-def _write(store: Store, manifest: Manifest) -> Manifest:
-    """Commit ``manifest`` over the run's, with its event log unchanged (atomically, on any
-    store: the run appears marked or as it was)."""
-    store.save_raw(manifest, store.read_events_bytes(manifest.run_id), overwrite=True)
-    return manifest
+    return rewrite_manifest(store, manifest.model_copy(update={"fixed": None}))

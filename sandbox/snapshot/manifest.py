@@ -208,6 +208,8 @@ class Manifest(Strict):
     labels: dict[str, str] = {}
     fixed: FixMark | None = None
     """Set when the failure was marked fixed: ``ci-repro`` then expects it gone."""
+    tags: list[str] = []
+    """Names given to this run (``sandbox tag RUN TAG``); a tag names one run of a store."""
 
 
 def manifest_json_schema() -> dict[str, Any]:
