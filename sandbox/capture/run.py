@@ -325,7 +325,7 @@ class Capture:
             return  # _release removes the run aside
         with _sealing(recorder.writer):
             seal(recorder)
-        self.finish(recorder, durable=False)
+        self.finish(recorder, durable=False, sealed=True)
         store = recorder.store
         if self._staging is not None:
             staging, self._staging = self._staging, None
@@ -373,10 +373,15 @@ class Capture:
             staging.discard()
 
     def finish(
-        self, recorder: Recorder, exit_code: int | None = None, *, durable: bool = True
+        self,
+        recorder: Recorder,
+        exit_code: int | None = None,
+        *,
+        durable: bool = True,
+        sealed: bool = False,
     ) -> Manifest:
         """Capture the services' end states and complete the manifest (synced unless not
-        ``durable``)."""
+        ``durable``; ``sealed``: the manifest was redacted by :func:`seal` just before)."""
         from sandbox.services.capture import capture_end_state
 
         store = recorder.store
@@ -400,12 +405,12 @@ class Capture:
             else state
             for state in manifest.services
         ]
+        finished = manifest.model_copy(update={"services": services, "failure": recorder.failure})
+        if services or recorder.failure is not None or not sealed:  # else redacted already
+            finished = _redacted(finished, recorder.redactor)
         return finish_manifest(
             store,
-            _redacted(
-                manifest.model_copy(update={"services": services, "failure": recorder.failure}),
-                recorder.redactor,
-            ),
+            finished,
             recorder.writer,
             exit_code=exit_code,
             durable=durable,
@@ -617,7 +622,9 @@ def finish_manifest(
             "status": "complete",
             "event_count": data.count(b"\n"),
             "events_sha256": sha256_bytes(data),
-            "blob_bytes": referenced_blob_bytes(manifest, data),
+            "blob_bytes": referenced_blob_bytes(  # the runtime holds no blob (a long walk)
+                manifest.model_copy(update={"runtime": None}), data
+            ),
             "models": models,
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
         }

@@ -26,7 +26,9 @@ def _files(root: Path) -> list[Path]:
 
 def _run(store: DirectoryStore, i: int, keep: object, fail: bool, **kw: object) -> None:
     try:
-        run = capture.run(f"r{i}", store=store, services="none", keep=keep, **kw)  # type: ignore[arg-type]
+        run = capture.run(  # outside a git checkout: no diff blob of the code
+            f"r{i}", store=store, services="none", keep=keep, cwd=str(store.root.parent), **kw
+        )  # type: ignore[arg-type]
         with run:
             fetch(i)
             if fail:
