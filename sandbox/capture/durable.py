@@ -14,10 +14,11 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
-_queue: queue.SimpleQueue[Path | None] = queue.SimpleQueue()
+_queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
 _worker: threading.Thread | None = None
 _lock = threading.Lock()
 _pending = 0
@@ -33,16 +34,24 @@ def _sync(path: Path) -> None:
         os.close(fd)
 
 
+BATCH_DELAY = 0.2
+"""Seconds the syncer gathers paths before syncing them together: one journal commit for a
+burst of runs, instead of one per file that would stall the next run's writes."""
+
+
 def _run() -> None:
     global _pending
     while True:
-        path = _queue.get()
-        if path is None:
-            return
-        with contextlib.suppress(OSError):  # gone already (a run deleted), or not syncable
-            _sync(path)
+        batch = [_queue.get()]
+        time.sleep(BATCH_DELAY)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                batch.append(_queue.get_nowait())
+        for path in dict.fromkeys(batch):  # once each, in order
+            with contextlib.suppress(OSError):  # gone already (a run deleted), not syncable
+                _sync(path)
         with _idle:
-            _pending -= 1
+            _pending -= len(batch)
             _idle.notify_all()
 
 

@@ -61,7 +61,7 @@ from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
-from sandbox.capture.scrub import redact_manifest, seal
+from sandbox.capture.scrub import recorded_env, redact_manifest, seal
 from sandbox.capture.threads import THREADS
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
@@ -323,8 +323,13 @@ class Capture:
             return
         if not kept(self.keep, recorder.failure is not None, self.sampler):
             return  # _release removes the run aside
-        with _sealing(recorder.writer):
-            seal(recorder)
+        if recorder.redactor.learned:
+            with _sealing(recorder.writer):
+                seal(recorder)
+        else:  # nothing written before a secret was learned: only the variables read
+            manifest = recorder.writer.manifest
+            env = {**manifest.env, **recorded_env(recorder)}
+            recorder.writer.manifest = manifest.model_copy(update={"env": env})
         self.finish(recorder, durable=False, sealed=True)
         store = recorder.store
         if self._staging is not None:
@@ -523,20 +528,24 @@ def _redacted_once(data: bytes, redactor: Redactor) -> bytes:
 _BARE: dict[str, Any] = {"host": None, "entrypoint": None, "code": CodeVersion(), "runtime": None}
 """Manifest fields that are the same for every run of a process (redacted once), unset."""
 _PROCESS_FIELDS = frozenset(_BARE)
-_redacted_process: dict[str, dict[str, Any]] = {}
+_redacted_process: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}
 
 
 def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:
     """:func:`redact_manifest`, with the fields that are the process's (host, entrypoint,
     code version, runtime and its package list) redacted once per process."""
-    key = manifest.model_dump_json(include=set(_PROCESS_FIELDS))
-    fields = _redacted_process.get(key)
-    if fields is None:
+    key = (  # the runtime is one object per process (and its package list, long): by identity
+        manifest.model_dump_json(include={"host", "entrypoint", "code"}),
+        id(manifest.runtime),
+    )
+    found = _redacted_process.get(key)
+    if found is None or found[0] is not manifest.runtime:
         done = redact_manifest(manifest, redactor)
         fields = {name: getattr(done, name) for name in _PROCESS_FIELDS}
         if len(_redacted_process) < 64:
-            _redacted_process[key] = fields
+            _redacted_process[key] = (manifest.runtime, fields)  # keeps the runtime alive
         return done
+    fields = found[1]
     bare = manifest.model_copy(update=_BARE)
     return redact_manifest(bare, redactor).model_copy(update=fields)
 
