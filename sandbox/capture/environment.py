@@ -119,17 +119,10 @@ def _from_folder(dist: importlib.metadata.Distribution) -> tuple[str, str] | Non
 def runtime(packages: bool = True) -> Runtime:
     """Python version, platform, and the installed distributions (PEP 503 names) with their
     versions (read once per process while the import paths do not change)."""
-    return _runtime(_path_key() if packages else None)
-
-
-@functools.lru_cache(maxsize=8)
-def _runtime(key: tuple[tuple[str, int], ...] | None) -> Runtime:
-    """One :class:`Runtime` per set of import paths (the same object each time: a manifest
-    never changes it)."""
     return Runtime(
         python=sys.version.split()[0],
         platform=platform.platform(),
-        packages=dict(_packages(key)) if key is not None else {},
+        packages=dict(_packages(_path_key())) if packages else {},
     )
 
 

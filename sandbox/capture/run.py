@@ -528,24 +528,20 @@ def _redacted_once(data: bytes, redactor: Redactor) -> bytes:
 _BARE: dict[str, Any] = {"host": None, "entrypoint": None, "code": CodeVersion(), "runtime": None}
 """Manifest fields that are the same for every run of a process (redacted once), unset."""
 _PROCESS_FIELDS = frozenset(_BARE)
-_redacted_process: dict[tuple[str, int], tuple[object, dict[str, Any]]] = {}
+_redacted_process: dict[str, dict[str, Any]] = {}
 
 
 def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:
     """:func:`redact_manifest`, with the fields that are the process's (host, entrypoint,
     code version, runtime and its package list) redacted once per process."""
-    key = (  # the runtime is one object per process (and its package list, long): by identity
-        manifest.model_dump_json(include={"host", "entrypoint", "code"}),
-        id(manifest.runtime),
-    )
-    found = _redacted_process.get(key)
-    if found is None or found[0] is not manifest.runtime:
+    key = manifest.model_dump_json(include=set(_PROCESS_FIELDS))
+    fields = _redacted_process.get(key)
+    if fields is None:
         done = redact_manifest(manifest, redactor)
         fields = {name: getattr(done, name) for name in _PROCESS_FIELDS}
         if len(_redacted_process) < 64:
-            _redacted_process[key] = (manifest.runtime, fields)  # keeps the runtime alive
+            _redacted_process[key] = fields
         return done
-    fields = found[1]
     bare = manifest.model_copy(update=_BARE)
     return redact_manifest(bare, redactor).model_copy(update=fields)
 
