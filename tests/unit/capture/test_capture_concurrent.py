@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from sandbox import capture
 from sandbox.snapshot.events import HTTPExchange, LLMCall, ToolCall
@@ -159,3 +160,28 @@ def test_a_shared_async_openai_client_is_attributed_to_the_run_using_it(
         assert len(calls) == 1
         message: Any = calls[0].messages[0]
         assert message["content"] == f"question {i}"
+
+
+def test_a_run_is_refused_while_a_process_wide_boundary_is_installed(
+    store: DirectoryStore,
+) -> None:
+    """A captured command (or a replay that is not a hand-over) holds the whole process:
+    ``capture.run`` inside it is refused with one clear error, and records nothing."""
+    from sandbox.capture.recorder import Recorder
+    from sandbox.errors import CaptureError
+    from sandbox.seam import boundary
+
+    with capture.run("host", store=store, services="none") as rec:
+        pass
+    writer = store.resume(rec.run_id)
+    uninstall = boundary.install(Recorder(writer, store))
+    try:
+        with (
+            pytest.raises(CaptureError, match="refused"),
+            capture.run("inner", store=store, services="none"),
+        ):
+            pass
+    finally:
+        uninstall()
+        writer.close()
+    assert [m.name for m in store.list()] == ["host"]
