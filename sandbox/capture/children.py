@@ -25,6 +25,8 @@ from typing import IO, Any
 
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig
+from sandbox.capture.shared import Shared
+from sandbox.seam import boundary
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import RunWriter, Store, parse_events
@@ -102,36 +104,59 @@ class ChildWriter(RunWriter):
         self.manifest = manifest
 
 
-def follow_children(child_env: ChildEnv, adopt: Adopt) -> Callable[[], None]:
-    """Start every Python child of this process with ``child_env(task, file)`` added to its
-    environment (and the hook on its path); adopt its events when it has been waited for
-    (``subprocess.run``, ``Popen.wait``, ``communicate``, ``with Popen(...)``). Return the
-    undo."""
-    counter = itertools.count(1)
-    folder = Path(tempfile.mkdtemp(prefix="sandbox-children-"))
+class _Follower:
+    """The children of one run (or replay): their numbering, their event files."""
+
+    def __init__(self, child_env: ChildEnv, adopt: Adopt) -> None:
+        self.child_env = child_env
+        self.adopt = adopt
+        self.counter = itertools.count(1)
+        self._folder: Path | None = None
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:  # made for the first child only: a run costs nothing more
+            self._folder = Path(tempfile.mkdtemp(prefix="sandbox-children-"))
+        return self._folder
+
+    def close(self) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+
+_followers: dict[int, _Follower] = {}
+"""``id`` of the boundary whose children they are -> its follower."""
+
+
+def _follower() -> _Follower | None:
+    return _followers.get(id(boundary.current()))
+
+
+def _patch_popen() -> Callable[[], None]:
     original_init = subprocess.Popen.__init__
     original_wait = subprocess.Popen.wait
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
-        if is_python(args):
-            n = next(counter)
+        follower = _follower()
+        if follower is not None and is_python(args):
+            n = next(follower.counter)
             task = child_task(n)
-            path = folder / f"{task}.jsonl"
+            path = follower.folder / f"{task}.jsonl"
             base = kwargs.get("env")
             env = dict(os.environ if base is None else base)
-            env.update(child_env(task, str(path)))
+            env.update(follower.child_env(task, str(path)))
             kwargs["env"] = hook_environment(env)
-            self.__dict__["_sandbox_child"] = (task, n, path)
+            self.__dict__["_sandbox_child"] = (task, n, path, follower)
         original_init(self, args, *rest, **kwargs)
 
     def wait(self: subprocess.Popen[Any], timeout: float | None = None) -> int:
         code = original_wait(self, timeout)
         child = self.__dict__.pop("_sandbox_child", None)
         if child is not None:
-            task, n, path = child
+            task, n, path, follower = child
             if path.exists():
                 events = parse_events(path.read_bytes(), allow_torn_tail=True)
-                adopt(adopted(events, task, n))
+                follower.adopt(adopted(events, task, n))
                 path.unlink()
         return code
 
@@ -143,7 +168,29 @@ def follow_children(child_env: ChildEnv, adopt: Adopt) -> Callable[[], None]:
             subprocess.Popen.__init__ = original_init  # type: ignore[method-assign]
         if subprocess.Popen.wait is wait:
             subprocess.Popen.wait = original_wait  # type: ignore[method-assign]
-        shutil.rmtree(folder, ignore_errors=True)
+
+    return undo
+
+
+_POPEN = Shared(_patch_popen)
+
+
+def follow_children(child_env: ChildEnv, adopt: Adopt) -> Callable[[], None]:
+    """Start every Python child that the current boundary's context starts (the run's or
+    the replay's) with ``child_env(task, file)`` added to its environment (and the hook on
+    its path); adopt its events when it has been waited for (``subprocess.run``,
+    ``Popen.wait``, ``communicate``, ``with Popen(...)``). ``subprocess`` is patched once
+    for every run of the process. Return the undo."""
+    owner = id(boundary.current())
+    follower = _Follower(child_env, adopt)
+    _followers[owner] = follower
+    release = _POPEN.acquire()
+
+    def undo() -> None:
+        if _followers.get(owner) is follower:
+            del _followers[owner]
+        release()
+        follower.close()
 
     return undo
 

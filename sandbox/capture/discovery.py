@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from sandbox.capture.clients import Connect, address_of, endpoint_key
 from sandbox.capture.clients import install as install_clients
 from sandbox.capture.redact import Redactor
+from sandbox.capture.shared import Shared
 from sandbox.errors import CaptureError, SandboxError
+from sandbox.seam import boundary
 from sandbox.snapshot.manifest import ServiceState, TouchedService
 from sandbox.snapshot.store import RunWriter, Store
 
@@ -93,7 +95,18 @@ class Discovery:
         """Captured service name -> its state held since the first connection (touched)."""
 
     def install(self) -> Callable[[], None]:
-        return install_clients(self)
+        """Route here the connections made in the current boundary's context (the run's);
+        the clients are patched once for every run of the process. Return the undo."""
+        owner = id(boundary.current())
+        _routers[owner] = self
+        release = _CLIENTS.acquire()
+
+        def undo() -> None:
+            if _routers.get(owner) is self:
+                del _routers[owner]
+            release()
+
+        return undo
 
     def __call__(self, connect: Connect) -> str:
         if address_of(connect.kind, connect.endpoint) in self._capturing:
@@ -177,6 +190,14 @@ class Discovery:
         touched = list(self._touched.values())
         self.writer.update_manifest(manifest.model_copy(update={"touched": touched}))
 
+    def release(self) -> None:
+        """Let go of the states held since the first connection, capturing nothing (a run
+        that is not kept, or damaged)."""
+        pins, self._pins = self._pins, {}
+        for pinned in pins.values():
+            with contextlib.suppress(Exception):
+                pinned.close()
+
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""
         from sandbox.services.capture import capture_end_state
@@ -192,3 +213,17 @@ class Discovery:
                 )
             out.append(state)
         return out
+
+
+_routers: dict[int, Discovery] = {}
+"""``id`` of the boundary (the run) whose connections it records -> its discovery."""
+
+
+def _route_to_run(connect: Connect) -> str:
+    """A connection goes to the discovery of the run whose context opens it; outside any
+    run it passes unseen."""
+    router = _routers.get(id(boundary.current()))
+    return connect.endpoint if router is None else router(connect)
+
+
+_CLIENTS = Shared(lambda: install_clients(_route_to_run))

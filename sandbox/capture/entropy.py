@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, RandomDraw
@@ -96,14 +97,18 @@ def not_the_runs() -> bool:
 
 
 def patch_entropy() -> Callable[[], None]:
-    """Wrap ``os.urandom`` and seed unseeded ``random.Random`` instances from it; return the
-    undo."""
+    """Wrap ``os.urandom`` and seed unseeded ``random.Random`` instances from it (once for
+    every run of the process; a draw outside any run is not recorded); return the undo."""
+    return _ENTROPY.acquire()
+
+
+def _patch_entropy() -> Callable[[], None]:
     real_urandom = os.urandom
     real_random_urandom: Any = getattr(random, "_urandom")  # noqa: B009
     real_seed = random.Random.seed
 
     def urandom(size: int, /) -> bytes:
-        if not_the_runs():
+        if boundary.current() is None or not_the_runs():
             return real_urandom(size)
         return boundary.through(
             "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER
@@ -127,3 +132,6 @@ def patch_entropy() -> Callable[[], None]:
             os.urandom = real_urandom
 
     return undo
+
+
+_ENTROPY = Shared(_patch_entropy)

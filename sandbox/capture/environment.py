@@ -26,11 +26,23 @@ def _git(cwd: Path, *args: str) -> bytes | None:
 
 
 def code_version(
-    cwd: str | os.PathLike[str], put_blob: Callable[[bytes, str], BlobRef]
+    cwd: str | os.PathLike[str], put_blob: Callable[[bytes, str], BlobRef], *, once: bool = False
 ) -> CodeVersion:
     """The git commit of ``cwd`` and, when the tree is dirty, the diff against it as a blob.
-    Outside a git checkout: an empty :class:`CodeVersion`. One ``git status`` gives the
-    commit and whether anything changed; ``git diff`` runs only when a tracked file did."""
+    Outside a git checkout: an empty :class:`CodeVersion`. ``once``: read once per process
+    and folder (what a capture does: the code a process runs is the code it started with)."""
+    where = os.path.realpath(cwd)
+    commit, dirty, diff = _git_state_once(where) if once else _git_state(where)
+    if not commit:
+        return CodeVersion()
+    ref = put_blob(diff, "text/x-diff") if diff.strip() else None
+    return CodeVersion(commit=commit, dirty=dirty, diff=ref)
+
+
+def _git_state(cwd: str) -> tuple[str, bool, bytes]:
+    """``(commit, dirty, diff)`` of the checkout at ``cwd`` (``""`` outside one). One ``git
+    status`` gives the commit and whether anything changed; ``git diff`` runs only when a
+    tracked file did."""
     where = Path(cwd)
     status = _git(
         where,
@@ -41,7 +53,7 @@ def code_version(
         "--untracked-files=normal",
     )
     if status is None:
-        return CodeVersion()
+        return "", False, b""
     commit = ""
     tracked = untracked = False
     for line in status.decode(errors="replace").splitlines():
@@ -52,10 +64,12 @@ def code_version(
         elif line[:1] in ("1", "2", "u"):
             tracked = True
     if not commit or commit == "(initial)":
-        return CodeVersion()
+        return "", False, b""
     diff = (_git(where, "diff", "HEAD", "--binary") or b"") if tracked else b""
-    ref = put_blob(diff, "text/x-diff") if diff.strip() else None
-    return CodeVersion(commit=commit, dirty=bool(diff.strip()) or untracked, diff=ref)
+    return commit, bool(diff.strip()) or untracked, diff
+
+
+_git_state_once = functools.cache(_git_state)
 
 
 def _path_key() -> tuple[tuple[str, int], ...]:

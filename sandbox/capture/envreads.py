@@ -3,9 +3,10 @@ environment.
 
 :func:`track_env_reads` swaps the class of ``os.environ`` for a subclass that notes every
 name looked up one at a time (``os.environ[name]``, ``os.environ.get``, ``os.getenv``,
-``name in os.environ``). Copying or iterating the whole environment (``os.environ.copy()``,
-``.items()``, what HTTP clients do to find proxy settings) is not a read of every variable
-and is not noted.
+``name in os.environ``), into the ``env_reads`` of the run whose context reads it (the swap
+is made once for all the runs of the process; a read outside any run is not noted).
+Copying or iterating the whole environment (``os.environ.copy()``, ``.items()``, what HTTP
+clients do to find proxy settings) is not a read of every variable and is not noted.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, ItemsView, ValuesView
 
+from sandbox.capture.shared import Shared
+from sandbox.seam import boundary
+
 
 class _TrackedEnviron(os._Environ[str]):
-    reads: set[str] = set()
-
     def __getitem__(self, key: str) -> str:
-        _TrackedEnviron.reads.add(key)
+        reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
+        if reads is not None:
+            reads.add(key)
         return super().__getitem__(key)
 
     def _plain(self) -> dict[str, str]:
@@ -35,16 +39,21 @@ class _TrackedEnviron(os._Environ[str]):
         return self._plain().values()
 
 
-def track_env_reads() -> tuple[set[str], Callable[[], None]]:
-    """Start noting the variables read through ``os.environ``; return the (live) set of
-    names and the function that stops it."""
+def _track() -> Callable[[], None]:
     environ = os.environ
     original = type(environ)
-    reads: set[str] = set()
-    _TrackedEnviron.reads = reads
     environ.__class__ = _TrackedEnviron
 
     def undo() -> None:
         environ.__class__ = original
 
-    return reads, undo
+    return undo
+
+
+_TRACKING = Shared(_track)
+
+
+def track_env_reads() -> Callable[[], None]:
+    """Note the variables read through ``os.environ`` into the current run's ``env_reads``
+    from now on; return the function that stops it (for this holder)."""
+    return _TRACKING.acquire()

@@ -3,6 +3,7 @@ generator whose every draw goes through the seam (so replay hands out the same i
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import random
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandbox.capture.entropy import not_the_runs
+from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import Event, RandomDraw
@@ -62,6 +64,11 @@ def derive_seed(seed: int, what: str) -> int:
     return random.Random(f"{seed}:{what}").getrandbits(32)
 
 
+@functools.cache
+def _numpy_installed() -> bool:
+    return importlib.util.find_spec("numpy") is not None
+
+
 def seed_generators(seed: int, *, numpy: bool = True) -> dict[str, int]:
     """Seed ``random`` (and numpy when installed) through the seam; return the seeds used."""
     seeds: dict[str, int] = {}
@@ -73,7 +80,7 @@ def seed_generators(seed: int, *, numpy: bool = True) -> dict[str, int]:
     seeds["random"] = boundary.through(
         "random", "random.seed", {"seed": seed}, seed_random, SeedAdapter()
     )
-    if numpy and ("numpy" in sys.modules or importlib.util.find_spec("numpy") is not None):
+    if numpy and ("numpy" in sys.modules or _numpy_installed()):
         np_seed = derive_seed(seed, "numpy")
 
         def seed_numpy() -> int:
@@ -87,17 +94,42 @@ def seed_generators(seed: int, *, numpy: bool = True) -> dict[str, int]:
     return seeds
 
 
-def patch_uuid4(seed: int) -> Callable[[], None]:
-    """Replace ``uuid.uuid4`` with a seeded generator whose draws cross the seam; return the
-    function that restores the original. Code that did ``from uuid import uuid4`` before the
-    patch keeps the original. A draw that is not the run's (see
-    :func:`sandbox.capture.entropy.not_the_runs`) is the original's, not recorded."""
-    original = uuid.uuid4
+def patch_uuid4(seed: int | None = None) -> Callable[[], None]:
+    """Replace ``uuid.uuid4`` (once for every run of the process) with a function whose draws
+    cross the seam, each from the seeded generator of the run drawing (its ``uuid4_source``,
+    see :func:`sandbox.capture.run.start_recording`), else from one seeded with ``seed``;
+    return the function that stops it (for this holder). Code that did ``from uuid import
+    uuid4`` before the patch keeps the original. A draw outside any run, of a run with no
+    generator, or that is not the run's (see :func:`sandbox.capture.entropy.not_the_runs`)
+    is the original's, not recorded."""
+    release = _UUID4.acquire()
+    if seed is None:
+        return release
     generator = SeededUUID(seed)
+    _fallback.append(generator)
+
+    def stop() -> None:
+        if generator in _fallback:
+            _fallback.remove(generator)
+        release()
+
+    return stop
+
+
+_fallback: list[SeededUUID] = []
+"""Generators of :func:`patch_uuid4` callers that gave a seed (the last one wins)."""
+
+
+def _patch_uuid4() -> Callable[[], None]:
+    original = uuid.uuid4
     adapter = UUIDAdapter()
 
     def uuid4() -> uuid.UUID:
-        if not_the_runs():  # the sandbox's, or a library's as it is imported: not seeded
+        seam = boundary.current()
+        if seam is None or not_the_runs():  # the sandbox's, or a library's as it is imported
+            return original()
+        generator = getattr(seam, "uuid4_source", None) or (_fallback[-1] if _fallback else None)
+        if generator is None:
             return original()
         return boundary.through("random", "uuid4", None, generator, adapter)
 
@@ -108,3 +140,6 @@ def patch_uuid4(seed: int) -> Callable[[], None]:
             uuid.uuid4 = original
 
     return restore
+
+
+_UUID4 = Shared(_patch_uuid4)

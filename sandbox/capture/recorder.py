@@ -8,10 +8,17 @@ Sequence numbers are allocated and lines written under one lock, so line *n* of
 ``events.jsonl`` is the event with ``seq`` *n*, in completion order. Each line is written with
 one unbuffered ``write`` (see :class:`sandbox.snapshot.store.RunWriter`), so a killed process
 leaves every event written before the kill.
+
+A capture fails open: an error of the recorder's own (a full disk, an unwritable store, an
+event it cannot write) never reaches the agent. The first one is written to stderr once, the
+run is marked :attr:`Recorder.damaged` with its reason and records nothing more; the
+agent's call returns or raises exactly what it did. (A replay's recorder fails closed.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -203,6 +210,10 @@ class Recorder:
         self.written_blobs: dict[str, bool] = {}
         """Redacted blobs this run stored: key -> whether this run created it."""
         self.closed = False
+        self.uuid4_source: Callable[[], Any] | None = None
+        """The run's seeded ``uuid4`` generator (see :mod:`sandbox.capture.ids`)."""
+        self.damaged: str | None = None
+        """Why the capture of this run failed (its own error, never the agent's), if it did."""
 
     @property
     def run_id(self) -> str:
@@ -222,10 +233,10 @@ class Recorder:
         try:
             value = perform()
         except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
             raise
-        return adapter.record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
+        return self._record(
+            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
         )
 
     async def acall(
@@ -235,11 +246,41 @@ class Recorder:
         try:
             value = await perform()
         except BaseException as exc:
-            adapter.record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), self)
+            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
             raise
-        return adapter.record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), self
+        return self._record(
+            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
         )
+
+    def _record(self, call: Call, outcome: Outcome[T], adapter: Adapter[T]) -> T:
+        """``adapter.record``; an error of the recording itself damages the run and the
+        caller gets the outcome unchanged (a capture fails open)."""
+        try:
+            return adapter.record(call, outcome, self)
+        except Exception as exc:
+            if exc is outcome.error or self.replaying:
+                raise
+            self.damage(exc)
+            if outcome.error is not None:
+                raise outcome.error from None
+            return outcome.value  # type: ignore[return-value]
+
+    def damage(self, error: BaseException | str) -> None:
+        """Mark the run damaged by an error of the capture's own (the first reason stays),
+        warning once on stderr; it records nothing more. A replay's recorder raises it."""
+        if self.replaying:
+            if isinstance(error, BaseException):
+                raise error
+            raise CaptureError(error)
+        if self.damaged is not None:
+            return
+        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self.damaged = reason[:500]
+        with contextlib.suppress(Exception):  # nowhere left to say it
+            sys.stderr.write(
+                f"sandbox: capture of run {self.run_id} failed, the agent goes on "
+                f"unrecorded (the run is marked damaged): {self.damaged}\n"
+            )
 
     # --- Emitter -------------------------------------------------------------------------
 
@@ -247,8 +288,18 @@ class Recorder:
         return self.clock.monotonic() - self.t0
 
     def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
-        if self.closed:
-            raise CaptureError(f"run {self.run_id} is finished; no more events can be added")
+        if self.closed or self.damaged is not None:
+            # Not the run's any more (a thread that outlived it), or no longer recorded.
+            if self.replaying:
+                raise CaptureError(f"run {self.run_id} is finished; no more events can be added")
+            return -1
+        try:
+            return self._emit(event_type, call, fields)
+        except Exception as exc:
+            self.damage(exc)
+            return -1
+
+    def _emit(self, event_type: type[Event], call: Call | None, fields: dict[str, Any]) -> int:
         if call is not None:
             base: dict[str, Any] = {
                 "task": call.task,
@@ -304,14 +355,27 @@ class Recorder:
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
         if media_type.lower().startswith(BINARY_MEDIA):
-            return self.store.put_blob(data, media_type)
+            return self._put(data, media_type)
         return self.put_redacted(self.redactor.bytes(data), media_type)
+
+    def _put(self, data: bytes, media_type: str) -> BlobRef:
+        """Store a blob; a failure damages the run (its reference is still returned)."""
+        if self.damaged is None:
+            try:
+                return self.store.put_blob(data, media_type)
+            except Exception as exc:
+                self.damage(exc)
+        return BlobRef(sha256=sha256_bytes(data), size=len(data), media_type=media_type)
 
     def put_redacted(self, data: bytes, media_type: str) -> BlobRef:
         """Store an already-redacted blob, noting it for :mod:`sandbox.capture.scrub`."""
         key = sha256_bytes(data)
-        created = not self.store.has_blob(key)
-        ref = self.store.put_blob(data, media_type)
+        try:
+            created = self.damaged is None and not self.store.has_blob(key)
+        except Exception as exc:
+            self.damage(exc)
+            created = False
+        ref = self._put(data, media_type)
         with self._lock:
             self.written_blobs[key] = self.written_blobs.get(key, False) or created
         return ref

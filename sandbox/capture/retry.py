@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import tenacity
 from pydantic import JsonValue
 
+from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
 from sandbox.snapshot.events import Event, RetryAttempt, Timeout
@@ -308,7 +309,12 @@ def patch_tenacity() -> Callable[[], None]:
     and what fails inside them fails from the recording (an HTTP timeout, say). An attempt
     that failed at capture but succeeds live (its call served live, the service fast now)
     fails again with the recorded error once it ran (:meth:`Recorder.attempt_fault`), so
-    the recorded attempt schedule repeats in the same order."""
+    the recorded attempt schedule repeats in the same order. Installed once for every run
+    of the process (counted)."""
+    return _TENACITY.acquire()
+
+
+def _patch_tenacity() -> Callable[[], None]:
     import tenacity.asyncio
 
     original = tenacity.BaseRetrying.iter
@@ -352,6 +358,9 @@ def patch_tenacity() -> Callable[[], None]:
             tenacity.asyncio.AsyncRetrying.iter = original_async  # type: ignore[method-assign]
 
     return undo
+
+
+_TENACITY = Shared(_patch_tenacity)
 
 
 def _attempt_ended(rs: tenacity.RetryCallState) -> Any:

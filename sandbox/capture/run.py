@@ -6,24 +6,36 @@
         agent.run()
         rec.set_result(answer)
 
-On entry: the run folder is created (manifest with status ``running``), the recorder is
-installed as the process's boundary, ``random`` (and numpy) are seeded, ``uuid.uuid4`` is made
-deterministic and the httpx transports are patched. On exit: pending events are written, the
-services' end states are captured, the patches are undone, and the manifest is finished
-(``complete``, failure, ``event_count``, ``events_sha256``). An exception escaping the block
-marks the run failed with an :class:`ExceptionPredicate` and propagates unchanged.
+On entry: the run folder is created (manifest with status ``running``), the recorder serves
+the block's context (the asyncio tasks and threads it starts inherit it: many runs record at
+once in one process, each holding only its own events), ``random`` (and numpy) are seeded
+when no other run is recording, ``uuid.uuid4`` draws from the run's seeded generator, and
+the process-wide patches (httpx, the SDKs, MCP, tenacity, entropy, environment reads) are
+held: installed by the first run, undone by the last. On exit: pending events are written,
+the services' end states are captured and the manifest is finished (``complete``, failure,
+``event_count``, ``events_sha256``). An exception escaping the block marks the run failed
+with an :class:`ExceptionPredicate` and propagates unchanged.
+
+``keep`` decides at the end whether the run stays (see :mod:`sandbox.capture.retention`).
+Capture fails open: no error of its own reaches the agent (one warning on stderr, the run
+marked ``damaged``; see :mod:`sandbox.capture.recorder`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
 import re
 import secrets
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -37,25 +49,37 @@ from sandbox.capture.discovery import (
     check_mode,
     check_state_mode,
 )
+from sandbox.capture.durable import sync_later
 from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import track_env_reads
 from sandbox.capture.frameworks import patch_frameworks
 from sandbox.capture.http import patch_httpx
-from sandbox.capture.ids import derive_seed, patch_uuid4, seed_generators
+from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
-from sandbox.capture.scrub import redact_manifest, seal
+from sandbox.capture.scrub import recorded_env, redact_manifest, seal
+from sandbox.capture.threads import THREADS
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
-from sandbox.snapshot.manifest import Binding, Entrypoint, Manifest, ModelInfo, ServiceState
+from sandbox.snapshot.manifest import (
+    Binding,
+    CodeVersion,
+    Entrypoint,
+    Manifest,
+    ModelInfo,
+    ServiceState,
+)
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
     EVENTS,
+    MANIFEST,
+    DirectoryStore,
     RunWriter,
     Store,
     as_store,
@@ -84,10 +108,12 @@ class ServiceSpec:
     "hash"`` (see :mod:`sandbox.services.masking`)."""
 
 
+DAMAGE_LABEL = "sandbox.damage"
+"""The label of a ``damaged`` run's manifest saying why its capture failed."""
+
+
 def make_run_id(name: str, when: float) -> str:
     """``<name>-<UTC time>-<6 hex>``: sortable, unique, safe as a folder name."""
-    import time
-
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")[:60] or "run"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(when))
     return f"{slug}-{stamp}-{secrets.token_hex(3)}"
@@ -127,8 +153,17 @@ class Capture:
     """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
     only the rows of the tables the run read or wrote, the schema of all (see
     :mod:`sandbox.services.pgtouched`)."""
+    keep: Keep = "all"
+    """Which runs stay in the store: ``"all"``, ``"failed"`` (a predicate, an exception,
+    ``mark_failed``), or a rate (``0.01``): the failed ones and that share of the others. A
+    run not kept leaves nothing (see :mod:`sandbox.capture.retention`)."""
+    sampler: Callable[[], float] | None = None
+    """Draws in [0, 1) deciding whether a run that did not fail is kept at a rate (default:
+    a generator of the capture's own, never the agent's)."""
 
     def __post_init__(self) -> None:
+        self.keep = check_keep(self.keep)
+        self._staging: Staging | None = None
         self._recorder: Recorder | None = None
         self._undo: list[Callable[[], None]] = []
         self._discovery: Discovery | None = None
@@ -143,10 +178,11 @@ class Capture:
 
     # --- context manager -------------------------------------------------------------------
 
-    def begin(self) -> tuple[Store, RunWriter, Redactor, int]:
-        """Create the run (manifest with status ``running``); return the store, the writer,
-        the redactor and the run's seed. :meth:`__enter__` and the command wrapper share it."""
-        store = as_store(self.store)
+    def begin(self, store: Store | None = None) -> tuple[Store, RunWriter, Redactor, int]:
+        """Create the run (manifest with status ``running``) in ``store`` (default: the
+        settings'); return the store, the writer, the redactor and the run's seed.
+        :meth:`__enter__` and the command wrapper share it."""
+        store = store if store is not None else as_store(self.store)
         clock = self.clock or SystemClock()
         seed = self.seed if self.seed is not None else secrets.randbits(31)
         env = dict(os.environ if self.environ is None else self.environ)
@@ -163,7 +199,11 @@ class Capture:
             host=host(),
             entrypoint=self.entrypoint
             or Entrypoint(kind="command", command=command_line(), cwd=cwd),
-            code=code_version(cwd, lambda data, media: store.put_blob(redactor.bytes(data), media)),
+            code=code_version(
+                cwd,
+                lambda data, media: store.put_blob(_redacted_once(data, redactor), media),
+                once=True,
+            ),
             runtime=runtime(self.packages),
             env=redactor.environ(env, self.redaction.env_record),
             clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone(env)),
@@ -171,7 +211,7 @@ class Capture:
             services=services,
             labels=dict(self.labels),
         )
-        writer = store.begin(redact_manifest(manifest, redactor))
+        writer = store.begin(_redacted(manifest, redactor))
         return store, writer, redactor, seed
 
     def __enter__(self) -> Recorder:
@@ -182,7 +222,27 @@ class Capture:
             # Inside a replay this block *is* the run being replayed: hand over to the
             # replay's recorder (no second run; an escaping exception is the replay's).
             return active
-        store, writer, redactor, seed = self.begin()
+        if boundary.installed() is not None:
+            raise CaptureError(
+                "a replay (or a captured command) is active in this process: capture.run "
+                "is refused inside it"
+            )
+        try:
+            return self._start()
+        except CaptureError:  # the capture was asked wrongly (its settings): say so
+            self._release()
+            raise
+        except Exception as exc:  # the capture's own failure: the agent runs on, unrecorded
+            self._release()
+            return _unrecorded(self, exc)
+
+    def _start(self) -> Recorder:
+        target = as_store(self.store)
+        if not keeps_all(self.keep):
+            self._staging = Staging(target)
+        store, writer, redactor, seed = self.begin(
+            self._staging.store if self._staging is not None else target
+        )
         recorder = Recorder(
             writer,
             store,
@@ -190,12 +250,8 @@ class Capture:
             clock=self.clock or SystemClock(),
             blob_threshold=self.blob_threshold,
         )
-        try:
-            self._undo.append(boundary.install(recorder))
-        except BaseException:
-            writer.close()
-            raise
         self._recorder = recorder
+        self._undo.append(boundary.enter(recorder))
         try:
             self._discovery = Discovery(
                 recorder.writer,
@@ -207,13 +263,14 @@ class Capture:
                 state=self.state_mode,
             )
             self._undo.append(self._discovery.install())
-            self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
+            self._undo.extend(
+                start_recording(recorder, seed, http=self.http, ids=self.ids, save=False)
+            )
             self._undo.append(
                 follow_captured_children(recorder, seed, self.redaction, self.blob_threshold)
             )
-        except BaseException as exc:
-            self.__exit__(type(exc), exc, exc.__traceback__)
-            raise
+        except Exception as exc:
+            recorder.damage(exc)
         return recorder
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
@@ -238,22 +295,98 @@ class Capture:
         recorder = self._recorder
         if recorder is None:
             return
+        self._recorder = None
+        try:
+            self._end(recorder, exc)
+        except Exception as error:  # the capture's own: the agent's outcome stands
+            recorder.damage(error)
+            self._abandon(recorder)
+        finally:
+            self._release()
+
+    def _end(self, recorder: Recorder, exc: BaseException | None) -> None:
         try:
             if exc is not None:
                 recorder.record_exception(exc)
             recorder.flush_pending()
         finally:
             for undo in reversed(self._undo):
-                undo()
+                try:
+                    undo()
+                except Exception as error:
+                    recorder.damage(error)
             self._undo.clear()
-            self._recorder = None
             recorder.closed = True
-            recorder.writer.close()
-        seal(recorder)
-        self.finish(recorder)
+            recorder.writer.close(durable=False)  # synced once sealed, off the agent's path
+        if recorder.damaged is not None:
+            self._abandon(recorder)
+            return
+        if not kept(self.keep, recorder.failure is not None, self.sampler):
+            return  # _release removes the run aside
+        if recorder.redactor.learned:
+            with _sealing(recorder.writer):
+                seal(recorder)
+        else:  # nothing written before a secret was learned: only the variables read
+            manifest = recorder.writer.manifest
+            env = {**manifest.env, **recorded_env(recorder)}
+            recorder.writer.manifest = manifest.model_copy(update={"env": env})
+        self.finish(recorder, durable=False, sealed=True)
+        store = recorder.store
+        if self._staging is not None:
+            staging, self._staging = self._staging, None
+            staging.publish(recorder.run_id)
+            store = staging.target
+        if isinstance(store, DirectoryStore):
+            folder = store.run_dir(recorder.run_id)
+            sync_later([folder / EVENTS, folder / MANIFEST, folder])
 
-    def finish(self, recorder: Recorder, exit_code: int | None = None) -> Manifest:
-        """Capture the services' end states and complete the manifest."""
+    def _abandon(self, recorder: Recorder) -> None:
+        """A damaged run: marked so where it can be, never sealed as complete (dropped when
+        it is aside and not kept)."""
+        with contextlib.suppress(Exception):
+            writer = recorder.writer
+            writer.update_manifest(
+                writer.manifest.model_copy(
+                    update={
+                        "status": "damaged",
+                        "labels": {**writer.manifest.labels, DAMAGE_LABEL: recorder.damaged},
+                        "failure": recorder.failure,
+                    }
+                )
+            )
+            if self._staging is not None and kept(
+                self.keep, recorder.failure is not None, self.sampler
+            ):
+                staging, self._staging = self._staging, None
+                staging.publish(recorder.run_id)
+
+    def _release(self) -> None:
+        """Let go of what a run that ends here still holds: services' pinned states, the
+        run recorded aside (a run not kept, or damaged), the patches of a failed start."""
+        for undo in reversed(self._undo):
+            with contextlib.suppress(Exception):
+                undo()
+        self._undo.clear()
+        for pinned in self._pins.values():
+            with contextlib.suppress(Exception):
+                pinned.close()
+        self._pins.clear()
+        if self._discovery is not None:
+            self._discovery.release()
+        if self._staging is not None:
+            staging, self._staging = self._staging, None
+            staging.discard()
+
+    def finish(
+        self,
+        recorder: Recorder,
+        exit_code: int | None = None,
+        *,
+        durable: bool = True,
+        sealed: bool = False,
+    ) -> Manifest:
+        """Capture the services' end states and complete the manifest (synced unless not
+        ``durable``; ``sealed``: the manifest was redacted by :func:`seal` just before)."""
         from sandbox.services.capture import capture_end_state
 
         store = recorder.store
@@ -263,7 +396,7 @@ class Capture:
             )
         manifest = recorder.writer.manifest
         specs = {spec.name: spec for spec in self.declared}
-        key = store.placeholder_key()
+        key = store.placeholder_key() if specs else b""
         services = [
             capture_end_state(
                 state,
@@ -277,14 +410,15 @@ class Capture:
             else state
             for state in manifest.services
         ]
+        finished = manifest.model_copy(update={"services": services, "failure": recorder.failure})
+        if services or recorder.failure is not None or not sealed:  # else redacted already
+            finished = _redacted(finished, recorder.redactor)
         return finish_manifest(
             store,
-            redact_manifest(
-                manifest.model_copy(update={"services": services, "failure": recorder.failure}),
-                recorder.redactor,
-            ),
+            finished,
             recorder.writer,
             exit_code=exit_code,
+            durable=durable,
         )
 
     async def __aenter__(self) -> Recorder:
@@ -328,31 +462,140 @@ class Capture:
         return cast(F, wrapper)
 
 
+_recording: weakref.WeakSet[Recorder] = weakref.WeakSet()
+"""The runs recording in this process (capture's and replay's)."""
+
+
 def start_recording(
-    recorder: Recorder, seed: int, *, http: bool = True, ids: bool = True, entropy: bool = True
+    recorder: Recorder,
+    seed: int,
+    *,
+    http: bool = True,
+    ids: bool = True,
+    entropy: bool = True,
+    save: bool = True,
 ) -> list[Callable[[], None]]:
-    """Seed the generators, patch ``uuid4``, httpx, the MCP client, the agent frameworks'
-    tools, the entropy sources (:mod:`sandbox.capture.entropy`) and tenacity's retries; record
-    the seeds in the manifest. Return the undo functions (the recorder must be installed
-    already)."""
-    reads, stop_tracking = track_env_reads()
-    recorder.env_reads = reads
-    undo: list[Callable[[], None]] = [stop_tracking]
-    seeds = seed_generators(seed)
-    if entropy:
-        undo.append(patch_entropy())
-    undo.append(patch_tenacity())
-    if ids:
-        undo.append(patch_uuid4(derive_seed(seed, "uuid4")))
-    if http:
-        undo.append(patch_httpx())
-        undo.append(patch_mcp())
-        undo.append(patch_frameworks())
+    """Seed the generators, give the run its seeded ``uuid4``, and hold the process-wide
+    patches (httpx, the MCP client, the agent frameworks' tools, the entropy sources
+    (:mod:`sandbox.capture.entropy`), tenacity's retries, environment reads, threads
+    inheriting the run); record the seeds in the manifest (written now when ``save``).
+    Return the undo functions (the recorder must serve the current context already).
+
+    ``random`` and numpy's global generator are seeded only when no other run records in
+    the process: reseeding them under a running run would change that run's draws (and so
+    its replay); a run that starts under another records no seed for them."""
+    undo: list[Callable[[], None]] = []
+    try:
+        undo.append(track_env_reads())
+        undo.append(THREADS.acquire())
+        seeds = seed_generators(seed) if not _recording else {}
+        _recording.add(recorder)
+        undo.append(lambda: _recording.discard(recorder))
+        if entropy:
+            undo.append(patch_entropy())
+        undo.append(patch_tenacity())
+        if ids:
+            recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
+            undo.append(patch_uuid4())
+        if http:
+            undo.append(patch_httpx())
+            undo.append(patch_mcp())
+            undo.append(patch_frameworks())
+    except BaseException:
+        for step in reversed(undo):
+            step()
+        raise
     manifest = recorder.writer.manifest
-    recorder.writer.update_manifest(
-        manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}}), durable=False
-    )
+    seeded = manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
+    if save:
+        recorder.writer.update_manifest(seeded, durable=False)
+    else:  # written when the run ends
+        recorder.writer.manifest = seeded
     return undo
+
+
+_redacted_diffs: dict[bytes, bytes] = {}
+
+
+def _redacted_once(data: bytes, redactor: Redactor) -> bytes:
+    """The code's diff redacted, once per process (it is read once per process too)."""
+    found = _redacted_diffs.get(data)
+    if found is None:
+        found = _redacted_diffs.setdefault(data, redactor.bytes(data))
+    return found
+
+
+_BARE: dict[str, Any] = {"host": None, "entrypoint": None, "code": CodeVersion(), "runtime": None}
+"""Manifest fields that are the same for every run of a process (redacted once), unset."""
+_PROCESS_FIELDS = frozenset(_BARE)
+_redacted_process: dict[str, dict[str, Any]] = {}
+
+
+def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:
+    """:func:`redact_manifest`, with the fields that are the process's (host, entrypoint,
+    code version, runtime and its package list) redacted once per process."""
+    key = manifest.model_dump_json(include=set(_PROCESS_FIELDS))
+    fields = _redacted_process.get(key)
+    if fields is None:
+        done = redact_manifest(manifest, redactor)
+        fields = {name: getattr(done, name) for name in _PROCESS_FIELDS}
+        if len(_redacted_process) < 64:
+            _redacted_process[key] = fields
+        return done
+    bare = manifest.model_copy(update=_BARE)
+    return redact_manifest(bare, redactor).model_copy(update=fields)
+
+
+@contextlib.contextmanager
+def _sealing(writer: RunWriter) -> Iterator[None]:
+    """Within the block the manifest is held in memory (the finished one is written next)
+    and without the fields that are the process's (redacted once per process already, at
+    :meth:`Capture.begin`); after it, with them again."""
+    manifest = writer.manifest
+    process = {name: getattr(manifest, name) for name in _PROCESS_FIELDS}
+    writer.manifest = manifest.model_copy(update=_BARE)
+
+    def hold(manifest: Manifest, *, durable: bool = True) -> None:
+        writer.manifest = manifest
+
+    writer.update_manifest = hold  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del writer.update_manifest
+        writer.manifest = writer.manifest.model_copy(update=process)
+
+
+class _Nowhere(RunWriter):
+    """The writer of a run whose capture could not start: it keeps nothing."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.folder = Path(os.devnull)
+        self.manifest = manifest
+
+    def append_raw(self, line: bytes) -> None:
+        pass
+
+    def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
+        self.manifest = manifest
+
+    def close(self, *, durable: bool = True) -> None:
+        pass
+
+
+def _unrecorded(capture: Capture, error: BaseException) -> Recorder:
+    """A recorder for a run whose capture failed to start: the block runs unrecorded (its
+    methods do nothing), after one warning."""
+    when = time.time()
+    try:
+        run_id = capture.run_id or make_run_id(capture.name, when)
+        manifest = Manifest(run_id=run_id, name=capture.name, created=datetime.now(UTC))
+    except Exception:
+        manifest = Manifest(run_id=make_run_id("run", when), created=datetime.now(UTC))
+    recorder = Recorder(_Nowhere(manifest), DirectoryStore(os.devnull))
+    recorder.damage(error)
+    recorder.closed = True
+    return recorder
 
 
 _LLM_LINE = b'{"kind":"llm",'
@@ -360,10 +603,16 @@ _LLM_LINE = b'{"kind":"llm",'
 
 
 def finish_manifest(
-    store: Store, manifest: Manifest, writer: Any, *, exit_code: int | None = None
+    store: Store,
+    manifest: Manifest,
+    writer: Any,
+    *,
+    exit_code: int | None = None,
+    durable: bool = True,
 ) -> Manifest:
     """Mark a run complete: count and hash its event log as it stands. Only the model calls'
-    lines are parsed (for the models list); the others are counted (one a line)."""
+    lines are parsed (for the models list); the others are counted (one a line). The
+    manifest is synced unless not ``durable`` (the caller syncs it)."""
     data = store.read_events_bytes(manifest.run_id)
     if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
         data = data[: data.rfind(b"\n") + 1]
@@ -378,12 +627,14 @@ def finish_manifest(
             "status": "complete",
             "event_count": data.count(b"\n"),
             "events_sha256": sha256_bytes(data),
-            "blob_bytes": referenced_blob_bytes(manifest, data),
+            "blob_bytes": referenced_blob_bytes(  # the runtime holds no blob (a long walk)
+                manifest.model_copy(update={"runtime": None}), data
+            ),
             "models": models,
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
         }
     )
-    writer.update_manifest(done)
+    writer.update_manifest(done, durable=durable)
     return done
 
 

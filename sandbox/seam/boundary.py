@@ -32,9 +32,12 @@ unchanged and nearly free outside a capture or replay.
 
 What a boundary implementation must do
 --------------------------------------
-A :class:`Boundary` is installed for the whole process with :func:`install` (the capture
-installs :class:`sandbox.capture.recorder.Recorder`; replay installs its own), or for one
-context with :func:`use` (a ``contextvars`` override, which wins over the global one).
+A :class:`Boundary` is installed for the whole process with :func:`install` (replay installs
+its own, one at a time; so does a captured command), or for one context with :func:`use` or
+:func:`enter` (a ``contextvars`` override, which wins over the global one): each
+``capture.run`` enters its :class:`sandbox.capture.recorder.Recorder` this way, so that many
+runs record at once in one process, each in its own context (the asyncio tasks and threads
+it starts inherit it; see :mod:`sandbox.capture.threads`).
 ``through`` builds a :class:`Call` with :meth:`Boundary.open` (span id in start order,
 enclosing span, task id, start time, current retry attempt) and then delegates to
 :meth:`Boundary.call` / :meth:`Boundary.acall` with the ``perform`` callable and the adapter.
@@ -93,8 +96,22 @@ _context_boundary: contextvars.ContextVar[Boundary | object | None] = contextvar
 )
 _global_boundary: Boundary | None = None
 _AUTO_TASK_NAME = re.compile(r"Task-\d+")
-_auto_tasks: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
-_auto_counter: Iterator[int] = itertools.count(1)
+
+
+@dataclass(eq=False)
+class _TaskNumbers:
+    """The automatic task names one boundary hands out (see :func:`_stable_task_name`)."""
+
+    names: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+    counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+
+_task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
+_numbers_lock = threading.Lock()
+_OUTSIDE = _TaskNumbers()
+"""The numbering of tasks seen outside any boundary."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +235,32 @@ def current() -> Boundary | None:
     return None if local is _BYPASS else local  # type: ignore[return-value]
 
 
+def in_context() -> bool:
+    """Whether this context has a boundary of its own (a run's, see :func:`enter`)."""
+    local = _context_boundary.get()
+    return local is not None and local is not _BYPASS
+
+
+def installed() -> Boundary | None:
+    """The boundary installed for the whole process (a replay's), if any."""
+    return _global_boundary
+
+
+def enter(boundary: Boundary) -> Callable[[], None]:
+    """Serve this context (and the tasks and threads it starts) with ``boundary`` until the
+    returned function is called (in the same context: a ``with`` block's exit)."""
+    token = _context_boundary.set(boundary)
+
+    def leave() -> None:
+        try:
+            _context_boundary.reset(token)
+        except ValueError:  # left from another context: clear this one's
+            if _context_boundary.get() is boundary:
+                _context_boundary.set(None)
+
+    return leave
+
+
 def install(boundary: Boundary) -> Callable[[], None]:
     """Install ``boundary`` for the whole process (every thread); return the uninstaller.
 
@@ -230,7 +273,6 @@ def install(boundary: Boundary) -> Callable[[], None]:
             "starting another (or use sandbox.seam.boundary.use for one context)"
         )
     _global_boundary = boundary
-    _renumber_tasks()
 
     def uninstall() -> None:
         global _global_boundary
@@ -339,17 +381,17 @@ def task_id() -> str:
 def _stable_task_name(task: asyncio.Task[Any]) -> str:
     """asyncio numbers unnamed tasks (``Task-7``) across the whole process, so a replay in
     the capturing process would see other numbers: they are renumbered from ``Task-1`` in
-    the order they first cross the boundary, from each :func:`install`."""
-    found = _auto_tasks.get(task)
+    the order they first cross the boundary, for each boundary (each run) on its own."""
+    owner: object = current() or _OUTSIDE
+    numbers = _task_numbers.get(owner)
+    if numbers is None:
+        with _numbers_lock:
+            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+    found = numbers.names.get(task)
     if found is None:
-        found = _auto_tasks.setdefault(task, f"Task-{next(_auto_counter)}")
+        with _numbers_lock:
+            found = numbers.names.setdefault(task, f"Task-{next(numbers.counter)}")
     return found
-
-
-def _renumber_tasks() -> None:
-    global _auto_counter
-    _auto_tasks.clear()
-    _auto_counter = itertools.count(1)
 
 
 @dataclass

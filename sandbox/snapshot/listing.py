@@ -38,10 +38,13 @@ def run_state(
     hostname: str | None = None,
     alive: Callable[[int], bool] = pid_alive,
 ) -> RunState:
-    """``complete``; ``running`` while its capturing process lives on this host; otherwise
-    ``incomplete`` (a capture that died, or one recorded on another host)."""
+    """``complete``; ``damaged`` when its capture failed; ``running`` while its capturing
+    process lives on this host; otherwise ``incomplete`` (a capture that died, or one
+    recorded on another host)."""
     if manifest.status == "complete":
         return "complete"
+    if manifest.status == "damaged":
+        return "damaged"
     here = hostname if hostname is not None else socket.gethostname()
     if manifest.pid is not None and manifest.host in (None, here) and alive(manifest.pid):
         return "running"

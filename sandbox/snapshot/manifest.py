@@ -175,9 +175,10 @@ class Manifest(Strict):
     run_id: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
     name: str = ""
     created: datetime
-    status: Literal["running", "complete"] = "running"
+    status: Literal["running", "complete", "damaged"] = "running"
     """``running`` until the capture finishes; a run left ``running`` by a dead process is
-    incomplete."""
+    incomplete; ``damaged``: the capture itself failed (the label ``sandbox.damage`` says
+    why) and the run is not a complete recording."""
     pid: int | None = None
     host: str | None = None
     entrypoint: Entrypoint | None = None

@@ -459,9 +459,11 @@ class RunWriter:
         self.update_manifest(sealed)
         return sealed
 
-    def close(self) -> None:
+    def close(self, *, durable: bool = True) -> None:
+        """Close the log (after an fsync unless not ``durable``: the caller syncs it)."""
         if not self._file.closed:
-            os.fsync(self._file.fileno())
+            if durable:
+                os.fsync(self._file.fileno())
             self._file.close()
 
     def __enter__(self) -> RunWriter:

@@ -303,13 +303,16 @@ def test_nested_calls_record_their_parent_span(store: DirectoryStore) -> None:
     assert child.parent_span == parent.span and parent.parent_span is None
 
 
-def test_a_second_capture_in_the_same_process_is_refused(store: DirectoryStore) -> None:
-    with (
-        capture.run("one", store=store, seed=1),
-        pytest.raises(CaptureError, match="already active"),
-        capture.run("two", store=store, seed=1),
-    ):
-        pass
+def test_a_run_inside_a_run_is_a_run_of_its_own(store: DirectoryStore) -> None:
+    """A nested ``capture.run`` records the calls made inside it; the outer one, the
+    calls made around it."""
+    with capture.run("one", store=store, seed=1) as outer:
+        lookup(1)
+        with capture.run("two", store=store, seed=1) as inner:
+            lookup(2)
+        lookup(3)
+    assert [e.args["order_id"] for e in _events(store, outer.run_id, ToolCall)] == [1, 3]
+    assert [e.args["order_id"] for e in _events(store, inner.run_id, ToolCall)] == [2]
 
 
 def test_events_are_on_disk_before_the_run_ends(store: DirectoryStore) -> None:
