@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from sandbox.snapshot.events import SHA256_PATTERN, BlobRef, ErrorInfo, Strict
 
@@ -211,6 +211,19 @@ class Manifest(Strict):
     """Set when the failure was marked fixed: ``ci-repro`` then expects it gone."""
     tags: list[str] = []
     """Names given to this run (``sandbox tag RUN TAG``); a tag names one run of a store."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_marks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``fixed`` and ``tags`` are written only when set: a manifest that uses neither is
+        byte for byte what earlier versions wrote, and they read it."""
+        data: dict[str, Any] = handler(self)
+        for key in _WRITTEN_WHEN_SET:
+            if key in data and not data[key]:
+                del data[key]
+        return data
+
+
+_WRITTEN_WHEN_SET = ("fixed", "tags")
 
 
 def manifest_json_schema() -> dict[str, Any]:
