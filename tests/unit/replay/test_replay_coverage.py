@@ -1,0 +1,81 @@
+"""Coverage: which of the recorded calls a replayed run made again, and what its calls raised
+that the recording's did not. A "gone" run must have exercised the recorded run."""
+
+from __future__ import annotations
+
+from replay_events import http, llm, result, tool
+
+from sandbox.replay.coverage import boundary_calls, exercised
+from sandbox.replay.verdict import Expectation, ReplayOutcome, judge_run
+from sandbox.snapshot.events import ErrorInfo, Event
+from sandbox.snapshot.manifest import ResultPredicate
+
+STALE = ResultPredicate(path="answer", op="contains", value="30 days")
+
+
+def recording() -> list[Event]:
+    """A model call carried by its HTTP exchange, then a tool that makes an HTTP request."""
+    return [
+        http(0, "http://127.0.0.1/v1/chat/completions", {}).model_copy(update={"span": 0}),
+        llm(1, "hi", parent_span=0),
+        tool(2, "lookup", {"q": 1}, {"ok": 1}, span=1),
+        http(3, "http://pricing/quote", {}).model_copy(update={"parent_span": 1, "span": 2}),
+        tool(4, "lookup", {"q": 2}, {"ok": 2}, span=3),
+        result(5, {"answer": "30 days"}),
+    ]
+
+
+def test_a_call_is_counted_once_and_calls_inside_it_are_part_of_it() -> None:
+    calls = boundary_calls(recording())
+    assert [(e.kind, e.name) for e in calls] == [
+        ("llm", "chat"),
+        ("tool", "lookup"),
+        ("tool", "lookup"),
+    ]
+
+
+def test_coverage_aligns_the_kth_call_of_each_name() -> None:
+    recorded = boundary_calls(recording())
+    coverage, raised = exercised(recorded, recorded[:2])
+    assert (coverage.made, coverage.recorded, coverage.nothing) == (2, 3, False)
+    assert coverage.describe() == "2/3 recorded calls made" and raised == ()
+    nothing, _ = exercised(recorded, [])
+    assert nothing.nothing and nothing.describe() == "0/3 recorded calls made"
+
+
+def test_a_raise_where_the_recorded_call_returned_stands_at_a_recorded_call() -> None:
+    recorded = boundary_calls(recording())
+    failed = tool(0, "lookup", {"q": 1}, error=ErrorInfo(type="KeyError", message="'X'"))
+    extra = tool(1, "other", {}, error=ErrorInfo(type="ValueError", message="bad"))
+    _, raised = exercised(recorded, [failed, extra], captured_errors={"ValueError"})
+    assert [(r.call, r.error.type, r.at_recorded) for r in raised] == [
+        ("tool lookup #1", "KeyError", True)
+    ]
+
+
+def run(*events: Event) -> ReplayOutcome:
+    return ReplayOutcome.from_events(list(events))
+
+
+def test_gone_needs_coverage_and_shows_it() -> None:
+    expected = Expectation.of(None, recording(), STALE)
+    short = judge_run(0, expected, run(tool(0, "lookup", {"q": 1}), result(1, {"answer": "ok"})))
+    assert short.outcome == "gone"
+    assert short.coverage is not None and short.coverage.describe() == "1/3 recorded calls made"
+    assert short.detail.endswith("(1/3 recorded calls made)")
+    polite = judge_run(0, expected, run(result(0, {"answer": "sorry"})))
+    assert (polite.outcome, polite.reason) == ("inconclusive", "unexercised")
+    assert "exercised nothing of the recorded run (0/3 recorded calls made)" in polite.detail
+
+
+def test_a_caught_exception_at_a_recorded_call_is_named_and_not_gone() -> None:
+    expected = Expectation.of(None, recording(), STALE)
+    failed = tool(0, "lookup", {"q": 1}, error=ErrorInfo(type="KeyError", message="'DESK_RATE'"))
+    verdict = judge_run(0, expected, run(failed, result(1, {"answer": "sorry"})), environ={})
+    assert (verdict.outcome, verdict.reason) == ("inconclusive", "exception")
+    assert "the agent caught KeyError: 'DESK_RATE'" in verdict.detail
+    assert "(DESK_RATE is not set)" in verdict.detail and "tool lookup #1" in verdict.detail
+    assert verdict.to_json()["raised"] == [
+        "KeyError: 'DESK_RATE' (a missing environment variable (DESK_RATE is not set)) "
+        "raised by tool lookup #1"
+    ]
