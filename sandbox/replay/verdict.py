@@ -19,11 +19,14 @@ A failure predicate is evaluated against the outcome of each replayed run:
 
 **Three outcomes.** Each replayed run is *reproduced* (the predicate holds, or the run ended
 with the recorded exception's type at the recorded boundary), *gone* (the run completed,
-every boundary was served, the predicate does not hold) or *inconclusive*, with a reason
+every boundary was served, the predicate does not hold, and the run exercised the recorded
+run: :mod:`sandbox.replay.coverage`) or *inconclusive*, with a reason
 (:data:`~sandbox.replay.unexpected.Reason`): a recording mismatch, a connection outside the
-sandbox refused, a different exception (named, with a hint), a non-zero exit, a sandbox
-error, a timeout, the recorded order of concurrent calls not kept. A crash is never "gone":
-a false "fixed" ships the bug.
+sandbox refused, a different exception (named, with a hint; also one a replayed call raised
+where the recorded call did not, which the agent caught), a non-zero exit, a sandbox error,
+a timeout, the recorded order of concurrent calls not kept, none of the recorded calls
+made. A crash is never "gone": a false "fixed" ships the bug, and a crash outranks a
+predicate that cannot be checked. Every run's verdict carries its coverage.
 
 **Exit code.** :attr:`Verdict.exit_code`, which ``sandbox replay`` exits with: **1** when
 the failure reproduced in at least one of the N runs, **0** when every run was judged and
@@ -370,8 +373,8 @@ class RunVerdict:
     coverage: Coverage | None = None
     """How many of the recorded boundary calls the run made (:mod:`sandbox.replay.coverage`)."""
     raised: tuple[str, ...] = ()
-    """Exceptions replayed calls raised where the recording's did not, which the agent
-    caught (described, with the call)."""
+    """Exceptions replayed calls raised where the recording's did not, in a run that
+    completed (so the agent caught them), described with the call."""
 
     @property
     def reproduced(self) -> bool:
@@ -445,6 +448,8 @@ def judge_run(
     crash is never "gone", and a crash outranks a predicate that cannot be checked.
     ``environ`` is the environment the run saw (for hints)."""
     coverage, raised = exercised(expected.calls, outcome.calls, expected.raised)
+    if outcome.error is not None:
+        raised = ()  # the run ended with it: the verdict names the crash
     run = _judge_end(index, expected, outcome, sql=sql, environ=environ)
     env = os.environ if environ is None else environ
     named = tuple(
