@@ -58,9 +58,17 @@ def boundary_calls(events: Sequence[Event]) -> tuple[Event, ...]:
     )
 
 
+def _bare(type_name: str) -> str:
+    """A type's name without its module: a recorded fault raised again may be a stand-in
+    class of the same name (:mod:`sandbox.replay.faults`)."""
+    return type_name.rsplit(".", 1)[-1]
+
+
 def raised_types(events: Sequence[Event]) -> frozenset[str]:
-    """The exception types a log records, on its calls and its final result."""
-    return frozenset(error.type for e in events if (error := getattr(e, "error", None)) is not None)
+    """The exception types (bare names) a log records, on its calls and its final result."""
+    return frozenset(
+        _bare(error.type) for e in events if (error := getattr(e, "error", None)) is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def exercised(
     """The coverage of ``recorded`` calls by ``replayed`` ones (both :func:`boundary_calls`),
     and the replayed calls that raised what the capture did not: their recorded counterpart
     did not raise that type, or (a call the recording lacks) no recorded event raised it
-    (``captured_errors``)."""
+    (``captured_errors``: :func:`raised_types`). Types are compared by their bare names."""
     lengths = Counter(map(_key, recorded))
     by_stream: dict[StreamKey, list[Event]] = defaultdict(list)
     for event in recorded:
@@ -116,11 +124,11 @@ def exercised(
             continue
         counterpart = by_stream[key][k] if k < lengths[key] else None
         if counterpart is None:
-            if error.type in captured_errors:
+            if _bare(error.type) in captured_errors:
                 continue
         else:
             before: ErrorInfo | None = getattr(counterpart, "error", None)
-            if before is not None and before.type == error.type:
+            if before is not None and _bare(before.type) == _bare(error.type):
                 continue
         call = f"{event.kind} {event.name or '(unnamed)'} #{k + 1}"
         raised.append(Raised(call, error, at_recorded=counterpart is not None))

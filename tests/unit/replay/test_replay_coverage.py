@@ -53,6 +53,17 @@ def test_a_raise_where_the_recorded_call_returned_stands_at_a_recorded_call() ->
     ]
 
 
+def test_a_recorded_fault_raised_again_as_a_stand_in_is_not_new() -> None:
+    """A recorded ``httpx.ReadTimeout`` comes back as a stand-in class of that name when
+    httpx is not imported: the same fault, not a new exception."""
+    timed_out = ErrorInfo(type="httpx.ReadTimeout", message="timed out")
+    recorded = [tool(0, "pay", {}, error=timed_out)]
+    again = tool(
+        0, "pay", {}, error=ErrorInfo(type="sandbox.replay.recorded.ReadTimeout", message="")
+    )
+    assert exercised(recorded, [again]) == exercised(recorded, recorded)
+
+
 def run(*events: Event) -> ReplayOutcome:
     return ReplayOutcome.from_events(list(events))
 
