@@ -3,12 +3,17 @@ that the recording's did not. A "gone" run must have exercised the recorded run.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from replay_events import http, llm, result, tool
 
+from sandbox import capture
+from sandbox.replay import PolicySet, replay
 from sandbox.replay.coverage import boundary_calls, exercised
 from sandbox.replay.verdict import Expectation, ReplayOutcome, judge_run
-from sandbox.snapshot.events import ErrorInfo, Event
-from sandbox.snapshot.manifest import ResultPredicate
+from sandbox.snapshot.events import ErrorInfo, Event, ToolCall
+from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
+from sandbox.snapshot.store import DirectoryStore
 
 STALE = ResultPredicate(path="answer", op="contains", value="30 days")
 
@@ -90,3 +95,44 @@ def test_a_caught_exception_at_a_recorded_call_is_named_and_not_gone() -> None:
         "KeyError: 'DESK_RATE' (a missing environment variable (DESK_RATE is not set)) "
         "raised by tool lookup #1"
     ]
+
+
+@capture.tool
+def look_up(order: int) -> dict[str, int]:
+    return {"order": order}
+
+
+@capture.tool
+def history(order: int) -> str:
+    return "x" * (100 * 1024)  # long enough to be stored as a blob
+
+
+def agent() -> dict[str, int]:
+    """Looks an order up and reads its history; a failure there is swallowed, as agents do."""
+    found = look_up(7)
+    try:
+        history(7)
+    except Exception:
+        return {"orders": 1}
+    return {"orders": found["order"]}
+
+
+def test_a_sandbox_error_the_agent_caught_at_a_recorded_call_is_not_gone(tmp_path: Path) -> None:
+    """The recorded answer of ``history`` cannot be served (its blob is gone from the store):
+    the sandbox's error reaches the agent, which catches it. The run is inconclusive with
+    the error named, not "gone"."""
+    store = DirectoryStore(tmp_path)
+    target = Entrypoint(kind="callable", target=f"{__name__}:agent")
+    with capture.run("blob", store=store, seed=1, entrypoint=target, packages=False) as rec:
+        rec.set_result(agent())
+        rec.mark_failed("seven orders", ResultPredicate(path="orders", op="gt", value=1))
+    (recorded,) = [e for e in store.load_events(rec.run_id) if e.name == "history"]
+    assert isinstance(recorded, ToolCall) and recorded.output_blob is not None
+    store.delete_blob(recorded.output_blob.sha256)
+
+    report = replay(rec.run_id, store=store, policies=PolicySet().with_rule("recorded", "tool"))
+    (run,) = report.verdict.runs
+    assert (run.outcome, run.reason) == ("inconclusive", "sandbox"), run.detail
+    assert "the agent caught sandbox.errors.StoreError" in run.detail
+    assert "raised by tool history #1" in run.detail
+    assert run.coverage is not None and run.coverage.describe() == "2/2 recorded calls made"
