@@ -321,6 +321,28 @@ def test_an_agent_that_apologises_exercised_nothing(desk: tuple[Path, str, str])
     assert verdict["coverage"] == {"made": 0, "recorded": 3}
     out = generated_test_fails(desk, "apologises", "--entrypoint", "desk:main_apologises")
     assert "exercised nothing" in out and "recorded calls made: 0/3" in out
+    # the pytest plugin's replay fixture reads the same verdict: the guard fails
+    project, run_id, _ = desk
+    guard = project / "tests" / "test_guard_apologises.py"
+    guard.write_text(
+        textwrap.dedent(
+            f"""
+            def test_fixed(replay):
+                report = replay({run_id!r}, entrypoint="desk:main_apologises")
+                assert report.verdict.exit_code == 0
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(guard)],
+        cwd=project,
+        env={**environment(desk[2]), "SANDBOX_STORE": str(project / "snapshots")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
+    assert "the replay exercised nothing of the recorded run" in done.stdout
 
 
 def test_a_caught_key_error_at_a_recorded_call(desk: tuple[Path, str, str]) -> None:
