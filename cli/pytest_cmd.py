@@ -49,14 +49,12 @@ def pytest_cmd(
     Example: sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5
     """
     from sandbox.regress import write_regression_test
-    from sandbox.replay.matcher import MissMode
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(
         ctx.meta.get(ORDER_KEY, ()),
         {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
     )
-
     opened = store_from(store)
     manifest = opened.load_manifest(run)
     if output.suffix != ".py":
@@ -73,7 +71,7 @@ def pytest_cmd(
         overwrite=True,
         timeout=timeout,
         rules=[str(rule) for rule in policies.rules],
-        miss=MissMode.parse(miss).value,
+        miss=miss,
     )
     if manifest.failure is None and predicate is None:
         typer.echo(f"sandbox: warning: run {run} records no failure", err=True)
