@@ -6,8 +6,17 @@ from typing import Annotated
 
 import typer
 
-from cli.app import RUN_HELP, JsonOption, StoreOption, app, run_in, store_from
-from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
+from cli.app import RUN_HELP, JsonOption, PredicateOption, StoreOption, app, run_in, store_from
+from cli.policy_order import (
+    ORDER_KEY,
+    LiveOption,
+    MissOption,
+    PolicyOption,
+    PolicyOrderCommand,
+    RecordedOption,
+    SpyOption,
+    ordered_policies,
+)
 
 
 @app.command("explain", cls=PolicyOrderCommand)
@@ -28,28 +37,12 @@ def explain_command(
             show_default=False,
         ),
     ] = None,
-    live: Annotated[
-        list[str] | None,
-        typer.Option("--live", help="Baseline: serve KIND[:GLOB] live (repeatable)."),
-    ] = None,
-    recorded: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--recorded", help="Baseline: serve KIND[:GLOB] from the recording (repeatable)."
-        ),
-    ] = None,
-    policy: Annotated[
-        list[str] | None,
-        typer.Option("--policy", help="Baseline rule POLICY=KIND[:GLOB] (repeatable)."),
-    ] = None,
-    miss: Annotated[
-        str,
-        typer.Option(
-            "--miss",
-            help="A request the recording has no answer for (the agent took another path once "
-            "a condition was released): live|fail|position.",
-        ),
-    ] = "live",
+    live: LiveOption = None,
+    recorded: RecordedOption = None,
+    spy: SpyOption = None,
+    policy: PolicyOption = None,
+    miss: MissOption = "live",
+    predicate: PredicateOption = None,
     entrypoint: Annotated[
         str | None,
         typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
@@ -73,10 +66,11 @@ def explain_command(
     Example: sandbox explain orders-20240131T235930Z-a1b2c3 --times 2 --budget 40
     """
     from sandbox.explain import explain
+    from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(
         ctx.meta.get(ORDER_KEY, ()),
-        {"live": live, "recorded": recorded, "spy": None, "policy": policy},
+        {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
     )
     from cli.progress import progress_bar
 
@@ -92,6 +86,7 @@ def explain_command(
             miss=miss,
             entrypoint=entrypoint,
             trust=trust,
+            predicate=parse_predicate(predicate) if predicate is not None else None,
             progress=progress,
         )
     if as_json:

@@ -10,8 +10,9 @@ Click keeps the values of each option but not the order across options, so the c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from typer.core import TyperCommand
 
 if TYPE_CHECKING:
@@ -20,6 +21,37 @@ if TYPE_CHECKING:
 POLICY_OPTIONS = ("live", "recorded", "spy", "policy")
 """The parameters that carry policy rules (``policy`` as ``POLICY=KIND[:GLOB]``)."""
 ORDER_KEY = "sandbox.policy_order"
+
+# The replay's policy options, shared by every command that replays (replay, pytest,
+# explain): a parameter named after each of POLICY_OPTIONS, and ``miss``.
+LiveOption = Annotated[
+    list[str] | None, typer.Option("--live", help="Serve KIND[:GLOB] live (repeatable).")
+]
+RecordedOption = Annotated[
+    list[str] | None,
+    typer.Option("--recorded", help="Serve KIND[:GLOB] from the recording (repeatable)."),
+]
+SpyOption = Annotated[
+    list[str] | None,
+    typer.Option("--spy", help="Serve KIND[:GLOB] live and report drift (repeatable)."),
+]
+PolicyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy",
+        help="POLICY=KIND[:GLOB] (repeatable). All policy options apply in the order "
+        "typed; the later rule wins.",
+    ),
+]
+MissOption = Annotated[
+    str,
+    typer.Option(
+        "--miss",
+        help="On a request the recording lacks: fail (stop the run), live (make it for "
+        "real: it reaches where it was sent) or position (answer the n-th call of that "
+        "name with the n-th recorded one).",
+    ),
+]
 
 
 class PolicyOrderCommand(TyperCommand):

@@ -18,10 +18,21 @@ from cli.app import (
     run_in,
     store_from,
 )
+from cli.policy_order import (
+    ORDER_KEY,
+    LiveOption,
+    MissOption,
+    PolicyOption,
+    PolicyOrderCommand,
+    RecordedOption,
+    SpyOption,
+    ordered_policies,
+)
 
 
-@app.command("pytest")
+@app.command("pytest", cls=PolicyOrderCommand)
 def pytest_cmd(
+    ctx: typer.Context,
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     output: Annotated[
         Path, typer.Option("-o", "--output", help="The test file to write (test_*.py).")
@@ -34,10 +45,17 @@ def pytest_cmd(
     ] = None,
     predicate: PredicateOption = None,
     timeout: TimeoutOption = None,
+    live: LiveOption = None,
+    recorded: RecordedOption = None,
+    spy: SpyOption = None,
+    policy: PolicyOption = None,
+    miss: MissOption = "fail",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Write a pytest file that replays RUN and fails while its failure still reproduces.
+    The policy options (--live, --recorded, --spy, --policy, --miss) are the replay's, and
+    the test replays with them.
 
     Example: sandbox pytest orders-1 -o tests/regressions/test_orders_1.py --times 5
     """
@@ -45,6 +63,10 @@ def pytest_cmd(
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
     jsonout.requested(as_json)
+    policies = ordered_policies(
+        ctx.meta.get(ORDER_KEY, ()),
+        {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
+    )
     opened = store_from(store)
     run = run_in(opened, run)
     manifest = opened.load_manifest(run)
@@ -61,6 +83,8 @@ def pytest_cmd(
         predicate=parse_predicate(predicate) if predicate is not None else None,
         overwrite=True,
         timeout=timeout,
+        rules=[str(rule) for rule in policies.rules],
+        miss=miss,
     )
     warning = None
     if manifest.failure is None and predicate is None:

@@ -18,7 +18,16 @@ from cli.app import (
     run_in,
     store_from,
 )
-from cli.policy_order import ORDER_KEY, PolicyOrderCommand, ordered_policies
+from cli.policy_order import (
+    ORDER_KEY,
+    LiveOption,
+    MissOption,
+    PolicyOption,
+    PolicyOrderCommand,
+    RecordedOption,
+    SpyOption,
+    ordered_policies,
+)
 from sandbox.names import SERVICES_ENV
 
 OUTCOME_COLOURS = {"reproduced": "red", "gone": "green", "inconclusive": "yellow"}
@@ -29,28 +38,11 @@ def replay_command(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help=RUN_HELP)],
     times: Annotated[int, typer.Option("--times", "-n", help="How many replays.")] = 1,
-    live: Annotated[
-        list[str] | None, typer.Option("--live", help="Serve KIND[:GLOB] live (repeatable).")
-    ] = None,
-    recorded: Annotated[
-        list[str] | None,
-        typer.Option("--recorded", help="Serve KIND[:GLOB] from the recording (repeatable)."),
-    ] = None,
-    spy: Annotated[
-        list[str] | None,
-        typer.Option("--spy", help="Serve KIND[:GLOB] live and report drift (repeatable)."),
-    ] = None,
-    policy: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--policy",
-            help="POLICY=KIND[:GLOB] (repeatable). All policy options apply in the order "
-            "typed; the later rule wins.",
-        ),
-    ] = None,
-    miss: Annotated[
-        str, typer.Option("--miss", help="On a request the recording lacks: fail|live|position.")
-    ] = "fail",
+    live: LiveOption = None,
+    recorded: RecordedOption = None,
+    spy: SpyOption = None,
+    policy: PolicyOption = None,
+    miss: MissOption = "fail",
     no_enforce_order: Annotated[
         bool, typer.Option("--no-enforce-order", help="Let concurrent calls run in any order.")
     ] = False,

@@ -42,7 +42,7 @@ from sandbox.explain.result import (
 from sandbox.replay.engine import replay
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.verdict import Verdict
-from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.store import Store, as_store
 
 ExplainProgress = Callable[[str, int, int], None]
@@ -135,6 +135,7 @@ class _Trials:
     entrypoint: str | None
     trust: bool
     progress: ExplainProgress | None
+    predicate: Predicate | None
     done: list[int] = field(default_factory=lambda: [0])
     """Replays done, shared with the bring-up's progress lines."""
     used: int = 0
@@ -201,6 +202,7 @@ class _Trials:
             entrypoint=self.entrypoint,
             trust=self.trust,
             services_up=up,
+            predicate=self.predicate,
         )
         self.used += self.times
         for replayed in report.replays:
@@ -227,11 +229,12 @@ def explain(
     trust: bool = False,
     progress: ExplainProgress | None = None,
     save: bool = True,
+    predicate: Predicate | None = None,
 ) -> Explanation:
     """Find the smallest set of recorded conditions that still reproduces the failure of
     ``run_id``; see the module documentation. ``policies`` is the baseline (what a plain
-    ``sandbox replay`` would use); the result is stored with the run unless ``save`` is
-    false."""
+    ``sandbox replay`` would use); ``predicate`` judges the trials instead of the recorded
+    failure's; the result is stored with the run unless ``save`` is false."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     need = quorum if quorum is not None else times // 2 + 1
@@ -271,6 +274,7 @@ def explain(
             entrypoint,
             trust,
             progress,
+            predicate,
             done,
         )
         search = Search(trials, trials.afford)

@@ -14,10 +14,13 @@ import json
 import keyword
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox.errors import RegressionError
 from sandbox.names import STORE_ENV
+from sandbox.replay.matcher import MissMode
+from sandbox.replay.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.predicate_syntax import predicate_text
 from sandbox.snapshot.store import atomic_write
@@ -84,6 +87,12 @@ def py_assign(name: str, text: str | None, width: int = 100) -> list[str]:
     return [f"{name} = (", *(f"    {py_str(c)}" for c in chunks), ")"]
 
 
+def py_tuple(texts: Sequence[str]) -> str:
+    """A tuple literal of strings, as ruff's formatter writes a short one."""
+    items = [py_str(t) for t in texts]
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
 def doc_text(value: object, limit: int = 500) -> str:
     """``value`` as text that is safe inside a triple-quoted docstring (escaped as in a
     string literal), cut to ``limit`` characters."""
@@ -126,6 +135,8 @@ def regression_source(
     entrypoint: str | None = None,
     predicate: Predicate | None = None,
     timeout: float | None = None,
+    rules: Sequence[str] = (),
+    miss: str = "fail",
 ) -> str:
     """The text of a regression test module for the run ``manifest`` describes.
 
@@ -133,8 +144,12 @@ def regression_source(
     file's folder (or absolute). ``$SANDBOX_STORE`` overrides it when the test runs.
     ``predicate`` judges the replays instead of the recorded one; it enters the file as its
     text (:mod:`sandbox.snapshot.predicate_syntax`), parsed when the test runs. ``timeout``
-    limits each replayed run's seconds (``None``: the replay's default).
+    limits each replayed run's seconds (``None``: the replay's default). ``rules`` are the
+    replay's policy rules (``live=tool:db.*``, in order) and ``miss`` its miss mode, checked
+    here and written as literals.
     """
+    PolicySet.from_rules(rules)  # an unknown policy or kind is refused here, not in the test
+    policed = bool(rules) or MissMode.parse(miss) is not MissMode.FAIL
     if times < 1:
         raise RegressionError(f"times must be at least 1, got {times}")
     if timeout is not None and not timeout > 0:
@@ -161,6 +176,7 @@ def regression_source(
         *_wrap("Entrypoint", doc_text(captured_ep or "(not recorded)")),
         *_wrap("Failure", doc_text(reason)),
         *_wrap("Predicate", doc_text(judged_by) if judged_by else "(the recorded exception)"),
+        *(_wrap("Policies", doc_text(", ".join([*rules, f"miss={miss}"]))) if policed else []),
         "",
         f"The run is replayed {times} time(s) in the sandbox: the services restored to their",
         "captured state, clocks frozen, model calls answered from the recording. The test",
@@ -185,6 +201,7 @@ def regression_source(
         "import pytest",
         "",
         "from sandbox.replay.engine import replay",
+        "from sandbox.replay.policy import PolicySet",
         "from sandbox.snapshot.predicate_syntax import parse_predicate",
         "from sandbox.snapshot.store import open_store",
         "",
@@ -195,6 +212,8 @@ def regression_source(
         *py_assign("STORE", store),
         *py_assign("PREDICATE", predicate_text(predicate) if predicate is not None else None),
         f"TIMEOUT = {float(timeout)!r}" if timeout is not None else "TIMEOUT = None",
+        f"POLICIES = {py_tuple(rules)}",
+        *py_assign("MISS", miss),
         "",
         "",
         "def _store_path() -> Path:",
@@ -216,6 +235,8 @@ def regression_source(
         "        entrypoint=ENTRYPOINT,",
         "        predicate=predicate,",
         "        timeout=TIMEOUT,",
+        "        policies=PolicySet.from_rules(POLICIES),",
+        "        miss=MISS,",
         "    )",
         "    verdict = report.verdict",
         '    summary = f"{FAILURE}: {verdict.summary()}\\n" + report.describe()',
@@ -236,6 +257,8 @@ def write_regression_test(
     predicate: Predicate | None = None,
     overwrite: bool = False,
     timeout: float | None = None,
+    rules: Sequence[str] = (),
+    miss: str = "fail",
 ) -> Path:
     """Write the test module for ``manifest`` to ``path`` (atomically); the store is referred
     to relative to the test file's folder. Refuses to replace a file unless ``overwrite``."""
@@ -253,6 +276,8 @@ def write_regression_test(
         entrypoint=entrypoint,
         predicate=predicate,
         timeout=timeout,
+        rules=rules,
+        miss=miss,
     )
     atomic_write(out, source.encode("utf-8"))
     return out

@@ -21,7 +21,10 @@ generators); clock and random draws that the recording lacks are served live.
 A request with no recorded answer under miss mode ``fail`` stops the run: the mismatch is
 kept in :attr:`mismatch` and :class:`ReplayStopped` (a ``BaseException``, so that an agent's
 ``except Exception`` or a retry loop cannot swallow it) is raised at that call and at every
-later one.
+later one. Under miss mode ``live`` it is served live, as under a live policy: a model or
+HTTP call reaches where it was sent (the network guard lets that crossing through).
+A sandbox error raised into the agent at a crossing is recorded as that call's error, so
+the verdict sees it even when the agent catches it.
 
 The sync and async paths share one serving core (:meth:`ReplayBoundary._serving`): it answers
 from the recording, or hands back a :class:`_Live` run whose ``perform()`` the thin
@@ -42,7 +45,7 @@ from pydantic import JsonValue
 
 from sandbox.capture.clock import Clock
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
-from sandbox.errors import ReplayError, ReplayMismatchError
+from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import is_timeout_info, rebuild_error
 from sandbox.replay.fork import Fork
@@ -51,7 +54,7 @@ from sandbox.replay.matcher import Matcher, MissMode
 from sandbox.replay.mcp import RecordedServers, policy_target
 from sandbox.replay.netguard import live_crossing
 from sandbox.replay.ordering import Turnstile
-from sandbox.replay.policy import Policy, PolicySet
+from sandbox.replay.policy import LIVE, Policy, PolicySet
 from sandbox.replay.report import mismatch_json
 from sandbox.replay.routing import Route, prepare_recording, route
 from sandbox.seam.boundary import (
@@ -235,7 +238,10 @@ class ReplayBoundary(Recorder):
             return self._plan_fork(call, where, self.fork, policy)
         if not policy.serves_recording:
             return policy, None
-        return None, self._match(where)
+        event = self._match(where)
+        # A request the recording has no answer for, served live (miss mode live): it
+        # reaches where it was sent, as a live policy's would.
+        return (LIVE if event is None else None), event
 
     def _plan_fork(
         self, call: Call, where: Route, fork: Fork, policy: Policy
@@ -305,6 +311,9 @@ class ReplayBoundary(Recorder):
                 error = rebuild_error(recorded.info)
                 adapter.record(call, Outcome(error=error), self)
                 raise error from None
+            except SandboxError as exc:  # ours, raised into the agent: the log keeps it
+                adapter.record(call, Outcome(error=exc), self)
+                raise
             if isinstance(adapter, RecordsReplayed):  # complete as read (an HTTP response)
                 return adapter.record_replayed(call, value, self)  # type: ignore[no-any-return]
             return adapter.record(call, Outcome(value=value), self)

@@ -12,9 +12,10 @@ transport, asyncio and raw sockets alike) and ``getaddrinfo``/``gethostbyname`` 
 * any ``host:port`` that a policy serves live as ``http`` (``--live 'http:api.example.com:443'``,
   or ``--live http`` for every host);
 * connections made inside a boundary crossing that a policy serves live as ``llm`` or
-  ``http`` (``--live llm``: the model's client reaches its provider); a request served live
-  only because the recording has no answer (``--miss live``) is not named by a policy, and
-  stays inside.
+  ``http`` (``--live llm``: the model's client reaches its provider), or that is served live
+  because the recording has no answer for it (``--miss live``: the user asked for exactly
+  that). Only that crossing's connections pass: the recorded calls are still served from the
+  recording, and a connection made outside a crossing is refused.
 
 Everything else raises :class:`~sandbox.errors.NetworkRefusedError` naming the host, the port
 and the policy to set, and is reported to ``on_refusal`` first, so the run is judged
@@ -50,8 +51,8 @@ _LOCALHOST = {"localhost": ("127.0.0.1", "::1")}
 
 @contextlib.contextmanager
 def live_crossing(kind: str, policy: Policy | None) -> Iterator[None]:
-    """Within the block, a crossing of ``kind`` that ``policy`` serves live may open
-    connections (not one served live only because the recording had no answer)."""
+    """Within the block, a crossing of ``kind`` that ``policy`` serves live (a live policy's,
+    or miss mode live's) may open connections."""
     if kind not in NETWORK_KINDS or policy is None or not policy.calls_live:
         yield
         return

@@ -137,12 +137,11 @@ class ReplayReport:
 
 
 def replay_notes(
-    report: ReplayReport, *, refused_runs: int, stalls: int, times: int, override: str | None
+    report: ReplayReport, *, refused_runs: int, stalls: int, override: str | None
 ) -> list[str]:
     """The sentences that explain ``report``'s verdict: ``refused_runs`` runs saw a refused
-    connection, the turnstile gave up ``stalls`` times, ``times`` runs were asked for (a
-    mismatch stops after the first), ``override``: the entrypoint replayed instead of the
-    recorded one."""
+    connection, the turnstile gave up ``stalls`` times, ``override``: the entrypoint
+    replayed instead of the recorded one."""
     runs = len(report.replays)
     notes: list[str] = []
     v = report.verdict
@@ -165,8 +164,6 @@ def replay_notes(
                 f"{short(diff.get('expected'), 120)}, "
                 f"the replay sent {short(diff.get('actual'), 120)}."
             )
-        if runs < times:
-            notes.append(f"Stopped after run {runs} of {times}: every run would stop there.")
     elif v.reproduced == v.total:
         notes.append(f"The failure reproduced in every run ({v.reproduced}/{v.total}).")
     elif report.refused:
@@ -182,9 +179,11 @@ def replay_notes(
         )
     elif v.outcome == "gone":
         with_what = f"with {override} " if override else ""
+        covered = v.coverage
+        made = f" ({covered.describe()} in the least-covering run)" if covered else ""
         notes.append(
             f"The failure is gone: {with_what}every one of the {v.total} runs completed, "
-            "was judged, and did not show it."
+            f"exercised the recorded run{made}, was judged, and did not show it."
         )
     # (a mismatch and a refused connection have their own notes)
     other = [r for r in v.runs if r.outcome == "inconclusive" and r.reason not in _NOTED]

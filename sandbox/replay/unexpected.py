@@ -18,12 +18,21 @@ from typing import Literal, get_args
 from sandbox.snapshot.events import ErrorInfo
 
 Reason = Literal[
-    "mismatch", "refused", "exception", "exit", "sandbox", "timeout", "order", "uncaptured"
+    "mismatch",
+    "refused",
+    "exception",
+    "exit",
+    "sandbox",
+    "timeout",
+    "order",
+    "uncaptured",
+    "unexercised",
 ]
 """Why a run is inconclusive: a request the recording cannot answer, a connection outside the
 sandbox that was refused, a different exception, a non-zero exit with no predicate holding,
 an error of the sandbox itself, a timeout, the recorded order of concurrent calls that
-could not be kept, or state the run reached that a partial capture did not hold."""
+could not be kept, state the run reached that a partial capture did not hold, or a run that
+made none of the recorded calls."""
 REASONS: tuple[Reason, ...] = get_args(Reason)
 
 REASON_TEXT: dict[str, str] = {
@@ -35,6 +44,7 @@ REASON_TEXT: dict[str, str] = {
     "timeout": "timeout",
     "order": "recorded order of concurrent calls not kept",
     "uncaptured": "reached state that was not captured",
+    "unexercised": "the replay exercised nothing of the recorded run",
 }
 
 _TIMEOUTS = frozenset(

@@ -22,11 +22,14 @@ A failure predicate is evaluated against the outcome of each replayed run:
 
 **Three outcomes.** Each replayed run is *reproduced* (the predicate holds, or the run ended
 with the recorded exception's type at the recorded boundary), *gone* (the run completed,
-every boundary was served, the predicate does not hold) or *inconclusive*, with a reason
+every boundary was served, the predicate does not hold, and the run exercised the recorded
+run: :mod:`sandbox.replay.coverage`) or *inconclusive*, with a reason
 (:data:`~sandbox.replay.unexpected.Reason`): a recording mismatch, a connection outside the
-sandbox refused, a different exception (named, with a hint), a non-zero exit, a sandbox
-error, a timeout, the recorded order of concurrent calls not kept. A crash is never "gone":
-a false "fixed" ships the bug.
+sandbox refused, a different exception (named, with a hint; also one a replayed call raised
+where the recorded call did not, which the agent caught), a non-zero exit, a sandbox error,
+a timeout, the recorded order of concurrent calls not kept, none of the recorded calls
+made. A crash is never "gone": a false "fixed" ships the bug, and a crash outranks a
+predicate that cannot be checked. Every run's verdict carries its coverage.
 
 **Exit code.** :attr:`Verdict.exit_code`, which ``sandbox replay`` exits with: **1** when
 the failure reproduced in at least one of the N runs, **0** when every run was judged and
@@ -40,11 +43,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
+from sandbox.replay.coverage import Coverage, boundary_calls, exercised, raised_types
 from sandbox.replay.deadline import describe as describe_timeout
 from sandbox.replay.divergence import Divergence
 from sandbox.replay.jsondiff import json_equal, short
@@ -94,6 +98,8 @@ class ReplayOutcome:
     uncaptured: str | None = None
     """State the run read or wrote that a partial capture did not hold (see
     :mod:`sandbox.services.pgtouched`), described."""
+    calls: tuple[Event, ...] = ()
+    """The boundary calls the run made (:func:`~sandbox.replay.coverage.boundary_calls`)."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -122,6 +128,7 @@ class ReplayOutcome:
             endpoints=dict(endpoints or {}),
             divergence=divergence,
             boundary=last_boundary(events),
+            calls=boundary_calls(events),
             **served,
         )
 
@@ -349,6 +356,10 @@ class Expectation:
     predicate: Predicate
     error: ErrorInfo | None = None
     boundary: str | None = None
+    calls: tuple[Event, ...] = ()
+    """The recorded boundary calls, which a run must exercise to be judged *gone*."""
+    raised: frozenset[str] = frozenset()
+    """The exception types the recording holds (:func:`~sandbox.replay.coverage.raised_types`)."""
 
     @classmethod
     def of(
@@ -357,7 +368,13 @@ class Expectation:
         """From a manifest's failure and its event log; ``predicate`` replaces the recorded
         one."""
         ended = ReplayOutcome.from_events(recording)
-        return cls(predicate or predicate_for(failure), ended.error, ended.boundary)
+        return cls(
+            predicate or predicate_for(failure),
+            ended.error,
+            ended.boundary,
+            ended.calls,
+            raised_types(recording),
+        )
 
     def same_exception(self, outcome: ReplayOutcome) -> bool:
         """The run ended with the recorded exception's type at the recorded boundary."""
@@ -384,6 +401,11 @@ class RunVerdict:
     divergence: Divergence | None = None
     reason: Reason | None = None
     """Why the run could not be judged (inconclusive runs only)."""
+    coverage: Coverage | None = None
+    """How many of the recorded boundary calls the run made (:mod:`sandbox.replay.coverage`)."""
+    raised: tuple[str, ...] = ()
+    """Exceptions replayed calls raised where the recording's did not, in a run that
+    completed (so the agent caught them), described with the call."""
 
     @property
     def reproduced(self) -> bool:
@@ -403,6 +425,8 @@ class RunVerdict:
             "reproduced": self.reproduced,
             "reason": self.reason,
             "detail": self.detail,
+            "coverage": self.coverage.to_json() if self.coverage else None,
+            "raised": list(self.raised),
             "divergence": self.divergence.to_json() if self.divergence else None,
         }
 
@@ -422,7 +446,20 @@ class RunVerdict:
         reason: Reason | None = None
         if outcome == "inconclusive":
             reason = next((r for r in REASONS if r == raw_reason), "sandbox")
-        return cls(int(data["run"]), outcome, str(data.get("detail", "")), reason=reason)
+        raw_coverage = data.get("coverage")
+        coverage = (
+            Coverage(int(raw_coverage["made"]), int(raw_coverage["recorded"]))
+            if isinstance(raw_coverage, Mapping)
+            else None
+        )
+        return cls(
+            int(data["run"]),
+            outcome,
+            str(data.get("detail", "")),
+            reason=reason,
+            coverage=coverage,
+            raised=tuple(str(r) for r in data.get("raised") or ()),
+        )
 
 
 def judge_run(
@@ -435,9 +472,60 @@ def judge_run(
 ) -> RunVerdict:
     """Judge one replayed run. *Reproduced*: the predicate holds (an exception predicate at
     the recorded boundary), or the run ended with the recorded exception's type at the
-    recorded boundary. *Gone*: the run completed, every boundary was served, and the
-    predicate does not hold. Anything else is *inconclusive*, with its reason: a crash is
-    never "gone". ``environ`` is the environment the run saw (for hints)."""
+    recorded boundary. *Gone*: the run completed, every boundary was served, the predicate
+    does not hold, and the run exercised the recorded run (it made at least one recorded
+    call, and none of the recorded calls it made raised what the recording's did not: see
+    :mod:`sandbox.replay.coverage`). Anything else is *inconclusive*, with its reason: a
+    crash is never "gone", and a crash outranks a predicate that cannot be checked.
+    ``environ`` is the environment the run saw (for hints)."""
+    coverage, raised = exercised(expected.calls, outcome.calls, expected.raised)
+    if outcome.error is not None:
+        raised = ()  # the run ended with it: the verdict names the crash
+    run = _judge_end(index, expected, outcome, sql=sql, environ=environ)
+    env = os.environ if environ is None else environ
+    named = tuple(
+        f"{explain(r.error, env).describe(r.error)} raised by {r.call}"
+        + ("" if r.at_recorded else " (a call the recording does not have)")
+        for r in raised
+    )
+    run = replace(run, coverage=coverage, raised=named)
+    if run.outcome != "gone":
+        return run
+    at_recorded = [(r, text) for r, text in zip(raised, named, strict=True) if r.at_recorded]
+    if at_recorded:
+        first, text = at_recorded[0]
+        more = f" (and {len(at_recorded) - 1} more)" if len(at_recorded) > 1 else ""
+        return replace(
+            run,
+            outcome="inconclusive",
+            reason=explain(first.error, env).reason,
+            detail=f"{run.detail}, but the agent caught {text}{more}, where the recorded "
+            "call did not raise it: the replay did not do what the capture did there",
+        )
+    if coverage.nothing:
+        return replace(
+            run,
+            outcome="inconclusive",
+            reason="unexercised",
+            detail=f"{run.detail}, but the replay exercised nothing of the recorded run "
+            f"({coverage.describe()})",
+        )
+    shown = f"{run.detail} ({coverage.describe()})" if coverage.recorded else run.detail
+    if named:
+        shown += f"; the agent caught {'; '.join(named)}"
+    return replace(run, detail=shown)
+
+
+def _judge_end(
+    index: int,
+    expected: Expectation,
+    outcome: ReplayOutcome,
+    *,
+    sql: SQLRunner,
+    environ: Mapping[str, str] | None,
+) -> RunVerdict:
+    """The verdict on how the run ended, before its coverage is weighed (see
+    :func:`judge_run`)."""
     div = outcome.divergence
 
     def inconclusive(reason: Reason, detail: str) -> RunVerdict:
@@ -453,11 +541,15 @@ def judge_run(
         return inconclusive("uncaptured", outcome.uncaptured)
     if outcome.mismatch is not None:
         return inconclusive("mismatch", outcome.mismatch)
+    error = outcome.error
     try:
         evaluation = evaluate(expected.predicate, outcome, sql=sql)
     except SandboxError as exc:
-        return inconclusive("sandbox", f"the predicate could not be checked: {exc}")
-    error = outcome.error
+        if error is None:
+            return inconclusive("sandbox", f"the predicate could not be checked: {exc}")
+        # The run crashed: that is why (a predicate over a run that never got there may
+        # well fail too), so the crash is what the verdict names.
+        evaluation = Evaluation(False, f"the predicate could not be checked: {exc}")
     where = f" after {outcome.boundary}" if outcome.boundary else " before any boundary"
     if (
         evaluation.holds
@@ -564,6 +656,12 @@ class Verdict:
         """1 reproduced (in at least one run), 0 gone (every run judged), 2 inconclusive."""
         return EXIT_CODES[self.outcome]
 
+    @property
+    def coverage(self) -> Coverage | None:
+        """The least-covering run's coverage (``None`` when the recording made no calls)."""
+        found = [r.coverage for r in self.runs if r.coverage is not None and r.coverage.recorded]
+        return min(found, key=lambda c: c.made) if found else None
+
     def summary(self) -> str:
         head = {
             "reproduced": "failure reproduced",
@@ -576,7 +674,12 @@ class Verdict:
         runs = f"{self.reproduced}/{self.total} runs"
         if not self.reproduced_any:
             runs += " reproduced"
-        return f"{head}: {runs} ({counts})"
+        made = sorted({r.coverage.made for r in self.runs if r.coverage and r.coverage.recorded})
+        covered = ""
+        if made and self.coverage is not None:
+            span = str(made[0]) if len(made) == 1 else f"{made[0]}-{made[-1]}"
+            covered = f"; recorded calls made: {span}/{self.coverage.recorded}"
+        return f"{head}: {runs} ({counts}){covered}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -587,6 +690,7 @@ class Verdict:
             "inconclusive": self.inconclusive,
             "reasons": self.reasons,
             "total": self.total,
+            "coverage": self.coverage.to_json() if self.coverage else None,
             "exit_code": self.exit_code,
             "runs": [r.to_json() for r in self.runs],
         }

@@ -77,7 +77,8 @@ def test_prompt_change_stops_at_the_model_call(captured: tuple[DirectoryStore, s
     assert report.mismatch is not None
     assert report.mismatch["kind"] == "llm"
     assert report.exit_code == 2
-    assert len(report.replays) == 1  # stopped: the other runs would stop at the same call
+    assert len(report.replays) == 3  # every run is replayed and judged, each stops there
+    assert [r.reason for r in report.verdict.runs] == ["mismatch"] * 3
     diff = report.mismatch["diff"]
     assert diff[0]["path"] == "messages[0].content"
     assert "Call place_order exactly once" in str(diff[0]["actual"])

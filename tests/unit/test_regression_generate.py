@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox.errors import RegressionError
+from sandbox.errors import RegressionError, SandboxError
 from sandbox.regress import regression_source, regression_test_name, write_regression_test
 from sandbox.snapshot.manifest import (
     Entrypoint,
@@ -82,6 +82,8 @@ def test_source_is_valid_python_naming_the_run_and_failure() -> None:
         "STORE": "../../snapshots",
         "PREDICATE": None,
         "TIMEOUT": None,
+        "POLICIES": (),
+        "MISS": "fail",
     }
     functions = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     assert functions == ["_store_path", "test_replay_orders_20240301t120000z_1a2b3c"]
@@ -96,13 +98,35 @@ def test_hostile_manifest_text_cannot_inject_code() -> None:
     kinds = [type(n).__name__ for n in tree.body]
     assert kinds == (
         ["Expr", "ImportFrom", "Import", "ImportFrom", "Import"]
-        + ["ImportFrom"] * 3
-        + ["Assign"] * 7
+        + ["ImportFrom"] * 4
+        + ["Assign"] * 9
         + ["FunctionDef", "FunctionDef"]
     )
     values = constants(source)
     assert values["FAILURE"] == HOSTILE and values["STORE"] == HOSTILE
     assert "os.system" in (ast.get_docstring(tree) or "")
+
+
+def test_the_replay_policies_enter_the_test_as_data() -> None:
+    """``sandbox pytest --live/--recorded/--miss``: the rules and the miss mode are literals
+    the test replays with; an unknown policy or kind is refused when the file is written."""
+    source = regression_source(
+        manifest(), store="s", rules=["recorded=tool", "live=http:127.0.0.1:*"], miss="live"
+    )
+    values = constants(source)
+    assert values["POLICIES"] == ("recorded=tool", "live=http:127.0.0.1:*")
+    assert values["MISS"] == "live"
+    assert "policies=PolicySet.from_rules(POLICIES)," in source and "miss=MISS," in source
+    assert "recorded=tool, live=http:127.0.0.1:*, miss=live" in (
+        ast.get_docstring(ast.parse(source)) or ""
+    )
+    assert constants(regression_source(manifest(), store="s", rules=["live=tool"]))["POLICIES"] == (
+        "live=tool",
+    )
+    with pytest.raises(SandboxError, match="boundary kind"):
+        regression_source(manifest(), store="s", rules=["live=nonsense"])
+    with pytest.raises(SandboxError, match="miss mode"):
+        regression_source(manifest(), store="s", miss="sometimes")
 
 
 @settings(max_examples=200, deadline=None)

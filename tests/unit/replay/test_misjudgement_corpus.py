@@ -10,8 +10,15 @@ fix fails with the reason instead of passing:
 - a different exception on replay (an attempted fix that raises ValueError);
 - a missing environment variable (a fix that reads ``DESK_CURRENCY``, set nowhere);
 - a live dependency that is down (``--live http`` with the pricing service stopped);
-- a prompt-only edit (the model request changed: a recording mismatch);
-- a forced internal error (the store cannot create the replay's run).
+- a prompt-only edit (the model request changed: a recording mismatch), every one of N runs;
+- a forced internal error (the store cannot create the replay's run);
+- an agent that catches its own error and makes none of the recorded calls;
+- a live tool that raises a KeyError the agent catches, where the recorded call returned;
+- a crash with a predicate that cannot be checked (the crash is the reason);
+- an entrypoint whose module fails as it is imported.
+
+A fix on a shorter path (fewer of the recorded calls) is still gone, its coverage shown, and
+``sandbox pytest`` and ``sandbox explain`` take the replay's policy options.
 """
 
 from __future__ import annotations
@@ -89,6 +96,43 @@ DESK = textwrap.dedent(
 
     def main_prompt_edit() -> dict:  # a prompt-only edit: the bug stays
         return ask(SYSTEM + " Be brief.")
+
+
+    def main_apologises() -> dict:  # catches its own error, makes no call, answers politely
+        try:
+            currency = os.environ["DESK_CURRENCY"]
+        except KeyError:
+            return {"answer": "Sorry, I cannot quote prices right now."}
+        return {"answer": ask(SYSTEM)["answer"] + currency}
+
+
+    @capture.tool("price")
+    def price_converted(sku: str) -> int:  # reads a variable nobody set
+        rate = float(os.environ["DESK_CURRENCY"])
+        return int(price(sku) * rate)
+
+
+    def main_catches_tool_error() -> dict:  # the tool raises where it returned at capture
+        try:
+            with scripted_model(script) as client:
+                tools = {"price": price_converted}
+                answer = agent_loop(client, SYSTEM, "How much is the widget?", TOOLS, tools)
+        except KeyError:
+            answer = "Sorry, I cannot quote prices right now."
+        return {"answer": answer}
+
+
+    def main_quotes_directly() -> dict:  # the fix, on a shorter path: no model call
+        return {"answer": f"The widget costs {price('W1') / 100:.2f} dollars."}
+    """
+)
+DESK_IMPORT = textwrap.dedent(
+    """
+    import os
+
+    from desk import main
+
+    CURRENCY = os.environ["DESK_CURRENCY"]  # read at import: set nowhere
     """
 )
 
@@ -98,6 +142,7 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, 
     """The project folder, the captured run, and the (stopped) pricing service's URL."""
     project = tmp_path_factory.mktemp("desk")
     (project / "desk.py").write_text(DESK)
+    (project / "desk_import.py").write_text(DESK_IMPORT)
     url, stop = serve_http(lambda path, body: (200, {"cents": 1299}), "pricing")
     try:
         done = subprocess.run(
@@ -224,9 +269,11 @@ def test_a_live_dependency_that_is_down(desk: tuple[Path, str, str]) -> None:
 
 
 def test_a_prompt_only_edit(desk: tuple[Path, str, str]) -> None:
-    verdict = judged(desk, "prompt-edit", "--entrypoint", "desk:main_prompt_edit")
+    """Every one of the N runs is replayed and judged, not the first alone."""
+    verdict = judged(desk, "prompt-edit", "--entrypoint", "desk:main_prompt_edit", "--times", "3")
     runs = verdict["runs"]
-    assert isinstance(runs, list) and [r["reason"] for r in runs] == ["mismatch"]
+    assert isinstance(runs, list) and [r["reason"] for r in runs] == ["mismatch"] * 3
+    assert verdict["total"] == 3 and verdict["inconclusive"] == 3
     out = generated_test_fails(desk, "prompt_edit", "--entrypoint", "desk:main_prompt_edit")
     assert "recording mismatch" in out
 
@@ -261,3 +308,122 @@ def test_a_forced_internal_error(desk: tuple[Path, str, str], tmp_path: Path) ->
     )
     assert test.returncode == 1 and "1 failed" in test.stdout, test.stdout + test.stderr
     assert "FileExistsError" in test.stdout
+
+
+def test_an_agent_that_apologises_exercised_nothing(desk: tuple[Path, str, str]) -> None:
+    """It catches its own KeyError, makes none of the recorded calls and answers politely:
+    not "gone" but inconclusive, its coverage 0 of the recorded calls."""
+    verdict = judged(desk, "apologises", "--entrypoint", "desk:main_apologises")
+    runs = verdict["runs"]
+    assert isinstance(runs, list) and {r["reason"] for r in runs} == {"unexercised"}
+    assert "the replay exercised nothing of the recorded run" in runs[0]["detail"]
+    assert runs[0]["coverage"] == {"made": 0, "recorded": 3}
+    assert verdict["coverage"] == {"made": 0, "recorded": 3}
+    out = generated_test_fails(desk, "apologises", "--entrypoint", "desk:main_apologises")
+    assert "exercised nothing" in out and "recorded calls made: 0/3" in out
+    # the pytest plugin's replay fixture reads the same verdict: the guard fails
+    project, run_id, _ = desk
+    guard = project / "tests" / "test_guard_apologises.py"
+    guard.write_text(
+        textwrap.dedent(
+            f"""
+            def test_fixed(replay):
+                report = replay({run_id!r}, entrypoint="desk:main_apologises")
+                assert report.verdict.exit_code == 0
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(guard)],
+        cwd=project,
+        env={**environment(desk[2]), "SANDBOX_STORE": str(project / "snapshots")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout + done.stderr
+    assert "the replay exercised nothing of the recorded run" in done.stdout
+
+
+def test_a_caught_key_error_at_a_recorded_call(desk: tuple[Path, str, str]) -> None:
+    """The live tool raises KeyError where the recorded call returned; the agent catches it
+    and answers politely: inconclusive, the KeyError named."""
+    verdict = judged(desk, "caught", "--entrypoint", "desk:main_catches_tool_error")
+    runs = verdict["runs"]
+    assert isinstance(runs, list) and {r["reason"] for r in runs} == {"exception"}
+    detail = runs[0]["detail"]
+    assert "the agent caught KeyError: 'DESK_CURRENCY'" in detail
+    assert "(DESK_CURRENCY is not set)" in detail and "raised by tool price #1" in detail
+    assert runs[0]["raised"] and runs[0]["coverage"] == {"made": 2, "recorded": 3}
+
+
+def test_a_fix_on_a_shorter_path_is_gone_with_its_coverage(desk: tuple[Path, str, str]) -> None:
+    """A fix that quotes the recorded price without asking the model: gone (exit 0), the
+    coverage shown; the generated guard test, with the same policy, passes."""
+    project, run_id, _ = desk
+    fix = ("--entrypoint", "desk:main_quotes_directly", "--recorded", "tool")
+    done = sandbox(desk, "replay", run_id, "--times", "2", "--json", *fix)
+    assert done.returncode == 0, done.stdout + done.stderr
+    verdict = json.loads(done.stdout)["verdict"]
+    assert verdict["outcome"] == "gone" and verdict["gone"] == 2
+    assert [r["coverage"] for r in verdict["runs"]] == [{"made": 1, "recorded": 3}] * 2
+    assert "(1/3 recorded calls made)" in verdict["runs"][0]["detail"]
+    shown = sandbox(desk, "replay", run_id, *fix)
+    assert shown.returncode == 0
+    assert "recorded calls made: 1/3" in shown.stdout.replace("\n", " ")
+
+    out = project / "tests" / "test_short_fix.py"
+    made = sandbox(desk, "pytest", run_id, "-o", str(out), "--force", *fix)
+    assert made.returncode == 0, made.stderr
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out)],
+        cwd=project,
+        env=environment(desk[2]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_a_crash_outranks_a_predicate_that_cannot_be_checked(desk: tuple[Path, str, str]) -> None:
+    """The agent crashes on a missing variable; the SQL predicate has no service to run on:
+    the reason is the crash, not the predicate."""
+    verdict = judged(
+        desk,
+        "crash-sql",
+        "--entrypoint",
+        "desk:main_needs_env",
+        "--predicate",
+        "sql:sqlite=SELECT 1",
+    )
+    runs = verdict["runs"]
+    assert isinstance(runs, list) and {r["reason"] for r in runs} == {"exception"}
+    assert "KeyError: 'DESK_CURRENCY'" in runs[0]["detail"]
+    assert "(DESK_CURRENCY is not set)" in runs[0]["detail"]
+
+
+def test_an_entrypoint_that_fails_at_import_is_inconclusive(desk: tuple[Path, str, str]) -> None:
+    """The module reads a variable nobody set as it is imported: exit 2 with the KeyError
+    named, not an internal error."""
+    verdict = judged(desk, "import-crash", "--entrypoint", "desk_import:main")
+    runs = verdict["runs"]
+    assert isinstance(runs, list) and {r["reason"] for r in runs} == {"exception"}
+    assert "KeyError: 'DESK_CURRENCY'" in runs[0]["detail"]
+    assert "(DESK_CURRENCY is not set)" in runs[0]["detail"]
+
+
+def test_explain_takes_the_replay_policy_options_and_a_predicate(
+    desk: tuple[Path, str, str],
+) -> None:
+    """The pricing service is down: with the tool served from the recording the failure
+    reproduces (the search runs, exit 1); judged by a predicate that never holds, it does not
+    (nothing to explain, exit 2)."""
+    _, run_id, _ = desk
+    base = ("explain", run_id, "--times", "1", "--budget", "6", "--json", "--recorded", "tool")
+    held = sandbox(desk, *base, "--miss", "fail")
+    assert held.returncode == 1, held.stdout + held.stderr
+    assert json.loads(held.stdout)["status"] in {"explained", "incomplete"}
+    never = sandbox(desk, *base, "--predicate", "result:answer contains no such text")
+    assert never.returncode == 2, never.stdout + never.stderr
+    assert json.loads(never.stdout)["status"] == "not reproduced"

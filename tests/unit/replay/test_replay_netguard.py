@@ -1,6 +1,7 @@
 """No way out of an in-process replay: an agent that reaches for an address no policy serves
 live gets a refusal naming host, port and policy, and the replay is inconclusive, never
-"gone", even when the agent swallows the error. The model calls of the ``openai`` client on
+"gone", even when the agent swallows the error; a model call the recording has no answer for
+goes where it was sent under ``--miss live``. The model calls of the ``openai`` client on
 its aiohttp transport are captured and served from the recording.
 
 A real HTTP server on 127.0.0.1 plays the model provider and the stock service; the agent
@@ -152,17 +153,16 @@ def _capture(store: DirectoryStore, reach: str) -> str:
     return rec.run_id
 
 
-@pytest.mark.parametrize("reach", sorted(REACH))
+@pytest.mark.parametrize("reach", sorted(set(REACH) - {"openai-aiohttp"}))
 def test_a_reach_outside_the_sandbox_is_refused_and_the_replay_is_inconclusive(
     tmp_path: Path, reach: str
 ) -> None:
+    """A connection made outside any crossing is refused, --miss live or not."""
     store = DirectoryStore(tmp_path)
     run_id = _capture(store, reach)
     llm = [e for e in store.load_events(run_id) if e.kind == "llm"]
-    assert len(llm) == 2 if reach == "openai-aiohttp" else len(llm) == 1  # aiohttp captured
+    assert len(llm) == 1
     hits = len(SERVER["hits"])
-    # the fixed agent asks the model something new; --miss live would send it to the provider
-    SETTINGS["question"] = "is the order a duplicate? (asked differently)"
     report = replay(run_id, store=store, times=2, miss="live")
 
     assert len(SERVER["hits"]) == hits  # nothing reached the server: the recorded model call
@@ -184,6 +184,23 @@ def test_a_reach_outside_the_sandbox_is_refused_and_the_replay_is_inconclusive(
         refused = [e for e in store.load_events(replayed) if e.name == REFUSED_EVENT]
         assert len(refused) == 1
         assert refused[0].data["port"] == SERVER["port"]  # type: ignore[union-attr]
+
+
+def test_a_model_call_the_recording_lacks_reaches_a_running_loopback_model_under_miss_live(
+    tmp_path: Path,
+) -> None:
+    """--miss live: the model request the recording has no answer for goes live and reaches
+    the loopback model that was running before the replay (no policy names it); the recorded
+    model call is still answered from the recording."""
+    store = DirectoryStore(tmp_path)
+    run_id = _capture(store, "openai-aiohttp")
+    assert len([e for e in store.load_events(run_id) if e.kind == "llm"]) == 2
+    hits = len(SERVER["hits"])
+    SETTINGS["question"] = "is the order a duplicate? (asked differently)"
+    report = replay(run_id, store=store, miss="live")
+    assert report.refused == []
+    assert SERVER["hits"][hits:] == ["/v1/chat/completions"]  # the missed call alone went out
+    assert report.verdict.reproduced == 1 and report.exit_code == 1
 
 
 @pytest.mark.parametrize("reach", sorted(REACH))

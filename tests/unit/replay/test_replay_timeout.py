@@ -76,7 +76,7 @@ def test_a_hanging_agent_is_stopped_and_inconclusive(tmp_path: Path, agent: str)
     for run in verdict.runs:
         assert run.reason == "timeout"
         assert run.detail == "timeout after 0.5 s: the run was stopped unfinished"
-    assert verdict.summary().endswith("(0 gone, 2 inconclusive: timeout)")
+    assert verdict.summary().endswith("(0 gone, 2 inconclusive: timeout); recorded calls made: 1/1")
     assert "Run 1: timeout after 0.5 s" in report.describe()
     for replayed in report.replays:  # each stopped run is sealed in the store
         assert store.load_manifest(replayed).status == "complete"
