@@ -209,7 +209,9 @@ class Capture:
             self._undo.append(self._discovery.install())
             self._undo.extend(start_recording(recorder, seed, http=self.http, ids=self.ids))
             self._undo.append(
-                follow_captured_children(recorder, seed, self.redaction, self.blob_threshold)
+                follow_captured_children(
+                    recorder, seed, self.redaction, self.blob_threshold, self._discovery
+                )
             )
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)
