@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PHOENIX_VENV ?= .venv-phoenix
+MCP_SQLITE_VENV ?= .venv-mcp-sqlite
 RUN    ?=
 N      ?= 5
 STORE  ?= snapshots
@@ -14,7 +15,7 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 
 .PHONY: setup engine test lint types pytest images demo replay export ci-repro bench bench-tools clean gc
 
-setup: $(STAMP) $(PHOENIX_VENV)/.installed
+setup: $(STAMP) $(PHOENIX_VENV)/.installed $(MCP_SQLITE_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +29,13 @@ $(PHOENIX_VENV)/.installed:
 	$(PYTHON) -m venv $(PHOENIX_VENV)
 	$(PHOENIX_VENV)/bin/pip install -q --upgrade pip
 	$(PHOENIX_VENV)/bin/pip install -q 'arize-phoenix>=12'
+	touch $@
+
+# PyPI's mcp-server-sqlite, a real MCP server the wild-agent tests start, in a venv of its
+# own (the way uvx runs it): it needs mcp<2, ours is 2.x.
+$(MCP_SQLITE_VENV)/.installed:
+	$(PYTHON) -m venv $(MCP_SQLITE_VENV)
+	$(MCP_SQLITE_VENV)/bin/pip install -q 'mcp-server-sqlite==2025.4.25' 'mcp<2'
 	touch $@
 
 # A Docker engine that answers: provisioned (Debian's docker.io, dockerd started) when none
