@@ -5,6 +5,8 @@ the modules already imported; a stand-in only when the class cannot be found or 
 from __future__ import annotations
 
 import sys
+import types
+from pathlib import Path
 
 import httpx
 import mcp_types
@@ -12,9 +14,13 @@ import openai
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from sandbox import capture
+from sandbox.replay import PolicySet, replay
 from sandbox.replay.faults import STAND_IN_MODULE, rebuild_error, stand_in_reason
 from sandbox.seam.boundary import RecordedError, error_info
 from sandbox.snapshot.events import ErrorInfo
+from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
+from sandbox.snapshot.store import DirectoryStore
 
 
 @pytest.mark.parametrize(
@@ -72,3 +78,45 @@ def test_a_class_not_imported_is_a_stand_in_that_says_why() -> None:
     assert stand_in_reason(info) == (
         "billing_sdk.errors.GatewayTimeout is not imported by the replayed program"
     )
+
+
+@capture.tool
+def charge() -> str:
+    raise sys.modules["vendor_payments"].GatewayTimeout("the gateway answered late")
+
+
+def paying_agent() -> dict[str, str]:
+    try:
+        return {"charged": charge()}
+    except TimeoutError as exc:
+        return {"error": type(exc).__name__}
+
+
+def test_a_replay_that_raises_a_stand_in_says_so(tmp_path: Path) -> None:
+    """The vendor's module is imported at capture and not on replay: its error comes back as
+    a stand-in (caught by ``except TimeoutError`` all the same), and the report says so."""
+    vendor = types.ModuleType("vendor_payments")
+    vendor.GatewayTimeout = type(  # type: ignore[attr-defined]
+        "GatewayTimeout", (TimeoutError,), {"__module__": "vendor_payments"}
+    )
+    store = DirectoryStore(tmp_path)
+    sys.modules["vendor_payments"] = vendor
+    try:
+        with capture.run(
+            "stand-in",
+            store=store,
+            seed=1,
+            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:paying_agent"),
+            packages=False,
+        ) as rec:
+            rec.set_result(paying_agent())
+            rec.mark_failed("not charged", ResultPredicate(path="error", value="GatewayTimeout"))
+    finally:
+        del sys.modules["vendor_payments"]
+    report = replay(rec.run_id, store=store, policies=PolicySet().with_rule("recorded", "tool"))
+    assert report.verdict.reproduced == 1, report.describe()
+    assert any(
+        "vendor_payments.GatewayTimeout was raised as a stand-in" in note
+        and "not imported by the replayed program" in note
+        for note in report.notes
+    ), report.notes
