@@ -9,7 +9,9 @@ looks before it retries) makes the failure go; a crash is inconclusive."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +102,31 @@ def test_a_crash_is_inconclusive(captured: Captured) -> None:
     (run,) = report.verdict.runs
     assert run.outcome == "inconclusive", report.describe()
     assert report.exit_code == 2
+
+
+def test_sandbox_capture_finds_the_sqlite_the_server_process_opens(tmp_path: Path) -> None:
+    """``sandbox capture --services auto -- python -m ...refund_agent``: the SQLite file is
+    opened by the MCP server, a child of the program, and is captured into the run."""
+    store = DirectoryStore(tmp_path / "store")
+    db = tmp_path / "refunds.db"
+    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "1.5"}
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "cli.main", "capture", "--name", "refund"),
+            *("--store", str(store.root), "--services", "auto"),
+            *("--", sys.executable, "-m", AGENT),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (manifest,) = store.list()
+    (touched,) = [t for t in manifest.touched if t.kind == "sqlite"]
+    assert touched.endpoint == str(db) and touched.service is not None
+    (state,) = [s for s in manifest.services if s.name == touched.service]
+    assert state.before is not None and state.after is not None
+    assert state.before.sha256 != state.after.sha256
