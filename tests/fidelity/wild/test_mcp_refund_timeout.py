@@ -40,7 +40,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
     store = DirectoryStore(tmp / "store")
     db = tmp / "refunds.db"
     python = PYTHON.with_name("python")
-    with environ(REFUNDS_DB=str(db), REFUND_CONFIRM_SECONDS="1.5", REFUND_PYTHON=str(python)):
+    with environ(REFUNDS_DB=str(db), REFUND_CONFIRM_SECONDS="20", REFUND_PYTHON=str(python)):
         settings = capture.run(
             "refund-timeout",
             store=store,
@@ -109,7 +109,7 @@ def test_sandbox_capture_finds_the_sqlite_the_server_process_opens(tmp_path: Pat
     opened by the MCP server, a child of the program, and is captured into the run."""
     store = DirectoryStore(tmp_path / "store")
     db = tmp_path / "refunds.db"
-    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "1.5"}
+    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "20"}
     done = subprocess.run(
         [
             *(sys.executable, "-m", "cli.main", "capture", "--name", "refund"),

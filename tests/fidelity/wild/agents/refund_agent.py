@@ -70,7 +70,7 @@ async def _refund(variant: str) -> dict[str, Any]:
         for _attempt in range(3):
             requests += 1
             try:
-                await s.call_tool(call.function.name, arguments, read_timeout_seconds=0.5)
+                await s.call_tool(call.function.name, arguments, read_timeout_seconds=2.0)
                 break
             except MCPError:
                 if variant == "crash":

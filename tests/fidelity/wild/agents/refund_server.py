@@ -1,6 +1,7 @@
 """The refund desk's MCP server (the ``mcp`` SDK's ``MCPServer``, over stdio): refunds are
-rows in the SQLite file at ``REFUNDS_DB``, written by this process. The payment provider is
-slow to confirm the first refund: the row is committed, then the answer comes late."""
+rows in the SQLite file at ``REFUNDS_DB``, which this process opens as it starts. The payment
+provider is slow to confirm the first refund: the row is committed, and the answer comes only
+once the refund is asked again (the client had given up on it)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,23 @@ from mcp.server.mcpserver import MCPServer
 server = MCPServer("refund desk")
 db = sqlite3.connect(os.environ["REFUNDS_DB"], isolation_level=None)  # opened as it starts
 db.execute("CREATE TABLE IF NOT EXISTS refunds (order_id int, cents int)")
-_answered = 0
+_retried = anyio.Event()
+_refunds_asked = 0
 
 
 @server.tool()
 async def refund(order_id: int, cents: int) -> dict[str, Any]:
     """Refund ``cents`` on an order."""
-    global _answered
+    global _refunds_asked
     db.execute("INSERT INTO refunds VALUES (?, ?)", (order_id, cents))  # committed
-    _answered += 1
-    if _answered == 1:
-        await anyio.sleep(float(os.environ.get("REFUND_CONFIRM_SECONDS", "0")))
+    _refunds_asked += 1
+    if _refunds_asked == 1 and os.environ.get("REFUND_CONFIRM_SECONDS"):
+        # The provider confirms the first refund late: after the client has given up on it
+        # and asked again (or after REFUND_CONFIRM_SECONDS).
+        with anyio.move_on_after(float(os.environ["REFUND_CONFIRM_SECONDS"])):
+            await _retried.wait()
+    else:
+        _retried.set()
     return {"order_id": order_id, "refunded": cents}
 
 
