@@ -9,54 +9,70 @@ looks before it retries) makes the failure go; a crash is inconclusive."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from examples.capture_demo import environ
-from sandbox import capture
-from sandbox.replay import replay
 from sandbox.snapshot.events import ToolCall
-from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
-from tests.fidelity.wild.agents import refund_agent
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENT = "tests.fidelity.wild.agents.refund_agent"
 SERVER = "refund-desk"
-TWICE = capture.ResultPredicate(path="refund_requests", op="gt", value=1)
-PYTHON = Path(sys.executable)
+BIN = Path(sys.executable).parent
 Captured = tuple[DirectoryStore, str, Path]
 
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
+    """The agent captured as it runs on the venv's ``python``."""
     tmp = tmp_path_factory.mktemp("refund-timeout")
     store = DirectoryStore(tmp / "store")
     db = tmp / "refunds.db"
-    python = PYTHON.with_name("python")
-    with environ(REFUNDS_DB=str(db), REFUND_CONFIRM_SECONDS="20", REFUND_PYTHON=str(python)):
-        settings = capture.run(
-            "refund-timeout",
-            store=store,
-            seed=5,
-            entrypoint=Entrypoint(kind="callable", target=f"{AGENT}:main", cwd=str(ROOT)),
-            packages=False,
-        )
-        with settings as rec:
-            result = refund_agent.main()
-            assert result["refund_requests"] == 2
-            rec.mark_failed("order 7 was refunded twice", TWICE)
+    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "20"}
+    done = subprocess.run(
+        [str(BIN / "python"), "-m", AGENT, "capture", str(store.root)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
+    run_id = done.stdout.split()[-1]
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (2,)
     db.unlink()  # production moved on: nothing of the capture's state is left
-    with environ(REFUNDS_DB=str(db), REFUND_PYTHON=str(PYTHON.with_name("python3"))):
-        yield store, rec.run_id, db
+    with environ(REFUNDS_DB=str(db)):
+        yield store, run_id, db
+
+
+def replay3(store: DirectoryStore, run_id: str, *extra: str, times: int = 3) -> dict[str, Any]:
+    """``python3 -m cli.main replay RUN --json``: the agent replayed on ``python3``."""
+    done = subprocess.run(
+        [
+            *(str(BIN / "python3"), "-m", "cli.main", "replay", run_id),
+            *("--store", str(store.root), "--times", str(times), "--json", *extra),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    start = done.stdout.find("{\n")
+    assert start >= 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout[start:])
+    report["exit_code"] = done.returncode
+    return report
 
 
 def test_the_timeout_is_recorded_as_the_sdk_error_and_the_servers_sqlite_is_captured(
@@ -69,6 +85,8 @@ def test_the_timeout_is_recorded_as_the_sdk_error_and_the_servers_sqlite_is_capt
     error = refunds[0].error
     assert error is not None and error.type == "mcp.shared.exceptions.MCPError"
     assert error.attrs["error"]["value"]["code"] == -32001  # type: ignore[index, call-overload]
+    assert refunds[0].mcp is not None
+    assert refunds[0].mcp.transport["command"][0] == str(BIN / "python")  # type: ignore[index]
     manifest = store.load_manifest(run_id)
     (touched,) = [t for t in manifest.touched if t.kind == "sqlite"]
     assert touched.clients == ["sqlite3"] and touched.service is not None
@@ -77,31 +95,44 @@ def test_the_timeout_is_recorded_as_the_sdk_error_and_the_servers_sqlite_is_capt
     assert state.before.sha256 != state.after.sha256  # the two refunds are in the end state
 
 
-def test_fully_recorded_replay_with_python3_reproduces_every_time(captured: Captured) -> None:
+def test_fully_recorded_replay_on_python3_reproduces_every_time(captured: Captured) -> None:
     store, run_id, db = captured
-    report = replay(run_id, store=store, times=3)
-    assert report.verdict.reproduced == 3 and report.verdict.total == 3, report.describe()
-    assert report.exit_code == 1
-    assert not any("stand-in" in note for note in report.notes), report.notes
+    report = replay3(store, run_id)
+    assert report["exit_code"] == 1, report
+    assert (report["verdict"]["reproduced"], report["verdict"]["total"]) == (3, 3), report
+    assert not any("stand-in" in note for note in report["notes"]), report["notes"]
     assert not db.exists()  # the server never started: nothing opened its database
-    replayed = [e for e in store.load_events(report.replays[0]) if isinstance(e, ToolCall)]
+    replayed = [e for e in store.load_events(report["replays"][0]) if isinstance(e, ToolCall)]
     refunds = [e for e in replayed if e.name == f"mcp:{SERVER}/refund"]
     assert [e.error is not None for e in refunds] == [True, False]  # the retry ran again
 
 
+def test_live_the_server_started_as_python3_is_the_recorded_one(captured: Captured) -> None:
+    """``--live mcp:refund-desk``: the server is started as ``python3`` and recognized as
+    the recorded ``python`` one; its SQLite is the restored one, not the production path."""
+    store, run_id, db = captured
+    report = replay3(store, run_id, "--live", f"mcp:{SERVER}", times=1)
+    assert report["mismatch"] is None, report
+    assert report["verdict"]["reproduced"] == 1, report
+    assert not db.exists()
+    replayed = [e for e in store.load_events(report["replays"][0]) if isinstance(e, ToolCall)]
+    (listed,) = [e for e in replayed if e.name == f"mcp:{SERVER}/refunds"]
+    assert listed.mcp is not None
+    assert listed.mcp.transport["command"][0] == str(BIN / "python3")  # type: ignore[index]
+
+
 def test_the_fixed_agent_makes_the_failure_go(captured: Captured) -> None:
     store, run_id, _ = captured
-    report = replay(run_id, store=store, times=3, entrypoint=f"{AGENT}:main_fixed")
-    assert report.verdict.gone == 3 and report.verdict.total == 3, report.describe()
-    assert report.exit_code == 0
+    report = replay3(store, run_id, "--entrypoint", f"{AGENT}:main_fixed")
+    assert report["exit_code"] == 0, report
+    assert (report["verdict"]["gone"], report["verdict"]["total"]) == (3, 3), report
 
 
 def test_a_crash_is_inconclusive(captured: Captured) -> None:
     store, run_id, _ = captured
-    report = replay(run_id, store=store, times=1, entrypoint=f"{AGENT}:main_crash")
-    (run,) = report.verdict.runs
-    assert run.outcome == "inconclusive", report.describe()
-    assert report.exit_code == 2
+    report = replay3(store, run_id, "--entrypoint", f"{AGENT}:main_crash", times=1)
+    assert report["exit_code"] == 2, report
+    assert [r["outcome"] for r in report["verdict"]["runs"]] == ["inconclusive"], report
 
 
 def test_sandbox_capture_finds_the_sqlite_the_server_process_opens(tmp_path: Path) -> None:

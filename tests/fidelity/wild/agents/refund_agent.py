@@ -1,5 +1,5 @@
 """A refund agent on the refund desk's MCP server (``refund_server.py``, started with the
-interpreter named by ``REFUND_PYTHON``: the venv's ``python``), through the ``mcp`` SDK's
+interpreter the agent runs on, ``sys.executable``), through the ``mcp`` SDK's
 ``ClientSession``. The model asks for the refund; the agent sends it, and retries when the
 server does not answer in time (``except MCPError``). The bug: the refund had committed
 before the timeout, so the retry refunds order 7 twice (``refund_requests`` is 2).
@@ -46,7 +46,7 @@ def script(messages: list[dict[str, Any]]) -> dict[str, Any]:
 def server_params() -> StdioServerParameters:
     env = {k: os.environ[k] for k in ("REFUNDS_DB", "REFUND_CONFIRM_SECONDS") if k in os.environ}
     return StdioServerParameters(
-        command=os.environ.get("REFUND_PYTHON", sys.executable),
+        command=sys.executable,
         args=[str(HERE / "refund_server.py")],
         env=env,
         cwd=str(HERE),
@@ -101,5 +101,25 @@ def main_crash() -> dict[str, Any]:
     return asyncio.run(_refund("crash"))
 
 
+def capture_into(store: str) -> None:
+    """Capture :func:`main` into ``store`` as a callable run, marked failed; print its id."""
+    from sandbox.snapshot.manifest import Entrypoint
+    from sandbox.snapshot.store import DirectoryStore
+
+    module = "tests.fidelity.wild.agents.refund_agent"  # not __main__ when run with -m
+    target = Entrypoint(kind="callable", target=f"{module}:main", cwd=os.getcwd())
+    settings = capture.run(
+        "refund-timeout", store=DirectoryStore(store), seed=5, entrypoint=target, packages=False
+    )
+    with settings as rec:
+        if main()["refund_requests"] > 1:
+            twice = capture.ResultPredicate(path="refund_requests", op="gt", value=1)
+            rec.mark_failed("order 7 was refunded twice", twice)
+    print(rec.run_id)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "capture":
+        capture_into(sys.argv[2])
+    else:
+        main()
