@@ -76,6 +76,9 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     recorder = Recorder(writer, store, redactor=redactor, blob_threshold=threshold)
     importlib.import_module("concurrent.futures.thread")
     boundary.install(recorder)
+    reports = settings.get("services_socket")
+    if events and reports:  # a child: the program's capture finds what it opens
+        install_clients(functools.partial(_reported, str(reports)))
     discovery = Discovery(
         writer,
         store,
@@ -84,11 +87,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         environ=dict(env),
         state=check_state_mode(str(settings.get("state", "whole"))),
     )
-    reports = settings.get("services_socket")
-    if events and reports:  # a child: the program's capture finds what it opens
-        install_clients(functools.partial(_reported, str(reports)))
-    else:
-        stop_discovery = discovery.install()
+    stop_discovery = discovery.install() if not (events and reports) else lambda: None
     start_recording(recorder, int(settings["seed"]))
     if events:  # a child: the parent adopts its events, finishes and seals the run
         atexit.register(_close, recorder)

@@ -314,10 +314,12 @@ def _session_patch(session_cls: Any) -> Any:
     def __init__(self: Any, read_stream: Any = None, *args: Any, **kwargs: Any) -> None:
         orig_init(self, read_stream, *args, **kwargs)
         dispatcher = self.__dict__.get("_dispatcher")
-        stream = read_stream if read_stream is not None else vars(dispatcher).get("_read_stream")
+        owned = getattr(dispatcher, "__dict__", None)
+        if owned is None or "_sandbox_mcp" in owned:
+            return
+        stream = read_stream if read_stream is not None else owned.get("_read_stream")
         found = _LINKS.get(id(stream))
-        if dispatcher is not None and "_sandbox_mcp" not in vars(dispatcher):
-            dispatcher.__dict__["_sandbox_mcp"] = found[1] if found is not None else Link()
+        owned["_sandbox_mcp"] = found[1] if found is not None else Link()
 
     return __init__
 
