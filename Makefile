@@ -4,6 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PHOENIX_VENV ?= .venv-phoenix
+MCP_SQLITE_VENV ?= .venv-mcp-sqlite
 RUN    ?=
 N      ?= 5
 STORE  ?= snapshots
@@ -22,8 +23,9 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 
 setup: $(STAMP)
 
-# What only the tests need (`make pytest` and `make test` install it; `make setup` does not).
-test-deps: $(STAMP) $(PHOENIX_VENV)/.installed
+# What only the tests need (`make pytest` and `make test` install it; `make setup` does not):
+# the trace viewer, and PyPI's mcp-server-sqlite in a venv of its own (it needs mcp<2).
+test-deps: $(STAMP) $(PHOENIX_VENV)/.installed $(MCP_SQLITE_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +39,13 @@ $(PHOENIX_VENV)/.installed:
 	$(PYTHON) -m venv $(PHOENIX_VENV)
 	$(PHOENIX_VENV)/bin/pip install -q --upgrade pip
 	$(PHOENIX_VENV)/bin/pip install -q 'arize-phoenix>=12'
+	touch $@
+
+# PyPI's mcp-server-sqlite, a real MCP server the wild-agent tests start, in a venv of its
+# own (the way uvx runs it): it needs mcp<2, ours is 2.x.
+$(MCP_SQLITE_VENV)/.installed:
+	$(PYTHON) -m venv $(MCP_SQLITE_VENV)
+	$(MCP_SQLITE_VENV)/bin/pip install -q 'mcp-server-sqlite==2025.4.25' 'mcp<2'
 	touch $@
 
 # A Docker engine that answers: provisioned (Debian's docker.io, dockerd started) when none
@@ -111,4 +120,4 @@ gc: setup
 	$(BIN)/sandbox gc
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(MCP_SQLITE_VENV) .mypy_cache .ruff_cache .pytest_cache

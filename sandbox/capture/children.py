@@ -11,18 +11,22 @@ the parent's range. A replayed child replays the recorded events of its task (se
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from sandbox.capture.clients import Connect, Router, unseen
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.shared import Shared
@@ -54,6 +58,29 @@ def is_python(args: Any) -> bool:
     except (StopIteration, TypeError):
         return False
     return first == sys.executable or _PYTHON.fullmatch(os.path.basename(first)) is not None
+
+
+def is_python_program(args: Any) -> bool:
+    """Whether ``args`` starts a Python interpreter or a Python script (a venv's console
+    script, ``#!/path/to/venv/bin/python``, as an MCP server installed on its own is)."""
+    if is_python(args):
+        return True
+    if isinstance(args, str | bytes | os.PathLike):
+        return False
+    try:
+        first = os.fsdecode(next(iter(args)))
+        program = first if os.sep in first else shutil.which(first)
+        if program is None:
+            return False
+        with open(program, "rb") as file:
+            line = file.readline(256)
+    except (StopIteration, TypeError, OSError, ValueError):
+        return False
+    if not line.startswith(b"#!"):
+        return False
+    words = line[2:].decode(errors="replace").split()
+    names = [os.path.basename(w) for w in words[:2]]
+    return any(_PYTHON.fullmatch(n) is not None for n in names)
 
 
 def child_task(n: int) -> str:
@@ -107,9 +134,10 @@ class ChildWriter(RunWriter):
 class _Follower:
     """The children of one run (or replay): their numbering, their event files."""
 
-    def __init__(self, child_env: ChildEnv, adopt: Adopt) -> None:
+    def __init__(self, child_env: ChildEnv, adopt: Adopt, followed: Callable[[Any], bool]) -> None:
         self.child_env = child_env
         self.adopt = adopt
+        self.followed = followed
         self.counter = itertools.count(1)
         self._folder: Path | None = None
 
@@ -138,7 +166,7 @@ def _patch_popen() -> Callable[[], None]:
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
         follower = _follower()
-        if follower is not None and is_python(args):
+        if follower is not None and follower.followed(args):
             n = next(follower.counter)
             task = child_task(n)
             path = follower.folder / f"{task}.jsonl"
@@ -175,14 +203,17 @@ def _patch_popen() -> Callable[[], None]:
 _POPEN = Shared(_patch_popen)
 
 
-def follow_children(child_env: ChildEnv, adopt: Adopt) -> Callable[[], None]:
-    """Start every Python child that the current boundary's context starts (the run's or
-    the replay's) with ``child_env(task, file)`` added to its environment (and the hook on
-    its path); adopt its events when it has been waited for (``subprocess.run``,
-    ``Popen.wait``, ``communicate``, ``with Popen(...)``). ``subprocess`` is patched once
-    for every run of the process. Return the undo."""
+def follow_children(
+    child_env: ChildEnv, adopt: Adopt, followed: Callable[[Any], bool] = is_python
+) -> Callable[[], None]:
+    """Start every child that the current boundary's context starts (the run's or the
+    replay's) and that ``followed(args)`` (a Python interpreter) with ``child_env(task,
+    file)`` added to its environment (and the hook on its path); adopt its events when it
+    has been waited for (``subprocess.run``, ``Popen.wait``, ``communicate``, ``with
+    Popen(...)``). ``subprocess`` is patched once for every run of the process. Return the
+    undo."""
     owner = id(boundary.current())
-    follower = _Follower(child_env, adopt)
+    follower = _Follower(child_env, adopt, followed)
     _followers[owner] = follower
     release = _POPEN.acquire()
 
@@ -229,12 +260,68 @@ def child_settings(
     )
 
 
+class ServiceReports:
+    """Where the children of a captured program report the services they open (see
+    ``_site/_sandbox_report.py``): each connection is routed through the capture's own
+    router (:class:`~sandbox.capture.discovery.Discovery`), so that it is found and captured
+    into the same run, before the child goes on."""
+
+    def __init__(self, router: Router, path: Path) -> None:
+        self.router = router
+        self.path = path
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(path))
+        self._server.listen(16)
+        threading.Thread(target=self._accept, name="sandbox-service-reports", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                asked = json.loads(conn.makefile("rb").readline())
+                given = asked.get("given")
+                connect = Connect(
+                    kind=str(asked["kind"]),
+                    client=str(asked["client"]),
+                    endpoint=str(asked["endpoint"]),
+                    given=None if given is None else str(given),
+                )
+                with unseen():  # the router's own connections (the state capture) pass
+                    endpoint = self.router(connect)
+            except Exception:  # a child's report never breaks the capture or the child
+                return
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps({"endpoint": endpoint}).encode() + b"\n")
+
+    def close(self) -> None:
+        self._server.close()
+
+
 def follow_captured_children(
-    recorder: Recorder, seed: int, redaction: RedactionConfig, blob_threshold: int
+    recorder: Recorder,
+    seed: int,
+    redaction: RedactionConfig,
+    blob_threshold: int,
+    router: Router | None = None,
 ) -> Callable[[], None]:
-    """Capture this program's Python children into its run; return the undo."""
+    """Capture this program's Python children into its run, and report the services they
+    open to ``router`` (the capture's discovery); return the undo. The reports' socket is
+    opened when the first child starts: a run that starts none pays nothing for it."""
+    reports: list[ServiceReports] = []
 
     def child_env(task: str, events: str) -> dict[str, str]:
+        sockets: dict[str, str] = {}
+        if router is not None:
+            if not reports:
+                reports.append(ServiceReports(router, Path(events).parent / "services.sock"))
+            sockets["services_socket"] = str(reports[0].path)
         settings = child_settings(
             recorder.store,
             recorder.run_id,
@@ -243,7 +330,16 @@ def follow_captured_children(
             blob_threshold,
             task=task,
             events=events,
+            prefix=os.path.realpath(sys.prefix),
+            **sockets,
         )
         return {ENV_VAR: settings}
 
-    return follow_children(child_env, recorder.adopt)
+    undo = follow_children(child_env, recorder.adopt, is_python_program)
+
+    def stop() -> None:
+        for found in reports:
+            found.close()
+        undo()
+
+    return stop

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from sandbox.capture._site._sandbox_report import sqlite_path as _sqlite_path
 from sandbox.capture.onimport import Patch, when_imported
 
 _LOOPBACK = {"localhost": "127.0.0.1", "::1": "127.0.0.1", "[::1]": "127.0.0.1"}
@@ -98,18 +99,6 @@ def _redis_url(kwargs: dict[str, Any]) -> str:
         return f"unix://{auth}{kwargs['path']}?db={db}"
     host = str(kwargs.get("host") or "localhost")
     return f"redis://{auth}{host}:{kwargs.get('port') or 6379}/{db}"
-
-
-def _sqlite_path(database: Any, uri: bool) -> str | None:
-    text = os.fsdecode(database) if isinstance(database, bytes | os.PathLike) else str(database)
-    if uri or text.startswith("file:"):
-        parts = urlsplit(text)
-        if "mode=memory" in parts.query:
-            return None
-        text = parts.path
-    if not text or text == ":memory:":
-        return None
-    return os.path.abspath(text)
 
 
 # --- the patches ----------------------------------------------------------------------------

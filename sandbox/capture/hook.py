@@ -12,6 +12,7 @@ the same run by :mod:`sandbox.capture.children`.
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib
 import json
 import os
@@ -23,6 +24,8 @@ from types import TracebackType
 from typing import Any
 
 from sandbox.capture.children import ENV_VAR, ChildWriter, follow_captured_children
+from sandbox.capture.clients import Connect
+from sandbox.capture.clients import install as install_clients
 from sandbox.capture.discovery import Discovery, check_mode, check_state_mode
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.redact import RedactionConfig, Redactor
@@ -73,6 +76,9 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
     recorder = Recorder(writer, store, redactor=redactor, blob_threshold=threshold)
     importlib.import_module("concurrent.futures.thread")
     boundary.install(recorder)
+    reports = settings.get("services_socket")
+    if events and reports:  # a child: the program's capture finds what it opens
+        install_clients(functools.partial(_reported, str(reports)))
     discovery = Discovery(
         writer,
         store,
@@ -81,12 +87,12 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
         environ=dict(env),
         state=check_state_mode(str(settings.get("state", "whole"))),
     )
-    stop_discovery = discovery.install()
+    stop_discovery = discovery.install() if not (events and reports) else lambda: None
     start_recording(recorder, int(settings["seed"]))
     if events:  # a child: the parent adopts its events, finishes and seals the run
         atexit.register(_close, recorder)
         return recorder
-    follow_captured_children(recorder, int(settings["seed"]), config, threshold)
+    follow_captured_children(recorder, int(settings["seed"]), config, threshold, discovery)
     record_uncaught(recorder)
 
     def end_states() -> None:
@@ -111,6 +117,14 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> Recorder 
 
     atexit.register(at_exit)
     return recorder
+
+
+def _reported(path: str, connect: Connect) -> str:
+    """A child's connection, found and captured by the program's capture (see
+    ``_site/_sandbox_report.py``)."""
+    from sandbox.capture._site._sandbox_report import report
+
+    return report(path, connect.kind, connect.client, connect.endpoint, connect.given)
 
 
 def _close(recorder: Recorder) -> None:

@@ -1,15 +1,22 @@
-"""Zero-code capture of MCP clients (the official ``mcp`` SDK), at ``ClientSession`` level.
+"""Zero-code capture of MCP clients (the official ``mcp`` SDK), at the layer every client
+shares: the JSON-RPC dispatcher of a client session.
 
 :func:`patch_mcp` patches, once ``mcp`` is imported (a post-import hook: importing the SDK
 costs about a second, so a run that never uses it never pays for it):
 
-* ``ClientSession.send_request``, through which every typed request goes (``initialize``,
-  ``tools/list``, ``tools/call``, ``resources/read``, ``prompts/get`` ...). Each request
-  crosses the seam as a ``tool`` call: ``tools/call`` named ``mcp:SERVER/TOOL`` with the
-  tool's arguments and its schema from the last ``tools/list``, every other request named
-  ``mcp:SERVER:METHOD`` with its params. The event carries :class:`MCPInfo` (server,
-  method, transport); its ``output`` is the result as JSON text, in the server's key order
-  (see :func:`result_json`), which replay validates back into the SDK's result type;
+* ``JSONRPCDispatcher.send_raw_request``, through which every request of a client session
+  goes, whoever drives it: ``ClientSession``'s typed requests (``initialize``,
+  ``tools/list``, ``tools/call``, ``resources/read``, ``prompts/get`` ...), the
+  ``server/discover`` probe, and mcp's v2 ``Client`` (which the OpenAI Agents SDK's
+  ``MCPServerStdio`` connects through). Each request crosses the seam as a ``tool`` call:
+  ``tools/call`` named ``mcp:SERVER/TOOL`` with the tool's arguments and its schema from the
+  last ``tools/list``, every other request named ``mcp:SERVER:METHOD`` with its params (the
+  protocol's ``_meta`` envelope left out). The event carries :class:`MCPInfo` (server,
+  method, transport); its ``output`` is the raw result as JSON text, in the server's key
+  order, which replay hands back for the SDK to validate as it validates a server's;
+* ``ClientSession.__init__``, so that the dispatcher under a session (built from a
+  transport's streams, or handed in by ``Client``) knows the transport behind it (a
+  dispatcher no client session owns, a server's, is not recorded);
 * the transports ``stdio_client`` and ``streamable_http_client`` (the module attributes
   and every name already bound to them), to know which server a session talks to (its
   command, or its URL without credentials) and, on replay, to serve a recorded server
@@ -17,8 +24,11 @@ costs about a second, so a run that never uses it never pays for it):
   says whether the server is recorded or live. The HTTP transport's own exchanges are not
   captured a second time as ``http`` events.
 
-``SERVER`` is the ``serverInfo.name`` the server gave at ``initialize``, with characters
-other than letters, digits, ``.``, ``_`` and ``-`` replaced by ``-``.
+``SERVER`` is the name the server gave in its handshake (``initialize``'s ``serverInfo``, or
+the ``_meta`` stamp of a ``server/discover`` answer), with characters other than letters,
+digits, ``.``, ``_`` and ``-`` replaced by ``-``. A handshake request refused before the
+server is named (a handshake-era server refusing ``server/discover``) is written under the
+name the next answer gives.
 """
 
 from __future__ import annotations
@@ -29,14 +39,15 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import BaseModel, JsonValue, TypeAdapter
+from pydantic import BaseModel, JsonValue
 
 from sandbox.capture.imports import ImportPatch, Undo
 from sandbox.errors import ReplayError
@@ -48,7 +59,11 @@ from sandbox.snapshot.normalize import request_fingerprint
 Reach = Callable[[], AbstractContextManager[None]]
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 UNNAMED = "?"
-"""The server name of a session whose ``initialize`` has not answered yet."""
+"""The server name of a session whose handshake has not answered yet."""
+HANDSHAKE = frozenset({"initialize", "server/discover"})
+"""The requests whose answer names the server (``serverInfo``)."""
+SERVER_INFO_META = "io.modelcontextprotocol/serverInfo"
+"""Where a ``server/discover`` answer names its server (in its ``_meta``)."""
 
 
 @runtime_checkable
@@ -83,16 +98,70 @@ def server_of(name: str) -> str | None:
 
 
 def transport_key(transport: dict[str, JsonValue]) -> str:
-    """What identifies a server across machines: the command with paths cut to their base
-    names, or the URL with a loopback port dropped (local servers move)."""
+    """What identifies a server across machines: its command as :func:`command_match` saw it
+    (an interpreter by what it is, a path by where it is in the project, other arguments
+    as given), or the URL with a loopback port dropped (local servers move)."""
     if transport.get("kind") == "stdio":
-        command = transport.get("command")
-        parts = command if isinstance(command, list) else []
-        return "stdio " + " ".join(os.path.basename(str(p)) for p in parts)
+        match = transport.get("match")
+        if not isinstance(match, list):  # recorded before commands were matched so
+            command = transport.get("command")
+            match = (
+                [_token(str(p), i == 0) for i, p in enumerate(command)]
+                if isinstance(command, list)
+                else []
+            )
+        return "stdio " + " ".join(str(p) for p in match)
     url = urlsplit(str(transport.get("url", "")))
     host = url.hostname or ""
     netloc = "127.0.0.1" if host in LOOPBACK else url.netloc.rpartition("@")[2]
     return "http " + urlunsplit(url._replace(netloc=netloc))
+
+
+_PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
+PYTHON = "python"
+"""How a Python interpreter (any name, venv or symlink to it) appears in a server's key."""
+
+
+def _pathlike(arg: str) -> bool:
+    return os.path.isabs(arg) or arg.startswith(("./", "../", "~"))
+
+
+def _token(arg: str, first: bool) -> str:
+    """An argument as a recorded command with no machine to resolve it on is matched: an
+    interpreter by its name, an absolute or relative path by its base name."""
+    if first and _PYTHON.fullmatch(os.path.basename(arg)):
+        return PYTHON
+    return os.path.basename(arg) if _pathlike(arg) else arg
+
+
+def _is_interpreter(program: str) -> bool:
+    if _PYTHON.fullmatch(os.path.basename(program)):
+        return True
+    found = shutil.which(program)
+    return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
+
+
+def command_match(command: list[str], cwd: str | None) -> list[str]:
+    """A stdio server's command as it is matched, on this machine: the program as
+    ``python`` when it is a Python interpreter (by name, or because it resolves to this
+    one), a path (absolute, ``./``-relative, or a file that exists from ``cwd``) resolved and
+    made relative to the project (the current directory) or, outside it, cut to its base
+    name; any other argument as given (``--local-timezone Asia/Tokyo``)."""
+    where = os.path.join(os.getcwd(), os.path.expanduser(cwd)) if cwd else os.getcwd()
+    project = os.path.realpath(os.getcwd())
+    out: list[str] = []
+    for i, arg in enumerate(command):
+        if i == 0 and _is_interpreter(arg):
+            out.append(PYTHON)
+            continue
+        full = os.path.join(where, os.path.expanduser(arg))
+        if not (_pathlike(arg) or os.path.exists(full)) or (i == 0 and os.sep not in arg):
+            out.append(arg)  # a program found on PATH keeps its name
+            continue
+        resolved = os.path.realpath(full)
+        inside = os.path.commonpath([resolved, project]) == project
+        out.append(os.path.relpath(resolved, project) if inside else os.path.basename(resolved))
+    return out
 
 
 def http_transport(url: str) -> dict[str, JsonValue]:
@@ -102,11 +171,16 @@ def http_transport(url: str) -> dict[str, JsonValue]:
 
 
 def stdio_transport(server: Any) -> dict[str, JsonValue]:
-    """The command of ``StdioServerParameters``; of its environment only the names."""
+    """The command of ``StdioServerParameters`` (and how it is matched, see
+    :func:`command_match`); of its environment only the names."""
+    command = [str(server.command), *(str(a) for a in server.args)]
+    cwd = getattr(server, "cwd", None)
+    match: list[JsonValue] = list(command_match(command, str(cwd) if cwd else None))
     return {
         "kind": "stdio",
-        "command": [str(server.command), *(str(a) for a in server.args)],
+        "command": list(command),
         "env": sorted(server.env or {}),
+        "match": match,
     }
 
 
@@ -119,6 +193,11 @@ class Link:
     recorded: bool = False
     """Served from the recording: no process, no connection behind the streams."""
     schemas: dict[str, JsonValue] = field(default_factory=dict)
+    unnamed: list[tuple[MCPAdapter, Call, Outcome[Any], dict[str, Any]]] = field(
+        default_factory=list
+    )
+    """Handshake requests that failed before the server was named (a ``server/discover``
+    a handshake-era server refuses): written once the server is named, under its name."""
 
 
 _LINKS: dict[int, tuple[object, Link]] = {}
@@ -142,41 +221,66 @@ def recorded_result(event: ToolCall, blobs: BlobReader) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-class MCPAdapter:
-    """Records one MCP request as a ``tool`` event; replay validates the recorded result
-    into the type the SDK expects."""
+def server_named(method: str, result: Any) -> str | None:
+    """The server name a handshake answer gives (``initialize``'s ``serverInfo``, or the
+    ``_meta`` stamp of a ``server/discover`` answer), slugged."""
+    if method not in HANDSHAKE or not isinstance(result, dict):
+        return None
+    info = result.get("serverInfo")
+    if method == "server/discover":
+        meta = result.get("_meta")
+        info = meta.get(SERVER_INFO_META) if isinstance(meta, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    return server_slug(str(name)) if name else None
 
-    def __init__(self, link: Link, method: str, tool: str | None, result_type: Any) -> None:
+
+class MCPAdapter:
+    """Records one MCP request (its raw JSON-RPC result) as a ``tool`` event; replay hands
+    the recorded result back, which the SDK validates as it validates a server's."""
+
+    def __init__(self, link: Link, method: str, tool: str | None) -> None:
         self.link = link
         self.method = method
         self.tool = tool
-        self.result_type = result_type
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Emitter) -> Any:
+        link = self.link
         fields: dict[str, Any] = {
             "args": call.request if isinstance(call.request, dict) else {},
             "started": call.started,
             "duration": outcome.duration,
         }
-        if self.method == "initialize" and outcome.value is not None:
-            info = getattr(outcome.value, "server_info", None)
-            self.link.server = server_slug(str(getattr(info, "name", "") or ""))
-            name = event_name(self.link.server, self.method)
+        named = server_named(self.method, outcome.value)
+        if link.server == UNNAMED and named is not None:
+            link.server = named
+            for adapter, before, failed, written in link.unnamed:
+                adapter._emit(before, failed, written, emitter)
+            link.unnamed.clear()
+        if link.server == UNNAMED and self.method in HANDSHAKE and outcome.error is not None:
+            link.unnamed.append((self, call, outcome, fields))
+            return None
+        return self._emit(call, outcome, fields, emitter)
+
+    def _emit(
+        self, call: Call, outcome: Outcome[Any], fields: dict[str, Any], emitter: Emitter
+    ) -> Any:
+        link, method = self.link, self.method
+        fields = dict(fields)
+        if server_of(call.name) != link.server:  # named after it was sent
+            name = event_name(link.server, method)
             fields["name"] = name
             fields["fingerprint"] = request_fingerprint("tool", name, call.request)
-        fields["mcp"] = MCPInfo(
-            server=self.link.server, method=self.method, transport=self.link.transport
-        )
+        fields["mcp"] = MCPInfo(server=link.server, method=method, transport=link.transport)
         if self.tool is not None:
-            schema = self.link.schemas.get(self.tool)
+            schema = link.schemas.get(self.tool)
             fields["tool_schema"] = schema if isinstance(schema, dict) else {}
         if outcome.error is not None:
             emitter.emit(ToolCall, call, error=boundary.error_info(outcome.error), **fields)
             return None
         text = result_json(outcome.value)
-        if self.method == "tools/list":
+        if method == "tools/list":
             for tool in json.loads(text).get("tools") or []:
-                self.link.schemas[str(tool.get("name"))] = tool
+                link.schemas[str(tool.get("name"))] = tool
         output, blob = emitter.jsonable(text)
         emitter.emit(ToolCall, call, output=output, output_blob=blob, **fields)
         return outcome.value
@@ -185,33 +289,58 @@ class MCPAdapter:
         assert isinstance(event, ToolCall)
         if event.error is not None:
             raise RecordedError(event.error)
-        raw = recorded_result(event, blobs)
-        if isinstance(self.result_type, TypeAdapter):
-            return self.result_type.validate_python(raw, by_name=False)
-        return self.result_type.model_validate(raw, by_name=False)
+        return recorded_result(event, blobs)
+
+
+def flush_unnamed(link: Link) -> None:
+    """Write the failed handshake requests of a server that was never named (``mcp:?``)."""
+    seam = boundary.current()
+    pending, link.unnamed = link.unnamed, []
+    if not hasattr(seam, "emit"):
+        return
+    for adapter, call, outcome, fields in pending:
+        with contextlib.suppress(Exception):  # the run is ending: capture fails open
+            adapter._emit(call, outcome, fields, cast(Emitter, seam))
 
 
 # --- the patches ---------------------------------------------------------------------------
 
 
-def _session_patches(session_cls: Any) -> dict[str, Any]:
+def _session_patch(session_cls: Any) -> Any:
+    """``ClientSession.__init__``: its dispatcher (built from the transport's streams, or
+    handed in by mcp's ``Client``) learns the link of the transport behind it."""
     orig_init = session_cls.__init__
-    orig_send = session_cls.send_request
 
     def __init__(self: Any, read_stream: Any = None, *args: Any, **kwargs: Any) -> None:
         orig_init(self, read_stream, *args, **kwargs)
-        found = _LINKS.get(id(read_stream))
-        self.__dict__["_sandbox_mcp"] = found[1] if found is not None else Link()
+        dispatcher = self.__dict__.get("_dispatcher")
+        owned = getattr(dispatcher, "__dict__", None)
+        if owned is None or "_sandbox_mcp" in owned:
+            return
+        stream = read_stream if read_stream is not None else owned.get("_read_stream")
+        found = _LINKS.get(id(stream))
+        owned["_sandbox_mcp"] = found[1] if found is not None else Link()
 
-    async def send_request(self: Any, request: Any, result_type: Any, *a: Any, **kw: Any) -> Any:
-        if boundary.current() is None:
-            return await orig_send(self, request, result_type, *a, **kw)
-        link: Link = self.__dict__.setdefault("_sandbox_mcp", Link())
-        data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
-        method = str(data.get("method"))
-        params: dict[str, JsonValue] = data.get("params") or {}
-        tool = str(params.get("name")) if method == "tools/call" else None
-        args = params.get("arguments") or {} if tool is not None else params
+    return __init__
+
+
+def _dispatcher_patch(dispatcher_cls: Any) -> Any:
+    """``JSONRPCDispatcher.send_raw_request``, which every request of a client session goes
+    through (``ClientSession``'s typed requests, the ``server/discover`` probe, mcp's v2
+    ``Client`` and so the OpenAI Agents SDK's MCP servers): each crosses the seam as a
+    ``tool`` call. A dispatcher no client session owns (a server's) passes unrecorded."""
+    orig_send = dispatcher_cls.send_raw_request
+
+    async def send_raw_request(
+        self: Any, method: str, params: Any, opts: Any = None, **kw: Any
+    ) -> Any:
+        link: Link | None = vars(self).get("_sandbox_mcp")
+        if link is None or boundary.current() is None:
+            return await orig_send(self, method, params, opts, **kw)
+        sent: dict[str, JsonValue] = json.loads(json.dumps(dict(params or {}), default=str))
+        sent.pop("_meta", None)  # the protocol's envelope, stamped by the session
+        tool = str(sent.get("name")) if method == "tools/call" else None
+        args = sent.get("arguments") or {} if tool is not None else sent
         name = event_name(link.server, method, tool)
 
         async def perform() -> Any:
@@ -220,12 +349,12 @@ def _session_patches(session_cls: Any) -> dict[str, Any]:
                     f"MCP server {link.server!r} is served from the recording, which has no "
                     f"answer to {name}; replay with --live mcp:{link.server} to start it"
                 )
-            return await orig_send(self, request, result_type, *a, **kw)
+            return await orig_send(self, method, params, opts, **kw)
 
-        adapter = MCPAdapter(link, method, tool, result_type)
+        adapter = MCPAdapter(link, method, tool)
         return await boundary.athrough("tool", name, args, perform, adapter)
 
-    return {"__init__": __init__, "send_request": send_request}
+    return send_raw_request
 
 
 @asynccontextmanager
@@ -259,6 +388,7 @@ async def _connect(
             yield streams
         finally:
             _LINKS.pop(id(streams[0]), None)
+            flush_unnamed(link)
 
 
 def _stdio_patch(original: Any) -> Any:
@@ -354,26 +484,30 @@ def _rebind(original: object, replacement: object) -> Undo:
 
 def _apply() -> Undo:
     from mcp.client import session, stdio, streamable_http
+    from mcp.shared import jsonrpc_dispatcher
 
-    cls = session.ClientSession
-    originals = {attr: cls.__dict__[attr] for attr in ("__init__", "send_request")}
+    patched = (
+        (session.ClientSession, "__init__", _session_patch),
+        (jsonrpc_dispatcher.JSONRPCDispatcher, "send_raw_request", _dispatcher_patch),
+    )
+    originals = [(cls, attr, cls.__dict__[attr]) for cls, attr, _ in patched]
     undo: list[Undo] = []
 
     def restore() -> None:
         for step in reversed(undo):
             step()
-        for attr, original in originals.items():
+        for cls, attr, original in originals:
             setattr(cls, attr, original)
 
-    for attr, patched in _session_patches(cls).items():
-        setattr(cls, attr, patched)
-    for module, attr, make in (
+    for cls, attr, make in patched:
+        setattr(cls, attr, make(cls))
+    for module, attr, make_transport in (
         (stdio, "stdio_client", _stdio_patch),
         (streamable_http, "streamable_http_client", _http_patch),
     ):
         original = getattr(module, attr, None)  # not in every SDK version
         if original is not None:
-            undo.append(_rebind(original, make(original)))
+            undo.append(_rebind(original, make_transport(original)))
     return restore
 
 

@@ -267,7 +267,9 @@ class Capture:
                 start_recording(recorder, seed, http=self.http, ids=self.ids, save=False)
             )
             self._undo.append(
-                follow_captured_children(recorder, seed, self.redaction, self.blob_threshold)
+                follow_captured_children(
+                    recorder, seed, self.redaction, self.blob_threshold, self._discovery
+                )
             )
         except Exception as exc:
             recorder.damage(exc)

@@ -47,7 +47,7 @@ from sandbox.capture.clock import Clock
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError
 from sandbox.replay.clock import LiveClock, ReplayClock
-from sandbox.replay.faults import is_timeout_info, rebuild_error
+from sandbox.replay.faults import is_timeout_info, rebuild_error, stand_in_reason
 from sandbox.replay.fork import Fork
 from sandbox.replay.jsondiff import FieldDiff, json_diff
 from sandbox.replay.matcher import Matcher, MissMode
@@ -67,6 +67,7 @@ from sandbox.seam.boundary import (
     task_id,
 )
 from sandbox.snapshot.events import (
+    ErrorInfo,
     Event,
     HTTPExchange,
     LLMCall,
@@ -175,6 +176,8 @@ class ReplayBoundary(Recorder):
         self.mismatch: ReplayMismatchError | None = None
         self.drift: list[Drift] = []
         self.injected: list[Injection] = []
+        self.stand_ins: list[str] = []
+        """Recorded errors raised as a stand-in class, and why (for the report)."""
         self.served_live_on_miss = 0
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
@@ -308,7 +311,7 @@ class ReplayBoundary(Recorder):
             try:
                 value = adapter.replay(call, self._answer(where, event), self.blobs)
             except RecordedError as recorded:
-                error = rebuild_error(recorded.info)
+                error = self._rebuilt(recorded.info)
                 adapter.record(call, Outcome(error=error), self)
                 raise error from None
             except SandboxError as exc:  # ours, raised into the agent: the log keeps it
@@ -362,7 +365,7 @@ class ReplayBoundary(Recorder):
         if not (policy.serves_recording and self.inject_faults):
             return None
         self._note_injection(loop, attempt, event, ran_live=True)
-        return rebuild_error(event.error)
+        return self._rebuilt(event.error)
 
     def _retry_policies(self) -> PolicySet:
         """The policies retry attempts follow now (a fork's, once past its step)."""
@@ -374,7 +377,7 @@ class ReplayBoundary(Recorder):
         """Record the attempt as failed with the recorded error; return that error. ``ran``:
         when the attempt started running live (``None``: it did not run)."""
         assert event.error is not None
-        injected = rebuild_error(event.error)
+        injected = self._rebuilt(event.error)
         self._note_injection(call.name, call.attempt, event, ran_live=ran is not None)
         duration = 0.0 if ran is None else self.clock.monotonic() - ran
         adapter.record(call, Outcome(error=injected, duration=duration), self)
@@ -408,6 +411,20 @@ class ReplayBoundary(Recorder):
                 if how is not None:
                     fields["served"] = how
         return super().emit(event_type, call, **fields)
+
+    def _rebuilt(self, info: ErrorInfo) -> BaseException:
+        """The recorded error raised again (:func:`rebuild_error`); a stand-in is noted."""
+        error = rebuild_error(info)
+        if isinstance(error, RecordedError):
+            note = (
+                f"The recorded {info.type} was raised as a stand-in of that name "
+                f"({stand_in_reason(info)}): an except clause for the original class does "
+                "not catch it."
+            )
+            with self._state_lock:
+                if note not in self.stand_ins:
+                    self.stand_ins.append(note)
+        return error
 
     def _note_injection(
         self, name: str, attempt: int | None, event: RetryAttempt, *, ran_live: bool

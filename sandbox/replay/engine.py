@@ -170,6 +170,7 @@ class _Run:
     injected: list[Injection]
     stalls: int
     refused: list[str] = field(default_factory=list)
+    stand_ins: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -312,6 +313,7 @@ def _replay_once(
         served.injected,
         served.stalls,
         served.refused,
+        served.stand_ins,
     )
 
 
@@ -548,4 +550,5 @@ def replay(
         override=entrypoint,
     )
     report.notes.extend(partial_notes(manifest.services))
+    report.notes.extend(dict.fromkeys(note for r in runs for note in r.stand_ins))
     return report

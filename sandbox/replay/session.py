@@ -101,6 +101,8 @@ class Served:
     timed_out: float | None = None
     """The wall-clock limit (seconds) the run reached and was stopped at
     (:mod:`sandbox.replay.deadline`)."""
+    stand_ins: list[str] = field(default_factory=list)
+    """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.faults`)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:
@@ -110,6 +112,7 @@ class Served:
             list(rec.injected),
             rec.turnstile.stalls,
             refused=list(refused),
+            stand_ins=list(rec.stand_ins),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -133,6 +136,7 @@ class Served:
             "stalls": self.stalls,
             "exit_code": self.exit_code,
             "refused": list(self.refused),
+            "stand_ins": list(self.stand_ins),
         }
 
     @classmethod
@@ -164,6 +168,7 @@ class Served:
             int(data.get("stalls", 0)),
             None if code is None else code,
             [str(r) for r in data.get("refused", ())],
+            stand_ins=[str(s) for s in data.get("stand_ins", ())],
         )
 
 

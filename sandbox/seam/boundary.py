@@ -422,9 +422,49 @@ def open_call(
     )
 
 
+_ERROR_VALUE_LIMIT = 16_384
+"""Characters of JSON an exception argument or attribute may take to be recorded."""
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
-    """An exception as data: ``module.QualName`` (builtins without module) and message."""
-    return ErrorInfo(type=qualified_name(type(exc)), message=str(exc))
+    """An exception as data: ``module.QualName`` (builtins without module), message, and the
+    arguments and attributes that are JSON (see :class:`ErrorInfo`)."""
+    args = [_error_value(a) for a in exc.args]
+    attrs: dict[str, JsonValue] = {}
+    for name, value in vars(exc).items() if hasattr(exc, "__dict__") else ():
+        if name.startswith("__"):
+            continue
+        found = _error_value(value)
+        if found is not _NOT_JSON:
+            attrs[name] = found
+    message = str(exc)
+    plain = args == [message] or any(a is _NOT_JSON for a in args)  # (message,): the default
+    return ErrorInfo(
+        type=qualified_name(type(exc)), message=message, args=None if plain else args, attrs=attrs
+    )
+
+
+_NOT_JSON: Any = object()
+
+
+def _error_value(value: object) -> Any:
+    """``value`` as JSON (a pydantic model as ``{"model": ..., "value": ...}``), else
+    ``_NOT_JSON``."""
+    import json
+
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        try:
+            dumped = value.model_dump(mode="json", by_alias=True)
+        except Exception:
+            return _NOT_JSON
+        value = {"model": qualified_name(type(value)), "value": dumped}
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return _NOT_JSON
+    return json.loads(text) if len(text) <= _ERROR_VALUE_LIMIT else _NOT_JSON
 
 
 def qualified_name(cls: type) -> str:

@@ -29,10 +29,16 @@ class BlobRef(Strict):
 
 
 class ErrorInfo(Strict):
-    """An exception as data: its qualified type and message."""
+    """An exception as data: its qualified type and message, and (when they are JSON) the
+    arguments it was built with and its own attributes, so that replay can build it again."""
 
     type: str
     message: str
+    args: list[JsonValue] | None = None
+    """``exc.args``, when every one is JSON and they are not just the message."""
+    attrs: dict[str, JsonValue] = Field(default_factory=dict)
+    """The instance's own attributes that are JSON (a pydantic model as
+    ``{"model": "module.QualName", "value": ...}``)."""
 
 
 class EventBase(Strict):

@@ -2,6 +2,7 @@
 starts capture (or replay) in the child process, then runs the ``sitecustomize`` this one
 shadows, if there is one."""
 
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -9,13 +10,42 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-if os.environ.get("SANDBOX_CAPTURE"):
-    try:
-        from sandbox.capture.hook import start_from_env
 
-        start_from_env()
-    except Exception as _exc:  # never break the program being captured
-        sys.stderr.write(f"sandbox: capture could not start in this process: {_exc}\n")
+def _other_interpreter() -> dict[str, object] | None:
+    """The capture's settings when this child runs on another interpreter than the captured
+    program (a venv of its own): only the services it opens are reported, by the standard
+    library (the sandbox package's dependencies are not installed here)."""
+    import json
+
+    try:
+        settings = json.loads(os.environ["SANDBOX_CAPTURE"])
+    except ValueError:
+        return None
+    if not isinstance(settings, dict):
+        return None
+    prefix = settings.get("prefix")
+    if not prefix or os.path.realpath(sys.prefix) == prefix:
+        return None
+    return {str(k): v for k, v in settings.items()}
+
+
+if os.environ.get("SANDBOX_CAPTURE"):
+    _foreign = _other_interpreter()
+    if _foreign is not None:
+        os.environ.pop("SANDBOX_CAPTURE", None)
+        try:
+            if _foreign.get("services_socket"):
+                _report = importlib.import_module("_sandbox_report")
+                _report.watch_sqlite3(str(_foreign["services_socket"]))
+        except Exception as _exc:  # never break the program being captured
+            sys.stderr.write(f"sandbox: services are not reported from this process: {_exc}\n")
+    else:
+        try:
+            from sandbox.capture.hook import start_from_env
+
+            start_from_env()
+        except Exception as _exc:  # never break the program being captured
+            sys.stderr.write(f"sandbox: capture could not start in this process: {_exc}\n")
 
 if os.environ.get("SANDBOX_REPLAY_OF"):
     try:

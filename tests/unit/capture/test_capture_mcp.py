@@ -3,9 +3,20 @@ here: tests/integration/test_mcp_replay.py runs real ones)."""
 
 from __future__ import annotations
 
-import pytest
+import sys
+from pathlib import Path
 
-from sandbox.capture.mcp import event_name, http_transport, server_of, server_slug, transport_key
+import pytest
+from mcp import StdioServerParameters
+
+from sandbox.capture.mcp import (
+    event_name,
+    http_transport,
+    server_of,
+    server_slug,
+    stdio_transport,
+    transport_key,
+)
 from sandbox.errors import ReplayMismatchError, UnknownNameError
 from sandbox.replay.mcp import RecordedServers, policy_target
 from sandbox.replay.policy import PolicySet
@@ -36,12 +47,41 @@ def test_mcp_requests_follow_their_server_policy_not_the_tool_one() -> None:
 def test_a_server_is_found_by_its_transport_across_machines() -> None:
     here = {"kind": "stdio", "command": ["/usr/bin/python3", "/home/a/srv/server.py", "-v"]}
     there = {"kind": "stdio", "command": ["/opt/py/python3", "/tmp/x/server.py", "-v"]}
-    assert transport_key(here) == transport_key(there) == "stdio python3 server.py -v"
+    assert transport_key(here) == transport_key(there) == "stdio python server.py -v"
     url = http_transport("http://user:secret@127.0.0.1:8123/mcp")
     assert url == {"kind": "http", "url": "http://127.0.0.1:8123/mcp"}  # no credentials kept
     assert transport_key(url) == transport_key({"kind": "http", "url": "http://localhost:9/mcp"})
     assert transport_key({"kind": "http", "url": "https://mcp.example.com:8443/x"}) == (
         "http https://mcp.example.com:8443/x"
+    )
+
+
+def test_interpreters_match_by_what_they_are_and_scripts_by_their_place_in_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server started as ``python server.py`` (a venv's ``python``) is the one the replay
+    starts as ``python3 ./server.py``, or through a symlink to this interpreter; a script
+    is known by its path in the project, an argument that is not a path as given."""
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "server.py").write_text("")
+    alias = tmp_path / "interp"
+    alias.symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+
+    def key(command: str, *args: str, cwd: str | None = None) -> str:
+        params = StdioServerParameters(command=command, args=list(args), cwd=cwd)
+        return transport_key(stdio_transport(params))
+
+    recorded = key(".venv/bin/python", "srv/server.py", "--local-timezone", "Asia/Tokyo")
+    assert recorded == "stdio python srv/server.py --local-timezone Asia/Tokyo"
+    assert key("python3", "./srv/server.py", "--local-timezone", "Asia/Tokyo") == recorded
+    assert key(str(alias), f"{tmp_path}/srv/server.py", "--local-timezone", "Asia/Tokyo") == (
+        recorded
+    )
+    assert key("python3", "server.py", "--local-timezone", "Asia/Tokyo", cwd="srv") == recorded
+    assert key("python3", "srv/server.py", "--local-timezone", "Europe/Paris") != recorded
+    assert key("mcp-server-time", "--local-timezone", "Asia/Tokyo") == (
+        "stdio mcp-server-time --local-timezone Asia/Tokyo"
     )
 
 
