@@ -37,6 +37,7 @@ searched at all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -44,7 +45,7 @@ import math
 import re
 import secrets as _secrets
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,172 @@ SENSITIVE_HEADERS = frozenset(
     }
 )
 SENSITIVE_ENV_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED")
+FIELD_WORDS = frozenset(
+    {
+        "secret",
+        "secrets",
+        "password",
+        "passwords",
+        "passwd",
+        "passphrase",
+        "authorization",
+        "credential",
+        "credentials",
+        "cookie",
+        "apikey",
+        "apitoken",
+        "accesstoken",
+        "refreshtoken",
+        "authtoken",
+        "bearertoken",
+        "idtoken",
+        "sessiontoken",
+        "oauthtoken",
+        "csrftoken",
+        "xsrftoken",
+        "bottoken",
+        "clienttoken",
+        "securitytoken",
+        "privatetoken",
+        "privatekey",
+        "secretkey",
+        "accesskey",
+        "signingkey",
+        "encryptionkey",
+        "masterkey",
+        "sessionkey",
+    }
+)
+"""Field names that mean a credential (``OPENAI_API_KEY``, ``apiKey``, ``x-auth-token``,
+``client_secret``, ``db.password`` ...): a name is sensitive when its last word, or its last
+two words written together, is one of these. Counts and settings that merely contain such a
+word (``max_tokens``, ``prompt_tokens``, ``token_count``, ``secret_name``, ``next_page_token``,
+a bare ``key`` or ``token``) are not."""
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def field_words(name: str) -> list[str]:
+    """The words of a field name, lower case: ``apiKey``, ``API_KEY`` and ``api-key`` all
+    give ``["api", "key"]``; trailing numbers are dropped (``password2``)."""
+    words = [w.lower() for w in _WORDS.findall(name)]
+    while words and words[-1].isdigit():
+        words.pop()
+    return words
+
+
+@functools.lru_cache(maxsize=4096)
+def sensitive_field(name: str) -> bool:
+    """Whether a field (a JSON key, a parameter, a header, ``name=`` in text) of this name
+    holds a credential (see :data:`FIELD_WORDS`)."""
+    words = field_words(name)
+    return bool(words) and (words[-1] in FIELD_WORDS or "".join(words[-2:]) in FIELD_WORDS)
+
+
+FIELD_STEMS: tuple[str, ...] = (
+    "secrets?",
+    "passwords?",
+    "passwd",
+    "passphrase",
+    "authorization",
+    "credentials?",
+    "cookie",
+    "key",
+    "token",
+)
+"""The last word of every sensitive field name (in any case, not followed by a letter):
+where :data:`FIELD_PATTERN` starts."""
+FIELD_PATTERN = (
+    r"(?P<fname>(?i:" + "|".join(FIELD_STEMS) + r")[A-Za-z0-9_\-]{0,32})"
+    r"(?P<fq>\\*[\"'])?[ \t]*[:=][ \t]*"
+    r"(?P<fscheme>(?:[Bb]earer|[Bb]asic|[Tt]oken|[Dd]igest) )?"
+    r"(?:(?P<fvq>\\*[\"'])(?P<fqval>(?:\\.|[^\\\n\r])*?)(?P=fvq)"
+    r"|(?(fq)(?!)|(?P<fval>[^\s\"'&,;<>\\=][^\s\"'&,;<>\\]*)))"
+)
+"""A field and its string value, from a stem of its name on (the start of the name is read
+before the match: :func:`field_name`): ``"api_key": "V"`` and ``'api_key': 'V'`` (JSON or a
+Python repr, at any depth of escaping, such as ``\\"api_key\\":\\"V\\"`` inside a JSON
+string), ``password=V`` and ``password: V`` in text (a form body, a query string, an
+exception message, a header line; the value ends at white space, a quote, ``&``, ``,`` or
+``;``), with an optional ``Bearer``/``Basic`` scheme kept before the value. A quoted name
+takes a quoted value only: ``"api_key": null`` or a number is never touched."""
+_NAME_BEFORE = re.compile(r"[A-Za-z0-9_.\-]{0,64}$")
+_PLACEHOLDER = re.compile(r"<[a-z]+:[0-9a-f]{12}>")
+_PLAIN_WORDS = re.compile(r"[A-Za-z]+(?:[-_ ][A-Za-z]+)*")
+"""A field value of plain words (``include``, ``same-origin``) is redacted where it is, but
+not learned as a secret to find everywhere."""
+
+
+def field_name(before: str, tail: str) -> str:
+    """The whole name of a field: the part of it in the text ``before`` its stem, and
+    ``tail`` (the stem and the rest)."""
+    found = _NAME_BEFORE.search(before)
+    return (found[0] if found else "") + tail
+
+
+_SCHEME = re.compile(r"(?:[Bb]earer|[Bb]asic|[Tt]oken|[Dd]igest) ")
+
+
+def split_scheme(value: str) -> tuple[str, str]:
+    """``("Bearer ", "abc")`` for ``"Bearer abc"``; ``("", value)`` without a scheme."""
+    found = _SCHEME.match(value)
+    return (found[0], value[found.end() :]) if found else ("", value)
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` is a placeholder written by redaction."""
+    return _PLACEHOLDER.fullmatch(value) is not None
+
+
+def unescape_field(value: str, quote: str) -> str:
+    """A quoted field value as its program saw it: JSON escapes undone once per level of
+    nesting (``quote`` is ``"``, ``\\"`` ...); a value that is not such JSON stays."""
+    if "\\" not in value or not quote.endswith('"'):
+        return value
+    for _ in range(len(quote)):
+        try:
+            decoded = json.loads(f'"{value}"')
+        except ValueError:
+            break
+        value = decoded
+        if "\\" not in value:
+            break
+    return value
+
+
+def secret_fields(text: str) -> Iterator[tuple[str, str]]:
+    """Each sensitive field in ``text`` whose value is not a placeholder: ``(name, value)``
+    (what :mod:`sandbox.services.sharescan` reports; the redactor replaces the same)."""
+    at = 0
+    for pos in stem_positions(text):
+        match = _FIELD.match(text, pos) if pos >= at else None
+        if match is None:
+            continue
+        at = match.end()
+        value = match["fqval"] if match["fqval"] is not None else match["fval"]
+        if value and not is_placeholder(split_scheme(value)[1] or value):
+            name = field_name(text[max(0, match.start() - 64) : match.start()], match["fname"])
+            if sensitive_field(name):
+                yield name, value
+            else:
+                yield from secret_fields(value)
+
+
+_FIELD = re.compile(FIELD_PATTERN)
+_STEMS = re.compile("(?:" + "|".join(FIELD_STEMS) + ")(?![a-z])")
+_STEMS_BYTES = re.compile(_STEMS.pattern.encode())
+_STEM_PARTS = (b"key", b"token", b"secret", b"pass", b"auth", b"credential", b"cookie")
+"""Substrings of the stems: most lines hold none, and looking for them is cheap."""
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def stem_positions(text: str) -> list[int]:
+    """Where a stem of a field name (:data:`FIELD_STEMS`, any case) starts in ``text``, in
+    order (searched for in lower case: a regular expression that ignores case is slow to
+    search with; no stem overlaps another, so none is missed)."""
+    low = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+    return [match.start() for match in _STEMS.finditer(low)]
+
+
 MIN_LITERAL = 6
 """Shorter values are not treated as literal secrets everywhere (``PASSWORD=1`` would turn
 every ``1`` into a placeholder); they are still redacted in the manifest's env."""
@@ -145,6 +312,12 @@ class _Family:
     @property
     def always(self) -> bool:
         return not self.triggers and not self.shapes
+
+
+def sensitive_header(name: str) -> bool:
+    """A header whose value is secret: :data:`SENSITIVE_HEADERS`, or a credential's name
+    (``x-goog-api-key``, ``private-token``, ``x-access-token`` ...)."""
+    return name.lower() in SENSITIVE_HEADERS or sensitive_field(name)
 
 
 def random_key() -> bytes:
@@ -337,6 +510,46 @@ class Redactor:
                 return self.placeholder(found, kind)
         return self.placeholder(self._escaped.get(found, found))
 
+    def fields(self, text: str) -> str:
+        """``text`` with the value of every credential field (:data:`FIELD_PATTERN`,
+        :func:`sensitive_field`) replaced by its placeholder; the value of another field is
+        searched for fields too (``key="password=..."``)."""
+        out: list[str] = []
+        done = at = 0
+        for pos in stem_positions(text):
+            match = _FIELD.match(text, pos) if pos >= at else None
+            if match is None:
+                continue
+            group = "fqval" if match["fqval"] is not None else "fval"
+            start, end = match.span(group)
+            before = text[max(0, match.start() - 64) : match.start()]
+            if sensitive_field(field_name(before, match["fname"])):
+                value = unescape_field(match[group], match["fvq"] or "")
+                out += (text[done:start], self.field_value(value))
+                done = at = end
+            else:
+                at = start
+        return "".join(out) + text[done:] if out else text
+
+    def _field_bytes(self, data: bytes) -> bytes:
+        low = data.lower()
+        if not any(part in low for part in _STEM_PARTS) or _STEMS_BYTES.search(low) is None:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        out = self.fields(text)
+        return data if out is text else out.encode("utf-8", "surrogateescape")
+
+    def field_value(self, value: str) -> str:
+        """The value of a credential field, as written: its placeholder (after a ``Bearer``
+        scheme, kept); a placeholder stays. Values that are not plain words (nor bare
+        numbers) are then secrets everywhere (:meth:`add_secret`)."""
+        scheme, secret = split_scheme(value)
+        if not secret or is_placeholder(secret):
+            return value
+        if not _PLAIN_WORDS.fullmatch(secret) and any(c.isalpha() for c in secret):
+            self.add_secret(secret)
+        return scheme + self.placeholder(secret)
+
     def _sub(self, match: re.Match[str]) -> str:
         return self._replace(match.groupdict(), match.group(0))
 
@@ -360,6 +573,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         self._learn_urls(value)
+        value = self.fields(value)
         if value.isascii():
             active = self._active(value.encode("ascii"))
         else:  # ``\d`` in a text pattern matches any script's digits: no shapes for these
@@ -376,6 +590,7 @@ class Redactor:
         """Redact serialized text (an event line, a JSON or text blob)."""
         if b"://" in data and b"@" in data:
             self._learn_urls(data.decode("utf-8", "surrogateescape"))
+        data = self._field_bytes(data)
         active = self._active(data)
         if not active:
             return data
@@ -393,7 +608,7 @@ class Redactor:
         out: dict[str, str] = {}
         for name, value in headers:
             key = name.lower()
-            if key in SENSITIVE_HEADERS:
+            if sensitive_header(key):
                 scheme, sep, rest = value.partition(" ")
                 if key.endswith("authorization") and sep and rest:
                     out[key] = f"{scheme} {self.placeholder(rest)}"
@@ -415,11 +630,17 @@ class Redactor:
         }
 
     def value(self, value: Any) -> Any:
-        """Redact every string inside a JSON-like value (keys included)."""
+        """Redact every string inside a JSON-like value (keys included); the string value
+        of a credential field (:func:`sensitive_field`) becomes its placeholder."""
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {self.text(str(k)): self.value(v) for k, v in value.items()}
+            return {
+                self.text(str(k)): self.field_value(v)
+                if isinstance(v, str) and sensitive_field(str(k))
+                else self.value(v)
+                for k, v in value.items()
+            }
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
         return value

@@ -42,6 +42,7 @@ from pydantic import JsonValue
 
 from sandbox.capture.clock import Clock
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
+from sandbox.capture.redact import Redactor
 from sandbox.errors import ReplayError, ReplayMismatchError
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import is_timeout_info, rebuild_error
@@ -141,7 +142,12 @@ class ReplayBoundary(Recorder):
         fork: ForkEdits | None = None,
         inject_faults: bool = True,
     ) -> None:
-        super().__init__(writer, store, clock=clock, blob_threshold=blob_threshold)
+        # The store's placeholder key: a replayed secret reads as the recorded one did, so
+        # a recorded message (an exception's, with a placeholder) is found in the replay's.
+        redactor = Redactor(key=store.placeholder_key())
+        super().__init__(
+            writer, store, redactor=redactor, clock=clock, blob_threshold=blob_threshold
+        )
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)

@@ -5,8 +5,10 @@ would hold.
 through :mod:`sandbox.services.dumptext`, the rows, keys and files inside service dumps. It
 looks for secrets with detect-secrets' detectors (cloud and API key formats, private keys,
 tokens, credentials in URLs, ``password = "..."`` assignments; its entropy detectors are left
-out: hashes fill every run) and for personal data with the redactor's patterns (e-mail,
-phone, card numbers). A placeholder written by redaction is not a finding.
+out: hashes fill every run), for the fields redaction replaces by name (``api_secret=...``,
+``"password": "..."``, in any text: an exception message, a tool argument, a Redis value;
+:func:`sandbox.capture.redact.secret_fields`) and for personal data with the redactor's
+patterns (e-mail, phone, card numbers). A placeholder written by redaction is not a finding.
 
 :func:`export_shareable` refuses to write a bundle while findings remain that ``allow`` does
 not accept, and names where they are (``table public.api_keys column value (row 1)``).
@@ -22,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.capture.redact import PII_PATTERNS
+from sandbox.capture.redact import PII_PATTERNS, secret_fields
 from sandbox.errors import ExportRefusedError
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
@@ -108,6 +110,7 @@ def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
                     continue
                 seen.add(secret.type)
             seen.update(_pii(text))
+            seen.update(f"credential field ({name})" for name, _ in secret_fields(text))
             for kind in sorted(seen):
                 yield Finding(kind, where)
 
