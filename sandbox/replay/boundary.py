@@ -35,7 +35,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
@@ -262,7 +262,15 @@ class ReplayBoundary(Recorder):
 
     def _route(self, call: Call) -> Route:
         self._check_stopped()
-        return route(call)
+        where = route(call)
+        if where.kind != "http":
+            return where
+        # A recorded HTTP request is matched as it was written (redacted, with the store's
+        # key): so is this one; what a mismatch shows of it is redacted too.
+        redacted = replace(
+            call, name=self.redactor.text(call.name), request=self.redactor.value(call.request)
+        )
+        return route(redacted)
 
     def _serving(self, call: Call, where: Route, adapter: Adapter[T]) -> _Answered[T] | _Live[T]:
         """How a crossing is served, for the sync and the async path alike: answered from the
