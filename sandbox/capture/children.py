@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import RedactionConfig
+from sandbox.redaction import RedactionConfig
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import RunWriter, Store, parse_events

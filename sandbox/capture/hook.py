@@ -25,7 +25,7 @@ from typing import Any
 from sandbox.capture.children import ENV_VAR, ChildWriter, follow_captured_children
 from sandbox.capture.discovery import Discovery, check_mode, check_state_mode
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.store import open_store
 

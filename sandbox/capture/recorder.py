@@ -21,8 +21,8 @@ from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
 from sandbox.capture.clock import Clock, SystemClock
-from sandbox.capture.redact import Redactor, sensitive_header
 from sandbox.errors import CaptureError
+from sandbox.redaction import Redactor, sensitive_header
 from sandbox.seam.boundary import (
     Adapter,
     Call,

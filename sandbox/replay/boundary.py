@@ -42,8 +42,8 @@ from pydantic import JsonValue
 
 from sandbox.capture.clock import Clock
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
-from sandbox.capture.redact import Redactor
 from sandbox.errors import ReplayError, ReplayMismatchError
+from sandbox.redaction import Redactor
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import is_timeout_info, rebuild_error
 from sandbox.replay.fork import Fork

@@ -46,8 +46,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from sandbox.capture.redact import Redactor, sensitive_field
 from sandbox.errors import MaskRuleError, ServiceError, UnknownNameError
+from sandbox.redaction import Redactor, sensitive_field
 from sandbox.services.base import CapturedState, ServiceKind
 from sandbox.services.registry import get_kind
 

@@ -7,7 +7,7 @@ looks for secrets with detect-secrets' detectors (cloud and API key formats, pri
 tokens, credentials in URLs, ``password = "..."`` assignments; its entropy detectors are left
 out: hashes fill every run), for the fields redaction replaces by name (``api_secret=...``,
 ``"password": "..."``, in any text: an exception message, a tool argument, a Redis value;
-:func:`sandbox.capture.redact.secret_fields`) and for personal data with the redactor's
+:func:`sandbox.redaction.secret_fields`) and for personal data with the redactor's
 patterns (e-mail, phone, card numbers). A placeholder written by redaction is not a finding.
 
 :func:`export_shareable` refuses to write a bundle while findings remain that ``allow`` does
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.capture.redact import PII_PATTERNS, secret_fields
 from sandbox.errors import ExportRefusedError
+from sandbox.redaction import PII_PATTERNS, luhn, secret_fields
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
 from sandbox.snapshot.integrity import check_store_run
@@ -79,18 +79,10 @@ class Finding:
         return any(fnmatch.fnmatchcase(str(self), p) for p in patterns)
 
 
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
 def _pii(text: str) -> Iterator[str]:
     for match in _PII.finditer(text):
         kind = match.lastgroup or ""
-        if kind == "card" and not _luhn(re.sub(r"\D", "", match[0])):
+        if kind == "card" and not luhn(re.sub(r"\D", "", match[0])):
             continue
         yield PII_NAMES.get(kind, kind)
 

@@ -23,7 +23,7 @@ import redis
 from test_services_containers import redis_server
 
 from sandbox import capture
-from sandbox.capture.redact import Redactor
+from sandbox.redaction import Redactor
 from sandbox.replay import replay
 from sandbox.services.dumptext import dump_places
 from sandbox.services.registry import get_kind

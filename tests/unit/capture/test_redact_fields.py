@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox import capture
-from sandbox.capture.redact import (
+from sandbox.redaction import (
     RedactionConfig,
     Redactor,
     field_words,
