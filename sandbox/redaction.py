@@ -190,19 +190,18 @@ def sensitive_field(name: str) -> bool:
     return bool(words) and (words[-1] in FIELD_WORDS or "".join(words[-2:]) in FIELD_WORDS)
 
 
-FIELD_STEMS: tuple[str, ...] = (
-    "secrets?",
-    "passwords?",
-    "passwd",
-    "passphrase",
-    "authorization",
-    "credentials?",
-    "cookie",
-    "key",
-    "token",
-)
-"""The last word of every sensitive field name (in any case, not followed by a letter):
-where :data:`FIELD_PATTERN` starts."""
+def _stem(word: str) -> str:
+    for last in ("key", "token"):
+        if word.endswith(last) and word != last:
+            return f"{word[: -len(last)]}[-_.]?{last}"
+    return word
+
+
+FIELD_STEMS: tuple[str, ...] = tuple(sorted(map(_stem, FIELD_WORDS), key=lambda s: (-len(s), s)))
+"""How every sensitive field name ends (in any case, not followed by a letter): the words
+of :data:`FIELD_WORDS`, two of them with an optional ``-``, ``_`` or ``.`` between
+(``api_key``, ``accessToken``); where :data:`FIELD_PATTERN` starts. A bare ``key`` or
+``token`` is none, so most text (``"max_tokens"``, a memory ``"key"``) holds no stem."""
 FIELD_PATTERN = (
     r"(?P<fname>(?i:" + "|".join(FIELD_STEMS) + r")[A-Za-z0-9_\-]{0,32})"
     r"(?P<fq>\\*[\"'])?[ \t]*[:=][ \t]*"
@@ -282,15 +281,15 @@ def secret_fields(text: str) -> Iterator[tuple[str, str]]:
 _FIELD = re.compile(FIELD_PATTERN)
 _STEMS = re.compile("(?:" + "|".join(FIELD_STEMS) + ")(?![a-z])")
 _STEMS_BYTES = re.compile(_STEMS.pattern.encode())
-_STEM_PARTS = (b"key", b"token", b"secret", b"pass", b"auth", b"credential", b"cookie")
-"""Substrings of the stems: most lines hold none, and looking for them is cheap."""
+_LAST_WORDS = re.compile(b"key|token|secret|passw|passphrase|authorization|credential|cookie")
+"""What every stem ends with: cheaper to look for, and most lines hold none of them."""
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def stem_positions(text: str) -> list[int]:
     """Where a stem of a field name (:data:`FIELD_STEMS`, any case) starts in ``text``, in
     order (searched for in lower case: a regular expression that ignores case is slow to
-    search with; no stem overlaps another, so none is missed)."""
+    search with; a longer stem is tried first at a position)."""
     low = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
     return [match.start() for match in _STEMS.finditer(low)]
 
@@ -539,7 +538,7 @@ class Redactor:
 
     def _field_bytes(self, data: bytes) -> bytes:
         low = data.lower()
-        if not any(part in low for part in _STEM_PARTS) or _STEMS_BYTES.search(low) is None:
+        if _LAST_WORDS.search(low) is None or _STEMS_BYTES.search(low) is None:
             return data
         text = data.decode("utf-8", "surrogateescape")
         out = self.fields(text)
