@@ -203,7 +203,7 @@ of :data:`FIELD_WORDS`, two of them with an optional ``-``, ``_`` or ``.`` betwe
 (``api_key``, ``accessToken``); where :data:`FIELD_PATTERN` starts. A bare ``key`` or
 ``token`` is none, so most text (``"max_tokens"``, a memory ``"key"``) holds no stem."""
 FIELD_PATTERN = (
-    r"(?P<fname>(?i:" + "|".join(FIELD_STEMS) + r")[A-Za-z0-9_\-]{0,32})"
+    r"(?P<fname>(?i:" + "|".join(FIELD_STEMS) + r")[A-Za-z0-9_.\-]{0,32})"
     r"(?P<fq>\\*[\"'])?[ \t]*[:=][ \t]*"
     r"(?P<fscheme>(?:[Bb]earer|[Bb]asic|[Tt]oken|[Dd]igest) )?"
     r"(?:(?P<fvq>\\*[\"'])(?P<fqval>(?:\\.|[^\\\n\r])*?)(?P=fvq)"

@@ -288,3 +288,36 @@ def test_a_capture_writes_no_credential_field_value(store: DirectoryStore, fake_
     failure = store.load_manifest(rec.run_id).failure
     assert failure is not None and failure.error is not None
     assert failure.error.message == f"gave up, auth_token={p(end_secret)}"
+
+
+_PARTS = [
+    "api", "key", "keys", "token", "tokens", "access", "refresh", "auth", "secret", "password",
+    "passwd", "private", "client", "max", "count", "id", "x", "session", "page", "next",
+    "credentials", "authorization", "cookie", "prompt", "name", "2",
+]  # fmt: skip
+
+
+def _style(words: list[str], style: str) -> str:
+    if style == "camel":
+        return words[0] + "".join(w.capitalize() for w in words[1:])
+    if style == "upper":
+        return "_".join(words).upper()
+    return {"snake": "_", "kebab": "-", "dot": "."}[style].join(words)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    words=st.lists(st.sampled_from(_PARTS), min_size=1, max_size=4),
+    style=st.sampled_from(["snake", "camel", "upper", "kebab", "dot"]),
+    template=st.sampled_from(TEMPLATES),
+)
+def test_a_value_is_redacted_exactly_when_its_name_is_a_credential(
+    words: list[str], style: str, template: str
+) -> None:
+    """Whatever the name (words of credentials and of counts, in any casing and with any
+    separator), in any form: the value is replaced if and only if the name is sensitive."""
+    name = _style(words, style)
+    text = template.format(name=name, value=SECRET)
+    out = Redactor(key=b"k" * 32).text(text)
+    assert (SECRET not in out) == sensitive_field(name), (name, out)
+    assert bool(list(secret_fields(text))) == sensitive_field(name)
