@@ -92,7 +92,7 @@ def capture(
     Example: sandbox capture --name checkout --fail-if 'exit!=0' -- python agent.py
     """
     jsonout.requested(as_json)
-    from sandbox.capture.redact import RedactionConfig
+    from sandbox.redaction import RedactionConfig
     from sandbox.replay.failif import capture_failing_if
     from sandbox.services.masking import load_mask_file, parse_mask_options
     from sandbox.snapshot.predicate_syntax import parse_predicate

@@ -25,10 +25,10 @@ from sandbox.capture.memory import (
     memory_read,
     memory_write,
 )
-from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.retry import AsyncRetrying, Retrying, retrying
 from sandbox.capture.run import Capture, ServiceSpec, run
 from sandbox.capture.tools import retriever, tool
+from sandbox.redaction import RedactionConfig
 from sandbox.seam.boundary import task_scope
 from sandbox.snapshot.manifest import ExceptionPredicate, ResultPredicate, SQLInvariant
 

@@ -28,8 +28,8 @@ from typing import IO, Any
 
 from sandbox.capture.clients import Connect, Router, unseen
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import RedactionConfig
 from sandbox.capture.shared import Shared
+from sandbox.redaction import RedactionConfig
 from sandbox.seam import boundary
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest

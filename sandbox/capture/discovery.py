@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sandbox.capture.clients import Connect, address_of, endpoint_key
 from sandbox.capture.clients import install as install_clients
-from sandbox.capture.redact import Redactor
 from sandbox.capture.shared import Shared
 from sandbox.errors import CaptureError, SandboxError
+from sandbox.redaction import Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.manifest import ServiceState, TouchedService
 from sandbox.snapshot.store import RunWriter, Store

@@ -28,7 +28,7 @@ from sandbox.capture.clients import Connect
 from sandbox.capture.clients import install as install_clients
 from sandbox.capture.discovery import Discovery, check_mode, check_state_mode
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import RedactionConfig, Redactor
+from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.store import open_store
 

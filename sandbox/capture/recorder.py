@@ -28,8 +28,8 @@ from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
 from sandbox.capture.clock import Clock, SystemClock
-from sandbox.capture.redact import SENSITIVE_HEADERS, Redactor
 from sandbox.errors import CaptureError
+from sandbox.redaction import Redactor, sensitive_header
 from sandbox.seam.boundary import (
     Adapter,
     Call,
@@ -348,7 +348,7 @@ class Recorder:
     def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere."""
         for name, value in headers:
-            if name.lower() in SENSITIVE_HEADERS:
+            if sensitive_header(name):
                 _, sep, rest = value.partition(" ")
                 self.redactor.add_secret(rest if sep and rest else value)
         return self.redactor.headers(headers)

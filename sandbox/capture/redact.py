@@ -1,425 +1,50 @@
-"""Secrets and personal data out, before anything is written.
-
-A :class:`Redactor` replaces every secret with a stable placeholder ``<redacted:HMAC>`` and
-every piece of personal data with ``<email:HMAC>``, ``<phone:HMAC>`` or ``<card:HMAC>``. The
-HMAC (12 hex digits of HMAC-SHA256) is keyed with the store's placeholder key
-(:meth:`sandbox.snapshot.store.Store.placeholder_key`), which never leaves the store:
-the same value gives the same placeholder everywhere in a store (events, manifest, blobs), so
-a trace still shows *that* two calls used the same key, but a guessed secret cannot be
-confirmed from a bundle.
-
-What counts as a secret:
-
-* text matching the built-in patterns (OpenAI/Anthropic-style ``sk-...`` keys, ``Bearer``
-  tokens, AWS access key ids, GitHub and Slack tokens) or the user's own regular expressions;
-* the password of any URL (``scheme://user:PASSWORD@host``): the password is replaced, the
-  user and host are kept, and the password becomes a literal secret everywhere;
-* the values of sensitive headers (``authorization``, ``x-api-key``, ``cookie`` ...);
-* the values of environment variables whose name contains ``KEY``, ``TOKEN``, ``SECRET``,
-  ``PASSWORD`` (or is in the user's list), and values that look like a credential whatever
-  the variable's name (a long high-entropy token): wherever they appear, in every event and
-  text blob;
-* literal values the user declares secret, and those learned during the run (a header
-  value): :meth:`Redactor.add_secret`; :attr:`Redactor.learned` lists them so that what was
-  written before can be redacted again (see :mod:`sandbox.capture.scrub`).
-
-Personal data (on by default, each kind configurable): e-mail addresses, phone numbers
-written with separators or a leading ``+``, and card numbers that pass the Luhn check.
-
-Redaction works on serialized bytes (at most one regular-expression pass per event line) so
-its cost stays flat. Each family of patterns has a cheap necessary condition (``sk-`` for a
-key, ``@`` for an e-mail or a URL password, a literal secret found as a substring,
-three digits, a separator and four more for a phone number ...): a line is searched only
-with the families whose condition holds, in the same order as the full alternation, so the
-result is the same as one pass with every pattern, and a line with none of them is not
-searched at all.
-"""
+"""Redaction, under the name the capture first gave it: everything is in
+:mod:`sandbox.redaction` (below capture, services and the snapshot store, which all use it)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
-import math
-import re
-import secrets as _secrets
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-_START = r"(?<![A-Za-z0-9_])"
-"""A key starts a token: ``sk-`` inside ``task-``/``desk-``/``risk-`` or ``ghs_`` inside
-``weighs_`` is part of an ordinary word, not a key."""
-DEFAULT_PATTERNS: tuple[str, ...] = (
-    _START + r"sk-ant-[A-Za-z0-9_\-]{8,}",
-    _START + r"sk-(?:proj-|svcacct-|live-|test-)?[A-Za-z0-9_\-]{16,}",
-    r"(?<=Bearer )[A-Za-z0-9._~+/\-]{8,}=*",
-    r"(?<=bearer )[A-Za-z0-9._~+/\-]{8,}=*",
-    _START + r"AKIA[0-9A-Z]{16}",
-    _START + r"gh[pousr]_[A-Za-z0-9]{20,}",
-    _START + r"xox[abposr]-[A-Za-z0-9\-]{10,}",
+from sandbox.redaction import (
+    DEFAULT_PATTERNS,
+    FIELD_PATTERN,
+    FIELD_STEMS,
+    FIELD_WORDS,
+    MIN_LITERAL,
+    PII_PATTERNS,
+    SENSITIVE_ENV_PARTS,
+    SENSITIVE_HEADERS,
+    URL_PASSWORD,
+    RedactionConfig,
+    Redactor,
+    credential_like,
+    field_words,
+    is_placeholder,
+    keyed_digest,
+    luhn,
+    random_key,
+    secret_fields,
+    sensitive_field,
+    sensitive_header,
 )
-_DEFAULT_TRIGGERS: tuple[tuple[str, ...], ...] = (
-    ("sk-",),
-    ("sk-",),
-    ("Bearer ",),
-    ("bearer ",),
-    ("AKIA",),
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    ("xox",),
-)
-"""Substrings without which each default pattern cannot match (same order)."""
-URL_PASSWORD = r"(?<=://)(?P<urluser>[^\s:/@\"'<>\\]*):(?P<urlpw>[^\s/@\"'<>\\]+)(?=@)"
-"""``user:password`` between ``://`` and ``@``; only the password is replaced."""
-PII_PATTERNS: dict[str, str] = {
-    "email": r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*"
-    r"\.[A-Za-z]{2,24}(?![\w-])",
-    "phone": r"(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{3}\)[ .-]?|\d{3}[ .-])\d{3}[ .-]\d{4}"
-    r"(?![\w.-])|(?<![\w+])\+\d{10,14}(?![\w.])",
-    "card": r"(?<![\w.-])\d{4}(?:[ -]\d{4}){2}[ -]\d{1,7}(?![\w.-])"
-    r"|(?<=[\"'=\s>])\d{13,19}(?=[\"'&<\s])",
-}
-"""Personal data found by default; :attr:`RedactionConfig.pii` chooses which kinds."""
 
-
-def _shape_of(c: int) -> int:
-    if 48 <= c <= 57:
-        return ord("0")
-    if c in b" -":
-        return ord("-")
-    if c in b".+()":
-        return c
-    if c in b"\"'=<>&\t\n\r\f\v":
-        return ord("q")
-    return ord("_")
-
-
-_SHAPE = bytes.maketrans(bytes(range(256)), bytes(_shape_of(c) for c in range(256)))
-"""Bytes to their shape: an ASCII digit becomes ``0``, a space or ``-`` becomes ``-``, ``.``
-``+`` ``(`` ``)`` stay, a quote, ``=``, ``<``, ``>``, ``&`` or other white space becomes ``q``,
-anything else ``_``."""
-_SEP = (b"-", b".")
-_PII_SHAPES: dict[str, tuple[bytes, ...]] = {
-    # 415-555-0132, 415.555.0132 ...; (415) 555-0132, (415)555-0132 ...; +14155550132
-    "phone": tuple(b"000" + a + b"000" + b + b"0000" for a in _SEP for b in _SEP)
-    + tuple(b")" + a + b"000" + b + b"0000" for a in (b"", *_SEP) for b in _SEP)
-    + (b"+0000000000",),
-    # 4111 1111 1111 1111, 4111-1111-...; "4111111111111111" after a quote, = or space
-    "card": (b"0000-0000-0000-0", b"q" + b"0" * 13, b"-" + b"0" * 13),
-}
-"""Shapes every match of a built-in personal-data kind has (see :data:`PII_PATTERNS`); a
-line whose shape holds none of a kind's is not searched for that kind: a timestamp such as
-``1709294400.123456`` has none."""
-SENSITIVE_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "cookie",
-        "set-cookie",
-        "x-auth-token",
-    }
-)
-SENSITIVE_ENV_PARTS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED")
-MIN_LITERAL = 6
-"""Shorter values are not treated as literal secrets everywhere (``PASSWORD=1`` would turn
-every ``1`` into a placeholder); they are still redacted in the manifest's env."""
-_TOKEN = re.compile(r"(?=.*[0-9])(?=.*[A-Za-z])[A-Za-z0-9+_\-][A-Za-z0-9+/=_\-]{15,}")
-_ENTROPY_LIMIT = 3.5
-"""Bits per character above which a long single token counts as a credential (random
-base64/hex keys are well above it; words, paths and versions are below it)."""
-
-
-@dataclass(frozen=True)
-class _Family:
-    """Alternatives of the redaction pattern, searched only in a line that holds one of
-    the ``triggers`` or whose shape (:data:`_SHAPE`) holds one of the ``shapes``; a family
-    with neither is always searched."""
-
-    pattern: str
-    triggers: tuple[str, ...] = ()
-    shapes: tuple[bytes, ...] = ()
-
-    @property
-    def always(self) -> bool:
-        return not self.triggers and not self.shapes
-
-
-def random_key() -> bytes:
-    """A key for a redactor that has no store (its placeholders are stable within it)."""
-    return _secrets.token_bytes(32)
-
-
-def keyed_digest(key: bytes, value: str) -> str:
-    """12 hex digits of HMAC-SHA256 of ``value`` keyed with ``key``."""
-    return hmac.new(key, value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:12]
-
-
-def credential_like(value: str) -> bool:
-    """A single long token of letters and digits with high Shannon entropy (an API key, a
-    random password); not a path, a word, a version or a locale."""
-    if not _TOKEN.fullmatch(value):
-        return False
-    counts = Counter(value)
-    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
-    return entropy >= _ENTROPY_LIMIT
-
-
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
-@dataclass(frozen=True)
-class RedactionConfig:
-    """What to redact and which environment variables to record, as data (it crosses into
-    a captured child process as JSON)."""
-
-    patterns: tuple[str, ...] = ()
-    """Extra regular expressions; each match is a secret."""
-    env_names: tuple[str, ...] = ()
-    """Extra environment variable names whose values are secret."""
-    secrets: tuple[str, ...] = ()
-    """Literal secret values."""
-    default_patterns: bool = True
-    pii: tuple[str, ...] = tuple(PII_PATTERNS)
-    """Kinds of personal data replaced (``email``, ``phone``, ``card``); ``()`` for none."""
-    pii_patterns: tuple[tuple[str, str], ...] = ()
-    """Extra personal data: ``(kind, regular expression)``; a match becomes ``<kind:HMAC>``."""
-    env_record: tuple[str, ...] = ()
-    """Environment variables recorded in the manifest besides those the run read."""
-    masks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    """Masking rules for service state, by service name or kind: ``{"postgres":
-    {"users.email": "hash"}}`` (see :mod:`sandbox.services.masking`); they reach services
-    found at capture too."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "patterns": list(self.patterns),
-            "env_names": list(self.env_names),
-            "secrets": list(self.secrets),
-            "default_patterns": self.default_patterns,
-            "pii": list(self.pii),
-            "pii_patterns": [list(p) for p in self.pii_patterns],
-            "env_record": list(self.env_record),
-            "masks": {name: dict(rules) for name, rules in self.masks.items()},
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RedactionConfig:
-        return cls(
-            patterns=tuple(data.get("patterns", ())),
-            env_names=tuple(data.get("env_names", ())),
-            secrets=tuple(data.get("secrets", ())),
-            default_patterns=bool(data.get("default_patterns", True)),
-            pii=tuple(data.get("pii", tuple(PII_PATTERNS))),
-            pii_patterns=tuple((str(k), str(p)) for k, p in data.get("pii_patterns", ())),
-            env_record=tuple(data.get("env_record", ())),
-            masks={str(k): dict(v) for k, v in dict(data.get("masks", {})).items()},
-        )
-
-    def mask_for(self, name: str, kind: str) -> Mapping[str, str]:
-        """The masking rules of service ``name`` (else of its ``kind``)."""
-        return self.masks.get(name) or self.masks.get(kind) or {}
-
-
-@dataclass
-class Redactor:
-    config: RedactionConfig = field(default_factory=RedactionConfig)
-    env: Mapping[str, str] = field(default_factory=dict)
-    """The environment the run starts with: secret-looking values become literal secrets."""
-    key: bytes = field(default_factory=random_key, repr=False)
-    """The placeholder key (the store's); never written into a run."""
-
-    def __post_init__(self) -> None:
-        self._literals: set[str] = set(s for s in self.config.secrets if s)
-        self.learned: set[str] = set()
-        """Secrets added after the redactor was made (the log may hold them already)."""
-        for name, value in self.env.items():
-            if self.env_is_secret(name, value) and len(value) >= MIN_LITERAL:
-                self._literals.add(value)
-            self._literals.update(self._url_passwords(value))
-        self._pii: dict[str, str] = {
-            kind: PII_PATTERNS[kind] for kind in self.config.pii if kind in PII_PATTERNS
-        }
-        self._pii.update(dict(self.config.pii_patterns))
-        self._compile()
-
-    # --- configuration -------------------------------------------------------------------
-
-    def placeholder(self, secret: str, kind: str = "redacted") -> str:
-        return f"<{kind}:{keyed_digest(self.key, secret)}>"
-
-    def is_sensitive_env(self, name: str) -> bool:
-        upper = name.upper()
-        return upper in {n.upper() for n in self.config.env_names} or any(
-            part in upper for part in SENSITIVE_ENV_PARTS
-        )
-
-    def env_is_secret(self, name: str, value: str) -> bool:
-        return self.is_sensitive_env(name) or credential_like(value)
-
-    def add_secret(self, value: str) -> None:
-        """Treat ``value`` as secret from now on (for example a header value)."""
-        if value and value not in self._literals and len(value) >= MIN_LITERAL:
-            self._literals.add(value)
-            self.learned.add(value)
-            self._compile()
-
-    @staticmethod
-    def _url_passwords(text: str) -> set[str]:
-        if "://" not in text or "@" not in text:
-            return set()
-        return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
-
-    def _compile(self) -> None:
-        families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
-        # Literal secrets, raw and as they appear inside a JSON string, longest first.
-        forms: set[str] = set()
-        for lit in self._literals:
-            forms.add(lit)
-            forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
-        ordered = sorted(forms, key=len, reverse=True)
-        if ordered:
-            families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
-        if self.config.default_patterns:
-            families.extend(
-                _Family(f"(?:{p})", t)
-                for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
-            )
-        families.extend(_Family(f"(?:{p})") for p in self.config.patterns)
-        for i, (kind, pattern) in enumerate(self._pii.items()):
-            named = f"(?P<pii{i}>{pattern})"
-            if pattern != PII_PATTERNS.get(kind):
-                families.append(_Family(named))  # the user's own pattern
-            elif kind == "email":
-                families.append(_Family(named, ("@",)))
-            else:
-                families.append(_Family(named, (), _PII_SHAPES[kind]))
-        self._pii_kinds = {f"pii{i}": kind for i, kind in enumerate(self._pii)}
-        self._escaped: dict[str, str] = {
-            json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
-        }
-        self._families = families
-        self._trigger_index = [(t.encode(), i) for i, f in enumerate(families) for t in f.triggers]
-        triggers = sorted({t for t, _ in self._trigger_index})
-        self._any_trigger = re.compile(b"|".join(map(re.escape, triggers))) if triggers else None
-        """Finds whether a line holds any trigger at all (one scan; most lines hold none)."""
-        self._shape_index = [(t, i) for i, f in enumerate(families) for t in f.shapes]
-        self._always = {i for i, f in enumerate(families) if f.always}
-        self._searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
-
-    def _search(self, active: tuple[int, ...]) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
-        """One pattern of the ``active`` families, in their order (compiled once)."""
-        found = self._searches.get(active)
-        if found is None:
-            text = "|".join(self._families[i].pattern for i in active)
-            found = (re.compile(text), re.compile(text.encode()))
-            self._searches[active] = found
-        return found
-
-    # --- applying it ---------------------------------------------------------------------
-
-    def _replace(self, groups: Mapping[str, str | None], found: str) -> str:
-        password = groups.get("urlpw")
-        if password is not None:
-            return f"{groups.get('urluser') or ''}:{self.placeholder(password)}"
-        for group, kind in self._pii_kinds.items():
-            if groups.get(group) is not None:
-                if kind == "card":
-                    digits = re.sub(r"\D", "", found)
-                    return self.placeholder(digits, kind) if _luhn(digits) else found
-                return self.placeholder(found, kind)
-        return self.placeholder(self._escaped.get(found, found))
-
-    def _sub(self, match: re.Match[str]) -> str:
-        return self._replace(match.groupdict(), match.group(0))
-
-    def _bsub(self, match: re.Match[bytes]) -> bytes:
-        def text(b: bytes | None) -> str | None:
-            return None if b is None else b.decode("utf-8", "surrogateescape")
-
-        groups = {k: text(v) for k, v in match.groupdict().items()}
-        found = match.group(0).decode("utf-8", "surrogateescape")
-        return self._replace(groups, found).encode("utf-8", "surrogateescape")
-
-    def _active(self, data: bytes) -> tuple[int, ...]:
-        """The families whose condition ``data`` meets, in order."""
-        found: set[int] = set()
-        if self._any_trigger is not None and self._any_trigger.search(data) is not None:
-            found = {i for t, i in self._trigger_index if t in data}  # each one, overlaps too
-        if self._shape_index:
-            shape = data.translate(_SHAPE)
-            found |= {i for t, i in self._shape_index if t in shape}
-        return tuple(sorted(found | self._always)) if found or self._always else ()
-
-    def text(self, value: str) -> str:
-        self._learn_urls(value)
-        if value.isascii():
-            active = self._active(value.encode("ascii"))
-        else:  # ``\d`` in a text pattern matches any script's digits: no shapes for these
-            active = tuple(
-                i
-                for i, f in enumerate(self._families)
-                if f.shapes or f.always or any(t in value for t in f.triggers)
-            )
-        if not active:
-            return value
-        return self._search(active)[0].sub(self._sub, value)
-
-    def bytes(self, data: bytes) -> bytes:
-        """Redact serialized text (an event line, a JSON or text blob)."""
-        if b"://" in data and b"@" in data:
-            self._learn_urls(data.decode("utf-8", "surrogateescape"))
-        active = self._active(data)
-        if not active:
-            return data
-        pattern = self._search(active)[1]
-        if pattern.search(data) is None:
-            return data
-        return pattern.sub(self._bsub, data)
-
-    def _learn_urls(self, text: str) -> None:
-        for password in self._url_passwords(text):
-            self.add_secret(password)
-
-    def headers(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:
-        """Headers as a dict with lower-case names; sensitive values become placeholders."""
-        out: dict[str, str] = {}
-        for name, value in headers:
-            key = name.lower()
-            if key in SENSITIVE_HEADERS:
-                scheme, sep, rest = value.partition(" ")
-                if key.endswith("authorization") and sep and rest:
-                    out[key] = f"{scheme} {self.placeholder(rest)}"
-                else:
-                    out[key] = self.placeholder(value)
-            else:
-                out[key] = self.text(value)
-        return out
-
-    def environ(self, env: Mapping[str, str], names: Iterable[str] | None = None) -> dict[str, str]:
-        """The environment for the manifest: only ``names`` (all when ``None``) that are set;
-        secret values become placeholders, the rest is redacted as text."""
-        chosen = env.keys() if names is None else set(names) & env.keys()
-        return {
-            name: self.placeholder(env[name])
-            if self.env_is_secret(name, env[name])
-            else self.text(env[name])
-            for name in sorted(chosen)
-        }
-
-    def value(self, value: Any) -> Any:
-        """Redact every string inside a JSON-like value (keys included)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {self.text(str(k)): self.value(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
-        return value
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "FIELD_PATTERN",
+    "FIELD_STEMS",
+    "FIELD_WORDS",
+    "MIN_LITERAL",
+    "PII_PATTERNS",
+    "SENSITIVE_ENV_PARTS",
+    "SENSITIVE_HEADERS",
+    "URL_PASSWORD",
+    "RedactionConfig",
+    "Redactor",
+    "credential_like",
+    "field_words",
+    "is_placeholder",
+    "keyed_digest",
+    "luhn",
+    "random_key",
+    "secret_fields",
+    "sensitive_field",
+    "sensitive_header",
+]

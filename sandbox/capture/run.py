@@ -58,12 +58,12 @@ from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
-from sandbox.capture.redact import RedactionConfig, Redactor
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import recorded_env, redact_manifest, seal
 from sandbox.capture.threads import THREADS
 from sandbox.errors import CaptureError
+from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
@@ -655,6 +655,6 @@ run = Capture
 """Capture a run: ``with run("name", store=..., seed=...) as rec`` or ``@run("name")``; the
 settings are :class:`Capture`'s fields, as keywords with their types (``store``,
 ``services`` (:class:`ServiceSpec`), ``seed``, ``run_id``, ``redaction``
-(:class:`~sandbox.capture.redact.RedactionConfig`), ``clock``, ``http``, ``ids``,
+(:class:`~sandbox.redaction.RedactionConfig`), ``clock``, ``http``, ``ids``,
 ``environ``, ``cwd``, ``entrypoint``, ``blob_threshold``, ``packages``, ``labels``,
 ``state``)."""

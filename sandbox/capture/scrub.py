@@ -11,8 +11,8 @@ the old blob is removed when this run created it. The manifest is redacted again
 from __future__ import annotations
 
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.redact import Redactor
 from sandbox.errors import CaptureError
+from sandbox.redaction import Redactor
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import EVENTS, atomic_file
 

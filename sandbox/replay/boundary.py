@@ -38,7 +38,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
@@ -46,6 +46,7 @@ from pydantic import JsonValue
 from sandbox.capture.clock import Clock
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError
+from sandbox.redaction import Redactor
 from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import is_timeout_info, rebuild_error, stand_in_reason
 from sandbox.replay.fork import Fork
@@ -145,7 +146,12 @@ class ReplayBoundary(Recorder):
         fork: ForkEdits | None = None,
         inject_faults: bool = True,
     ) -> None:
-        super().__init__(writer, store, clock=clock, blob_threshold=blob_threshold)
+        # The store's placeholder key: a replayed secret reads as the recorded one did, so
+        # a recorded message (an exception's, with a placeholder) is found in the replay's.
+        redactor = Redactor(key=store.placeholder_key())
+        super().__init__(
+            writer, store, redactor=redactor, clock=clock, blob_threshold=blob_threshold
+        )
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)
@@ -265,7 +271,15 @@ class ReplayBoundary(Recorder):
 
     def _route(self, call: Call) -> Route:
         self._check_stopped()
-        return route(call)
+        where = route(call)
+        if where.kind != "http":
+            return where
+        # A recorded HTTP request is matched as it was written (redacted, with the store's
+        # key): so is this one; what a mismatch shows of it is redacted too.
+        redacted = replace(
+            call, name=self.redactor.text(call.name), request=self.redactor.value(call.request)
+        )
+        return route(redacted)
 
     def _serving(self, call: Call, where: Route, adapter: Adapter[T]) -> _Answered[T] | _Live[T]:
         """How a crossing is served, for the sync and the async path alike: answered from the

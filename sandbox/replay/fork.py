@@ -112,7 +112,7 @@ def fork_edits(
 def stored_edits(edits: ForkEdits, key: bytes) -> ForkEdits:
     """The edits as a fork's manifest keeps them: every string redacted as an event is (a
     secret typed into an override is stored as its placeholder)."""
-    from sandbox.capture.redact import Redactor
+    from sandbox.redaction import Redactor
 
     return ForkEdits.model_validate(Redactor(key=key).value(edits.model_dump(mode="json")))
 

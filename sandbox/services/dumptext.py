@@ -6,7 +6,8 @@ shared.
 Postgres dumps are turned into SQL by ``pg_restore --data-only`` (no server needed); Redis
 values are ``DUMP`` payloads (RDB encoding): their LZF-compressed strings are decompressed
 (:func:`rdb_texts`) and their printable runs read; a Redis RDB capture is read key by key
-with its logical values (:func:`sandbox.services.rdbfile.keys`).
+with its logical values (:func:`sandbox.services.rdbfile.keys`), and so is a hash of a
+``DUMP`` payload: each of its values is read as ``field=value``.
 """
 
 from __future__ import annotations
@@ -126,12 +127,27 @@ def rdb_texts(payload: bytes) -> Iterator[str]:
 
 
 def redis_places(data: bytes) -> Iterator[Place]:
+    from sandbox.services.rdbfile import Entry, from_dumps, keys
+
     doc = json.loads(data)
+    entries: list[Entry] = []
     for entry in doc.get("keys", []):
-        key = base64.b64decode(entry["key"]).decode("utf-8", "replace")
+        raw = base64.b64decode(entry["key"])
+        key = raw.decode("utf-8", "replace")
         yield f"redis key {key!r}", key
-        for text in rdb_texts(base64.b64decode(entry.get("dump", ""))):
+        payload = base64.b64decode(entry.get("dump", ""))
+        for text in rdb_texts(payload):
             yield f"redis key {key!r} value", text
+        entries.append(Entry(raw, payload))
+    # A hash's fields and values, each value with its field's name (``password=...``).
+    try:
+        found = [k for k in keys(from_dumps(0, entries)) if isinstance(k.value, dict)]
+    except (ServiceError, ValueError, IndexError):
+        return
+    for k in found:
+        key = k.key.decode("utf-8", "replace")
+        for place, text in _fields(k.value):
+            yield f"redis key {key!r} {place}", text
 
 
 def redis_rdb_places(data: bytes) -> Iterator[Place]:
@@ -144,6 +160,16 @@ def redis_rdb_places(data: bytes) -> Iterator[Place]:
         yield f"redis key {key!r}", key
         for value in _strings(found.value):
             yield f"redis key {key!r} value", value.decode("utf-8", "replace")
+        if isinstance(found.value, dict):
+            for place, text in _fields(found.value):
+                yield f"redis key {key!r} {place}", text
+
+
+def _fields(value: dict[bytes, bytes]) -> Iterator[Place]:
+    """A hash's values as ``field=value`` (a scan knows a credential by its field's name)."""
+    for field, item in value.items():
+        name = field.decode("utf-8", "replace")
+        yield f"field {name!r}", f"{name}={item.decode('utf-8', 'replace')}"
 
 
 def _strings(value: object) -> Iterator[bytes]:

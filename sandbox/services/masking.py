@@ -46,8 +46,8 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from sandbox.capture.redact import Redactor
 from sandbox.errors import MaskRuleError, ServiceError, UnknownNameError
+from sandbox.redaction import Redactor, sensitive_field
 from sandbox.services.base import CapturedState, ServiceKind
 from sandbox.services.registry import get_kind
 
@@ -85,6 +85,15 @@ class Masker:
         """:meth:`apply` to a stored value (``b""`` for ``null``)."""
         text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
         return (self.apply(method, text) or "").encode("utf-8", "surrogateescape")
+
+    def apply_field(self, method: Method, field: bytes | str, value: object) -> bytes:
+        """:meth:`apply_bytes` to a hash's value; with ``redact``, the value of a credential
+        field (known by its name: ``password``, ``api_key`` ...) becomes its placeholder."""
+        name = field.decode("utf-8", "surrogateescape") if isinstance(field, bytes) else field
+        if method != "redact" or not sensitive_field(name):
+            return self.apply_bytes(method, value)
+        text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+        return Redactor(key=self.key).field_value(text).encode("utf-8", "surrogateescape")
 
 
 def parse_mask_options(values: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -251,7 +260,7 @@ def _mask_redis(
                     client.set(raw, new, keepttl=True)
                 elif kind_of == b"hash":
                     for field, value in client.hgetall(raw).items():
-                        client.hset(raw, field, m.apply_bytes(rule.method, value))
+                        client.hset(raw, field, m.apply_field(rule.method, field, value))
         masked = kind.capture(scratch)
     finally:
         with contextlib.suppress(redis.RedisError):

@@ -5,8 +5,10 @@ would hold.
 through :mod:`sandbox.services.dumptext`, the rows, keys and files inside service dumps. It
 looks for secrets with detect-secrets' detectors (cloud and API key formats, private keys,
 tokens, credentials in URLs, ``password = "..."`` assignments; its entropy detectors are left
-out: hashes fill every run) and for personal data with the redactor's patterns (e-mail,
-phone, card numbers). A placeholder written by redaction is not a finding.
+out: hashes fill every run), for the fields redaction replaces by name (``api_secret=...``,
+``"password": "..."``, in any text: an exception message, a tool argument, a Redis value;
+:func:`sandbox.redaction.secret_fields`) and for personal data with the redactor's
+patterns (e-mail, phone, card numbers). A placeholder written by redaction is not a finding.
 
 :func:`export_shareable` refuses to write a bundle while findings remain that ``allow`` does
 not accept, and names where they are (``table public.api_keys column value (row 1)``).
@@ -22,8 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.capture.redact import PII_PATTERNS
 from sandbox.errors import ExportRefusedError
+from sandbox.redaction import PII_PATTERNS, luhn, secret_fields
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
 from sandbox.snapshot.integrity import check_store_run
@@ -77,18 +79,10 @@ class Finding:
         return any(fnmatch.fnmatchcase(str(self), p) for p in patterns)
 
 
-def _luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
-
-
 def _pii(text: str) -> Iterator[str]:
     for match in _PII.finditer(text):
         kind = match.lastgroup or ""
-        if kind == "card" and not _luhn(re.sub(r"\D", "", match[0])):
+        if kind == "card" and not luhn(re.sub(r"\D", "", match[0])):
             continue
         yield PII_NAMES.get(kind, kind)
 
@@ -108,6 +102,7 @@ def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
                     continue
                 seen.add(secret.type)
             seen.update(_pii(text))
+            seen.update(f"credential field ({name})" for name, _ in secret_fields(text))
             for kind in sorted(seen):
                 yield Finding(kind, where)
 

@@ -23,6 +23,7 @@ import redis
 from test_services_containers import redis_server
 
 from sandbox import capture
+from sandbox.redaction import Redactor
 from sandbox.replay import replay
 from sandbox.services.dumptext import dump_places
 from sandbox.services.registry import get_kind
@@ -200,3 +201,164 @@ def test_planted_secrets_are_nowhere_and_the_masked_run_reproduces(
     report = replay(run_id, store=store, times=2)
     assert report.verdict.reproduced == 2, report.describe()
     assert report.exit_code == 1
+
+
+# --- credential fields: planted in each place an event holds text, and every artifact -------
+
+BODY_SECRET = "body-opaque-Kx71"  # a JSON body field named api_secret
+ARG_SECRET = "arg-opaque-Kx72"  # a tool argument named api_key
+OUT_SECRET = "out-opaque-Kx73"  # a tool output field named access_token
+EXC_SECRET = "exc-opaque-Kx74"  # an exception message: password=...
+REDIS_SECRET = "redis-opaque-Kx75"  # a Redis value (JSON) and a hash field, for the scan
+FIELD_SECRETS = [BODY_SECRET, ARG_SECRET, OUT_SECRET, EXC_SECRET, REDIS_SECRET]
+FIELD_AGENT = f'''
+import os
+
+import httpx
+
+from sandbox import capture
+
+
+@capture.tool
+def login(user: str, api_key: str) -> dict[str, object]:
+    return {{"access_token": "{OUT_SECRET}", "expires_in": 3600, "max_tokens": 300}}
+
+
+@capture.tool
+def charge(order: str) -> None:
+    raise RuntimeError("payment gateway refused: password={EXC_SECRET}")
+
+
+def main() -> None:
+    with httpx.Client() as client:
+        client.post(
+            os.environ["SETTINGS_URL"] + "/settings",
+            json={{"api_secret": "{BODY_SECRET}", "region": "eu"}},
+        )
+    login("bob", api_key="{ARG_SECRET}")
+    charge("A-1")
+'''
+
+
+def _field_capture(store: DirectoryStore, tmp_path: Path, cache: str, *, masked: bool) -> str:
+    from examples import _model
+    from examples.capture_demo import environ
+
+    fieldagent = __import__("fieldagent")
+    client = redis.Redis.from_url(cache)
+    client.flushdb()
+    client.set("session:acme", f'{{"user": "bob", "api_secret": "{REDIS_SECRET}"}}')
+    client.hset("session:bob", mapping={"name": "bob", "password": REDIS_SECRET})
+    base, stop = _model.serve_http(lambda path, body: (200, {"saved": True}), "settings")
+    mask = {"session:*": "redact"} if masked else {}
+    spec = capture.ServiceSpec("cache", "redis", cache, env="REDIS_URL", mask=mask)
+    settings = capture.run(
+        "fields",
+        store=store,
+        seed=3,
+        services=[spec],
+        entrypoint=Entrypoint(kind="callable", target="fieldagent:main"),
+        packages=False,
+        cwd=str(tmp_path),
+    )
+    try:
+        with (
+            environ(SETTINGS_URL=base, REDIS_URL=cache),
+            pytest.raises(RuntimeError),
+            settings as rec,
+        ):
+            fieldagent.main()
+    finally:
+        stop()
+    return rec.run_id
+
+
+def test_credential_fields_are_in_no_artifact_and_the_scan_finds_them_in_redis(
+    tmp_path: Path,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A secret in a JSON body field ``api_secret``, a tool argument, a tool output and an
+    exception message is in none of: the store's files (manifest, events, blobs, dumps read
+    back), the bundle, the replay's HTML report, the diff page, the OTel export, a generated
+    regression test, ``show --json``, ``list``. Planted in Redis (a JSON value and a hash
+    field) without a masking rule, the scan names both and refuses the export; with one,
+    the run exports, and its replay still reproduces the failure (the exception's message
+    holds the same placeholder at capture and on replay)."""
+    from cli.main import main
+
+    agent_dir = tmp_path / "agent"
+    agent_dir.mkdir()
+    (agent_dir / "fieldagent.py").write_text(FIELD_AGENT)
+    monkeypatch.syspath_prepend(str(agent_dir))
+    monkeypatch.setenv("PYTHONPATH", str(agent_dir))
+    store = DirectoryStore(tmp_path / "store")
+    root = ["--store", str(store.root)]
+
+    # Without a masking rule, the scan finds the Redis secret (a value, a hash field).
+    other = DirectoryStore(tmp_path / "unmasked")
+    leaky = _field_capture(other, tmp_path, f"{redis_url}/2", masked=False)
+    refused = tmp_path / "leaky.tar.gz"
+    at = ["--store", str(other.root)]
+    assert main(["export", leaky, "-o", str(refused), *at, "--allow", "*api_secret*"]) == 2
+    err = capsys.readouterr().err
+    assert "credential field (password) in blob" in err and "'session:bob'" in err
+    assert not refused.exists()
+    assert main(["export", leaky, "-o", str(refused), *at, "--allow", "*password*"]) == 2
+    assert "credential field (api_secret) in blob" in capsys.readouterr().err
+    assert not refused.exists()
+
+    run_id = _field_capture(store, tmp_path, f"{redis_url}/2", masked=True)
+    p = Redactor(key=store.placeholder_key()).placeholder
+    manifest = store.load_manifest(run_id)
+    assert manifest.failure is not None and manifest.failure.predicate is not None
+    assert f"password={p(EXC_SECRET)}" in manifest.failure.predicate.model_dump_json()
+
+    artifacts: list[tuple[str, bytes]] = []
+    bundle = tmp_path / "fields.tar.gz"
+    assert main(["export", run_id, "-o", str(bundle), *root]) == 0  # the scan finds none
+    html, diff_page = tmp_path / "report.html", tmp_path / "diff.html"
+    assert main(["replay", run_id, *root, "--report", str(html)]) == 1, capsys.readouterr().out
+    replayed = next(m.run_id for m in store.list() if m.replay_of == run_id)
+    main(["diff", run_id, replayed, *root, "--report", str(diff_page)])
+    otel = tmp_path / "trace.json"
+    assert main(["otel", "export", run_id, "--file", str(otel), *root]) == 0
+    regression = tmp_path / "regress" / "test_fields.py"
+    assert main(["pytest", run_id, "-o", str(regression), *root]) == 0
+    capsys.readouterr()
+    for args in (["show", run_id, "--json"], ["show", replayed], ["list"], ["list", "--json"]):
+        assert main([*args, *root]) == 0
+        artifacts.append((" ".join(args), capsys.readouterr().out.encode()))
+    assert b"<redacted:" in artifacts[0][1]
+    for path in (html, diff_page, otel, regression):
+        artifacts.append((path.name, path.read_bytes()))
+        assert b"redacted:" in artifacts[-1][1], path  # it shows the fields, as placeholders
+
+    media = {
+        ref.sha256: ref.media_type
+        for m in (manifest, store.load_manifest(replayed))
+        for s in m.services
+        for ref in (s.before, s.after)
+        if ref is not None
+    }
+    for path in sorted(p for p in store.root.rglob("*") if p.is_file()):
+        if path.name != PLACEHOLDER_KEY:
+            for text in _texts(media.get(path.name, "text/plain"), path.read_bytes()):
+                artifacts.append((str(path.relative_to(store.root)), text))
+    artifacts.extend(_bundle_texts(bundle, media))
+    assert any(
+        "redis key 'session:bob' field 'password'" in w for w, _ in _redis_places(store, media)
+    )
+    for where, data in artifacts:
+        for secret in FIELD_SECRETS:
+            assert secret.encode() not in data, f"{secret} found in {where}"
+
+
+def _redis_places(store: DirectoryStore, media: dict[str, str]) -> list[tuple[str, str]]:
+    return [
+        place
+        for key, kind in media.items()
+        if "redis" in kind
+        for place in dump_places(kind, store.get_blob(key))
+    ]

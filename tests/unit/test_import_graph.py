@@ -1,7 +1,8 @@
 """The import graph of ``sandbox/``, read from the source (every import statement, including
 those inside functions): the lower layers never import ``sandbox.replay``, the seam
-(``sandbox.seam``, the contract capture and replay share) stands below both, and no module
-imports itself back through any chain.
+(``sandbox.seam``, the contract capture and replay share) stands below both, the seam, the
+snapshot store and the services never import the capture (redaction, which they share, is
+``sandbox.redaction``, below them all), and no module imports itself back through any chain.
 
 The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
 put on ``PYTHONPATH`` of a wrapped command and starts either the capture or, for the replay of
@@ -26,6 +27,9 @@ LOWER = (
 SEAM = "sandbox.seam"
 SEAM_MAY_IMPORT = ("sandbox.seam", "sandbox.snapshot", "sandbox.errors")
 UPPER = "sandbox.replay"
+CAPTURE = "sandbox.capture"
+BELOW_CAPTURE = ("sandbox.seam", "sandbox.snapshot", "sandbox.services")
+REDACTION = "sandbox.redaction"
 ALLOWED_UPWARD = {("sandbox.capture._site.sitecustomize", "sandbox.replay.command")}
 
 
@@ -103,6 +107,28 @@ def test_the_seam_imports_neither_capture_nor_replay() -> None:
     assert {"sandbox.seam.boundary", "sandbox.seam.llm"} <= seam
     outside = {(m, t) for m in seam for t in graph[m] if not t.startswith(SEAM_MAY_IMPORT)}
     assert outside == set()
+
+
+def test_services_snapshot_and_seam_never_import_capture() -> None:
+    """What capture builds on (the seam, the snapshot store, the service kinds with their
+    masking and the scan before export) never imports the capture package: the redaction
+    both need stands below them all."""
+    reached = {
+        (module, target)
+        for module, targets in import_graph().items()
+        if module.startswith(BELOW_CAPTURE)
+        for target in targets
+        if target == CAPTURE or target.startswith(CAPTURE + ".")
+    }
+    assert reached == set()
+
+
+def test_redaction_imports_nothing_of_the_package() -> None:
+    graph = import_graph()
+    assert graph[REDACTION] == set()
+    users = {m for m, targets in graph.items() if REDACTION in targets}
+    assert {"sandbox.services.masking", "sandbox.services.sharescan"} <= users
+    assert {"sandbox.capture.recorder", "sandbox.replay.boundary"} <= users
 
 
 def test_replay_reaches_the_seam_not_the_capture_adapters() -> None:

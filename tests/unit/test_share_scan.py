@@ -72,3 +72,54 @@ def test_placeholders_are_not_findings(store: DirectoryStore, tmp_path: Path) ->
     findings = scan_run(store, rec.run_id)
     assert Finding("e-mail address", "events.jsonl line 1") not in findings
     assert all(f.kind != "OpenAI Token" for f in findings)
+
+
+def test_credential_fields_are_found_in_every_place_an_event_holds_text(
+    store: DirectoryStore,
+) -> None:
+    """A run written without redaction (an old or hand-made one): the scan names the event
+    line of a secret in an exception message, in a tool argument and output (JSON and a
+    JSON string), in a model's tool call, and in a text blob; counts are not findings."""
+    from sandbox.snapshot import Snapshot
+    from sandbox.snapshot.events import ErrorInfo, LLMCall, ToolCall
+    from sandbox.snapshot.manifest import Entrypoint, Manifest
+
+    blob = store.put_blob(b"config\nAPI_SECRET=blob-opaque-41\n", "text/plain")
+    events = [
+        ToolCall(
+            seq=0,
+            wall=1.0,
+            mono=0.0,
+            name="login",
+            args={"user": "bob", "note": "retry with passwd=arg-opaque-42"},
+            error=ErrorInfo(type="RuntimeError", message="denied: password=exc-opaque-43"),
+        ),
+        ToolCall(
+            seq=1, wall=1.1, mono=0.1, name="t", args={"q": "x"}, output='{"access_token": "o-44"}'
+        ),
+        LLMCall(
+            seq=2,
+            wall=1.2,
+            mono=0.2,
+            response={"tool_calls": [{"arguments": '{"api_secret": "llm-opaque-45"}'}]},
+            usage={"prompt_tokens": 11, "max_tokens": "300"},
+        ),
+        ToolCall(seq=3, wall=1.3, mono=0.3, name="read", args={"path": "cfg"}, output_blob=blob),
+    ]
+    manifest = Manifest(
+        run_id="hand",
+        name="hand",
+        created="2024-03-01T12:00:00Z",
+        status="complete",
+        entrypoint=Entrypoint(kind="callable", target="examples.shop:run"),
+    )
+    store.save(Snapshot(manifest, events))
+    found = {str(f) for f in scan_run(store, "hand")}
+    assert {
+        "credential field (passwd) in events.jsonl line 1",
+        "credential field (password) in events.jsonl line 1",
+        "credential field (access_token) in events.jsonl line 2",
+        "credential field (api_secret) in events.jsonl line 3",
+        f"credential field (API_SECRET) in blob {blob.sha256[:12]} line 2",
+    } <= found
+    assert not any("tokens" in f for f in found)
