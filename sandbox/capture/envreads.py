@@ -6,19 +6,38 @@ name looked up one at a time (``os.environ[name]``, ``os.environ.get``, ``os.get
 ``name in os.environ``). Copying or iterating the whole environment (``os.environ.copy()``,
 ``.items()``, what HTTP clients do to find proxy settings) is not a read of every variable
 and is not noted.
+
+Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
+at import, then opens ``capture.run``. :func:`track_from_import` (called when
+:mod:`sandbox.capture` is imported) notes the names read while no run is open, and every
+run started afterwards counts them among its reads.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, ItemsView, ValuesView
+
+_lock = threading.Lock()
+_runs: list[set[str]] = []
+"""The read sets of the runs tracking now."""
+_outside: set[str] | None = None
+"""The names read while no run tracked (``None`` until :func:`track_from_import`)."""
+_original: type[os._Environ[str]] | None = None
+
+
+def _note(key: str) -> None:
+    if _runs:
+        for reads in tuple(_runs):
+            reads.add(key)
+    elif _outside is not None:
+        _outside.add(key)
 
 
 class _TrackedEnviron(os._Environ[str]):
-    reads: set[str] = set()
-
     def __getitem__(self, key: str) -> str:
-        _TrackedEnviron.reads.add(key)
+        _note(key)
         return super().__getitem__(key)
 
     def _plain(self) -> dict[str, str]:
@@ -35,16 +54,45 @@ class _TrackedEnviron(os._Environ[str]):
         return self._plain().values()
 
 
+def _swap_in() -> None:
+    global _original
+    environ = os.environ
+    if not isinstance(environ, _TrackedEnviron):
+        _original = type(environ)
+        environ.__class__ = _TrackedEnviron
+
+
+def _swap_out() -> None:
+    global _original
+    if _original is not None and not _runs and _outside is None:
+        os.environ.__class__ = _original
+        _original = None
+
+
+def track_from_import() -> None:
+    """Note the names read while no run is open, from now on, for the runs started later
+    (idempotent; fails open: an environment that is not ``os._Environ`` is left alone)."""
+    global _outside
+    with _lock:
+        if _outside is not None or type(os.environ) is not os._Environ:
+            return
+        _outside = set()
+        _swap_in()
+
+
 def track_env_reads() -> tuple[set[str], Callable[[], None]]:
     """Start noting the variables read through ``os.environ``; return the (live) set of
-    names and the function that stops it."""
-    environ = os.environ
-    original = type(environ)
-    reads: set[str] = set()
-    _TrackedEnviron.reads = reads
-    environ.__class__ = _TrackedEnviron
+    names, holding those read before any run since :func:`track_from_import`, and the
+    function that stops it."""
+    with _lock:
+        reads: set[str] = set(_outside or ())
+        _runs.append(reads)
+        _swap_in()
 
     def undo() -> None:
-        environ.__class__ = original
+        with _lock:
+            if any(r is reads for r in _runs):
+                _runs[:] = [r for r in _runs if r is not reads]
+            _swap_out()
 
     return reads, undo
