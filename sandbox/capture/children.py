@@ -31,6 +31,9 @@ from sandbox.snapshot.store import RunWriter, Store, parse_events
 
 ENV_VAR = "SANDBOX_CAPTURE"
 """Starts the capture hook in a process (JSON: :func:`child_settings`)."""
+LIVE_VAR = "SANDBOX_REPLAY_LIVE"
+"""Marks a process a replay starts live (a stdio MCP server: :mod:`sandbox.replay.liveprocess`):
+not the program's child, so not followed."""
 SITE_DIR = Path(__file__).parent / "_site"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 SPAN_BLOCK = 1_000_000
@@ -113,7 +116,7 @@ def follow_children(child_env: ChildEnv, adopt: Adopt) -> Callable[[], None]:
     original_wait = subprocess.Popen.wait
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
-        if is_python(args):
+        if is_python(args) and LIVE_VAR not in (kwargs.get("env") or {}):
             n = next(counter)
             task = child_task(n)
             path = folder / f"{task}.jsonl"

@@ -2,7 +2,8 @@
 runs under the replay's frozen clock and seeded entropy, as the agent does.
 
 :func:`live_process_variables` gives the variables for such a process: ``SANDBOX_REPLAY_LIVE``
-(JSON: the frozen instant when it starts, a seed) and ``TZ``, the replayed run's time zone.
+(JSON: the frozen instant when it starts, a seed; the process is not a replayed child of the
+program) and ``TZ``, the replayed run's time zone.
 Started with the hook's ``sitecustomize`` on its path (a Python program: see
 :func:`sandbox.capture.children.hook_environment`), :func:`start_from_env` freezes its clock
 at that instant (:class:`~sandbox.replay.clock.FrozenClock`, SQLite's ``'now'`` included) and
@@ -17,14 +18,14 @@ import os
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 
+from sandbox.capture.children import LIVE_VAR
 from sandbox.replay.clock import FrozenClock, ReplayClock
-
-LIVE_VAR = "SANDBOX_REPLAY_LIVE"
 
 
 def live_process_variables(clock: ReplayClock, seed: int | None, name: str) -> dict[str, str]:
     """The variables that put the process ``name`` (a live server) under ``clock`` and the
-    run's ``seed``; none when the clock is live and the run has no seed."""
+    run's ``seed`` (``LIVE_VAR`` is always among them: the process is not followed as the
+    program's child, :func:`sandbox.capture.children.follow_children`)."""
     settings: dict[str, object] = {}
     if isinstance(clock, FrozenClock):
         settings["at"] = clock.now
@@ -32,8 +33,6 @@ def live_process_variables(clock: ReplayClock, seed: int | None, name: str) -> d
         from sandbox.capture.ids import derive_seed
 
         settings["seed"] = derive_seed(seed, f"live:{name}")
-    if not settings:
-        return {}
     variables = {LIVE_VAR: json.dumps(settings)}
     if "at" in settings and os.environ.get("TZ"):
         variables["TZ"] = os.environ["TZ"]
