@@ -173,8 +173,7 @@ class FrozenClock:
     def start(self) -> None:
         import time_machine
 
-        # A number, not an aware datetime: time-machine would set ``TZ`` to its zone.
-        self._travel = time_machine.travel(self._now, tick=False)
+        self._travel = time_machine.travel(_instant(self._now), tick=False)
         self._traveller = self._travel.start()
         self._sqlite.start()
         self._nap.start()
@@ -193,7 +192,7 @@ class FrozenClock:
     def reach(self, wall: float) -> None:
         with self._lock:
             if self._traveller is not None and wall > self._now:
-                self._traveller.move_to(wall)
+                self._traveller.move_to(_instant(wall))
                 self._now = wall
 
     def sleep(self, seconds: float) -> None:
@@ -201,6 +200,12 @@ class FrozenClock:
             if self._traveller is not None and seconds > 0:
                 self._traveller.shift(seconds)
                 self._now += seconds
+
+
+def _instant(wall: float) -> datetime:
+    """``wall`` to the microsecond, as time-machine takes it exactly: a naive datetime in UTC
+    (an aware one would make it set ``TZ`` to its zone; a float loses the microseconds)."""
+    return datetime.fromtimestamp(wall, UTC).replace(tzinfo=None)
 
 
 class LiveClock:
