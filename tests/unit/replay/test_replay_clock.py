@@ -147,3 +147,36 @@ def test_a_python_process_started_with_the_variables_runs_frozen() -> None:
     assert local == "2024-03-01T07:00:00.250000" and module == "datetime"
     assert sqlite_now == "2024-03-01 12:00:00"
     assert runs[1][3] == entropy  # seeded: the same uuid4 and random draws each time
+
+
+def test_langgraph_and_sqlalchemy_run_under_the_frozen_clock(frozen: FrozenClock) -> None:
+    """LangGraph subclasses ``datetime`` classes as it is imported (a swapped class made that
+    a metaclass conflict); SQLAlchemy's ``DateTime`` column takes the frozen default."""
+    from typing import TypedDict
+
+    import sqlalchemy as sa
+    from langgraph import graph as lg
+
+    class State(TypedDict):
+        n: int
+
+    graph = lg.StateGraph(State)
+    graph.add_node("step", lambda state: {"n": state["n"] + 1})
+    graph.add_edge(lg.START, "step")
+    graph.add_edge("step", lg.END)
+    assert graph.compile().invoke({"n": 1}) == {"n": 2}
+
+    engine = sa.create_engine("sqlite://")
+    meta = sa.MetaData()
+    table = sa.Table(
+        "t",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("at", sa.DateTime, default=lambda: dt.datetime.now(UTC).replace(tzinfo=None)),
+    )
+    meta.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(table.insert().values(id=1))
+        at = conn.execute(sa.select(table.c.at)).scalar()
+    engine.dispose()
+    assert at == START.replace(tzinfo=None)
