@@ -9,15 +9,21 @@ settings) is not a read of every variable and is not noted.
 
 Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
 at import, then opens ``capture.run``. :func:`track_from_import` (called when
-:mod:`sandbox.capture` is imported) notes the names read while no run is open, and every
-run started afterwards counts them among its reads.
+:mod:`sandbox.capture` is imported) notes the names the agent's own code reads while no run
+is open (not an installed library's, the standard library's or the sandbox's: see
+:mod:`sandbox.capture.entropy`, whose code drew), and every run started afterwards counts them among
+its reads.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, ItemsView, KeysView, ValuesView
+from typing import Any
+
+from sandbox.capture.entropy import _origin as origin
 
 _lock = threading.Lock()
 _runs: list[set[str]] = []
@@ -31,8 +37,19 @@ def _note(key: str) -> None:
     if _runs:
         for reads in tuple(_runs):
             reads.add(key)
-    elif _outside is not None:
+    elif _outside is not None and _read_by_the_agent():
         _outside.add(key)
+
+
+def _read_by_the_agent() -> bool:
+    """Whether the first caller outside this module and the standard library (``os``,
+    ``collections.abc``) is the agent's own code."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
+    ):
+        frame = frame.f_back
+    return frame is not None and origin(frame) == "agent"
 
 
 class _BulkKey(str):
