@@ -9,10 +9,12 @@ settings) is not a read of every variable and is not noted.
 
 Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
 at import, then opens ``capture.run``. :func:`track_from_import` (called when
-:mod:`sandbox.capture` is imported) notes the names the agent's own code reads while no run
-is open (not an installed library's, the standard library's or the sandbox's: see
-:mod:`sandbox.capture.entropy`, whose code drew), and every run started afterwards counts them among
-its reads.
+:mod:`sandbox.capture` is imported) notes the names read while no run is open by the agent's
+program as it starts (its module-level code, and what that calls: ``OpenAI()`` reads the API
+key), not by the sandbox or by a library as it is imported (whose code it is: as
+:mod:`sandbox.capture.entropy` tells), and every run started afterwards counts them among its
+reads. A test's ``monkeypatch.setenv`` (which reads the value it will restore) is not at
+module level, so not noted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Callable, ItemsView, KeysView, ValuesView
 from typing import Any
 
+from sandbox.capture.entropy import _IMPORTING as IMPORTING
 from sandbox.capture.entropy import _origin as origin
 
 _lock = threading.Lock()
@@ -42,14 +45,23 @@ def _note(key: str) -> None:
 
 
 def _read_by_the_agent() -> bool:
-    """Whether the first caller outside this module and the standard library (``os``,
-    ``collections.abc``) is the agent's own code."""
+    """Whether the agent's program read it as it started: a module-level frame of the
+    agent's own code is on the stack (its settings, or a client it builds at import), and the
+    read is not the sandbox's nor an installed library's as that library is imported."""
     frame: Any = sys._getframe(2)
     while frame is not None and (
         frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
     ):
         frame = frame.f_back
-    return frame is not None and origin(frame) == "agent"
+    if frame is None or origin(frame) == "sandbox":
+        return False
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(IMPORTING):
+            return False  # a library read it as it was imported
+        if frame.f_code.co_name == "<module>" and origin(frame) == "agent":
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _BulkKey(str):

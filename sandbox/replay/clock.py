@@ -20,6 +20,7 @@ them pass.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 import types
@@ -171,8 +172,7 @@ class FrozenClock:
         return self._now
 
     def start(self) -> None:
-        import time_machine
-
+        time_machine = _time_machine()
         self._travel = time_machine.travel(_instant(self._now), tick=False)
         self._traveller = self._travel.start()
         self._sqlite.start()
@@ -200,6 +200,22 @@ class FrozenClock:
             if self._traveller is not None and seconds > 0:
                 self._traveller.shift(seconds)
                 self._now += seconds
+
+
+def _time_machine() -> Any:
+    """time-machine, imported without its pytest plugin when pytest is not imported already
+    (importing pytest would cost a replayed process most of a second)."""
+    if "time_machine" in sys.modules or "pytest" in sys.modules:
+        import time_machine
+
+        return time_machine
+    sys.modules["pytest"] = None  # type: ignore[assignment]  # makes ``import pytest`` fail
+    try:
+        import time_machine
+    finally:
+        if sys.modules.get("pytest", 0) is None:
+            del sys.modules["pytest"]
+    return time_machine
 
 
 def _instant(wall: float) -> datetime:
