@@ -4,8 +4,8 @@ environment.
 :func:`track_env_reads` swaps the class of ``os.environ`` for a subclass that notes every
 name looked up one at a time (``os.environ[name]``, ``os.environ.get``, ``os.getenv``,
 ``name in os.environ``). Copying or iterating the whole environment (``os.environ.copy()``,
-``.items()``, ``dict(os.environ)``, ``{**os.environ}``, what HTTP clients do to find proxy
-settings) is not a read of every variable and is not noted.
+``.items()``, what HTTP clients do to find proxy settings) is not a read of every variable
+and is not noted.
 
 Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
 at import, then opens ``capture.run``. :func:`track_from_import` (called when
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, ItemsView, KeysView, ValuesView
+from collections.abc import Callable, ItemsView, ValuesView
 from typing import Any
 
 from sandbox.capture.entropy import _IMPORTING as IMPORTING
@@ -64,21 +64,10 @@ def _read_by_the_agent() -> bool:
     return False
 
 
-class _BulkKey(str):
-    """A name handed out by ``keys()``: ``dict(os.environ)`` looks each one up, which is a
-    copy of the environment, not a read of each variable."""
-
-    __slots__ = ()
-
-
 class _TrackedEnviron(os._Environ[str]):
     def __getitem__(self, key: str) -> str:
-        if type(key) is not _BulkKey:
-            _note(key)
+        _note(key)
         return super().__getitem__(key)
-
-    def keys(self) -> KeysView[str]:
-        return {_BulkKey(k): None for k in self._plain()}.keys()
 
     def _plain(self) -> dict[str, str]:
         data: dict[str, str] = self._data  # type: ignore[attr-defined]
