@@ -99,6 +99,15 @@ def replay_command(
             metavar="KEY=VALUE",
         ),
     ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            help="Set a variable for the replayed run (repeatable), over the recorded one: a "
+            "value redacted at capture, or one the capture never recorded.",
+            metavar="NAME=VALUE",
+        ),
+    ] = None,
     predicate: PredicateOption = None,
     timeout: TimeoutOption = None,
     as_json: JsonOption = False,
@@ -135,6 +144,7 @@ def replay_command(
     """
     from sandbox.replay.attached import load_services
     from sandbox.replay.engine import replay as run_replay
+    from sandbox.replay.environment import given_variable
     from sandbox.replay.fork import fork_edits
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
@@ -143,6 +153,7 @@ def replay_command(
         {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
     )
     services = load_services(services_json) if services_json is not None else None
+    given = dict(given_variable(text) for text in env or ())
     fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
     from cli.progress import progress_bar
 
@@ -165,6 +176,7 @@ def replay_command(
             inject_faults=not no_inject_faults,
             empty=empty or (),
             timeout=timeout,
+            env=given,
         )
     if html is not None:
         from sandbox.report import write_store_report

@@ -14,9 +14,13 @@
 These names are the public surface: the verbs an agent uses. Every boundary goes through
 :mod:`sandbox.seam` (internal), the contract capture and replay share; the clocks, the
 recorder and the client patches live in this package's modules.
+
+Importing it starts noting the environment variables read while no run is open (settings
+read at import, before ``capture.run``): see :mod:`sandbox.capture.envreads`.
 """
 
 from sandbox.capture.clock import now
+from sandbox.capture.envreads import track_from_import
 from sandbox.capture.markers import active, mark_failed, result, state, timeout
 from sandbox.capture.memory import (
     amemory_read,
@@ -31,6 +35,8 @@ from sandbox.capture.tools import retriever, tool
 from sandbox.redaction import RedactionConfig
 from sandbox.seam.boundary import task_scope
 from sandbox.snapshot.manifest import ExceptionPredicate, ResultPredicate, SQLInvariant
+
+track_from_import()
 
 __all__ = [
     "AsyncRetrying",

@@ -37,6 +37,9 @@ from sandbox.snapshot.store import RunWriter, Store, parse_events
 
 ENV_VAR = "SANDBOX_CAPTURE"
 """Starts the capture hook in a process (JSON: :func:`child_settings`)."""
+LIVE_VAR = "SANDBOX_REPLAY_LIVE"
+"""Marks a process a replay starts live (a stdio MCP server: :mod:`sandbox.replay.liveprocess`):
+not the program's child, so not followed."""
 SITE_DIR = Path(__file__).parent / "_site"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 SPAN_BLOCK = 1_000_000
@@ -166,7 +169,11 @@ def _patch_popen() -> Callable[[], None]:
 
     def init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
         follower = _follower()
-        if follower is not None and follower.followed(args):
+        if (
+            follower is not None
+            and follower.followed(args)
+            and LIVE_VAR not in (kwargs.get("env") or {})
+        ):
             n = next(follower.counter)
             task = child_task(n)
             path = follower.folder / f"{task}.jsonl"

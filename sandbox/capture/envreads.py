@@ -4,25 +4,71 @@ environment.
 :func:`track_env_reads` swaps the class of ``os.environ`` for a subclass that notes every
 name looked up one at a time (``os.environ[name]``, ``os.environ.get``, ``os.getenv``,
 ``name in os.environ``), into the ``env_reads`` of the run whose context reads it (the swap
-is made once for all the runs of the process; a read outside any run is not noted).
-Copying or iterating the whole environment (``os.environ.copy()``, ``.items()``, what HTTP
-clients do to find proxy settings) is not a read of every variable and is not noted.
+is made once for all the runs of the process). Copying or iterating the whole environment
+(``os.environ.copy()``, ``.items()``, what HTTP clients do to find proxy settings) is not a
+read of every variable and is not noted.
+
+Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
+at import, then opens ``capture.run``. :func:`track_from_import` (called when
+:mod:`sandbox.capture` is imported) notes the names read while no run is open by the agent's
+program as it starts (its module-level code, and what that calls: ``OpenAI()`` reads the API
+key), not by the sandbox or by a library as it is imported (whose code it is: as
+:mod:`sandbox.capture.entropy` tells), and every run started afterwards counts them among its
+reads. A test's ``monkeypatch.setenv`` (which reads the value it will restore) is not at
+module level, so not noted.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Callable, ItemsView, ValuesView
+from typing import Any
 
+from sandbox.capture.entropy import _IMPORTING as IMPORTING
+from sandbox.capture.entropy import _origin as origin
 from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
+
+_lock = threading.Lock()
+_outside: set[str] | None = None
+"""The names the agent's program read outside any run (``None`` until
+:func:`track_from_import`)."""
+_original: type[os._Environ[str]] | None = None
+
+
+def _note(key: str) -> None:
+    reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
+    if reads is not None:
+        reads.add(key)
+    elif _outside is not None and _read_by_the_agent():
+        _outside.add(key)
+
+
+def _read_by_the_agent() -> bool:
+    """Whether the agent's program read it as it started: a module-level frame of the
+    agent's own code is on the stack (its settings, or a client it builds at import), and the
+    read is not the sandbox's nor an installed library's as that library is imported."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
+    ):
+        frame = frame.f_back
+    if frame is None or origin(frame) == "sandbox":
+        return False
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(IMPORTING):
+            return False  # a library read it as it was imported
+        if frame.f_code.co_name == "<module>" and origin(frame) == "agent":
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _TrackedEnviron(os._Environ[str]):
     def __getitem__(self, key: str) -> str:
-        reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
-        if reads is not None:
-            reads.add(key)
+        _note(key)
         return super().__getitem__(key)
 
     def _plain(self) -> dict[str, str]:
@@ -39,18 +85,46 @@ class _TrackedEnviron(os._Environ[str]):
         return self._plain().values()
 
 
-def _track() -> Callable[[], None]:
+def _swap_in() -> None:
+    global _original
     environ = os.environ
-    original = type(environ)
-    environ.__class__ = _TrackedEnviron
+    if not isinstance(environ, _TrackedEnviron):
+        _original = type(environ)
+        environ.__class__ = _TrackedEnviron
+
+
+def _track() -> Callable[[], None]:
+    with _lock:
+        _swap_in()
 
     def undo() -> None:
-        environ.__class__ = original
+        global _original
+        with _lock:
+            if _original is not None and _outside is None:
+                os.environ.__class__ = _original
+                _original = None
 
     return undo
 
 
 _TRACKING = Shared(_track)
+
+
+def track_from_import() -> None:
+    """Note the names read while no run is open, from now on, for the runs started later
+    (idempotent; fails open: an environment that is not ``os._Environ`` is left alone)."""
+    global _outside
+    with _lock:
+        if _outside is not None or type(os.environ) is not os._Environ:
+            return
+        _outside = set()
+        _swap_in()
+
+
+def read_before_runs() -> set[str]:
+    """The names the agent's program read outside any run since :func:`track_from_import`
+    (each run started afterwards counts them among its reads)."""
+    return set(_outside or ())
 
 
 def track_env_reads() -> Callable[[], None]:

@@ -41,7 +41,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
@@ -78,6 +78,11 @@ class MCPServing(Protocol):
     def mcp_reach(self, server: str) -> AbstractContextManager[None]:
         """Entered around each exchange with the live ``server`` over the network (a replay
         lets it through its network guard)."""
+        ...
+
+    def mcp_process_env(self, server: str) -> Mapping[str, str]:
+        """Variables added to the environment of the live ``server``'s process, when the
+        agent starts one (a replay: its frozen clock and seeded entropy)."""
         ...
 
 
@@ -359,18 +364,23 @@ def _dispatcher_patch(dispatcher_cls: Any) -> Any:
 
 @asynccontextmanager
 async def _connect(
-    transport: dict[str, JsonValue], open_real: Callable[[Reach], AbstractAsyncContextManager[Any]]
+    transport: dict[str, JsonValue],
+    open_real: Callable[[Reach, Mapping[str, str]], AbstractAsyncContextManager[Any]],
 ) -> AsyncIterator[Any]:
-    """Reach the server as the boundary says: the real transport, or (a recorded server on
-    replay) a pair of streams with nothing behind them."""
+    """Reach the server as the boundary says: the real transport (``open_real(reach, env)``,
+    ``env`` the variables for a server process it starts), or (a recorded server on replay)
+    a pair of streams with nothing behind them."""
     import anyio
 
     seam = boundary.current()
     link = Link(transport=transport)
     reach: Reach = contextlib.nullcontext
+    env: Mapping[str, str] = {}
     if isinstance(seam, MCPServing):
         link.server, link.recorded = seam.mcp_server(transport)
         reach = functools.partial(seam.mcp_reach, link.server)
+        if not link.recorded:
+            env = seam.mcp_process_env(link.server)
     if link.recorded:
         feed, read = anyio.create_memory_object_stream[Any](0)
         write, sink = anyio.create_memory_object_stream[Any](math.inf)
@@ -382,7 +392,7 @@ async def _connect(
             for stream in (feed, read, write, sink):
                 stream.close()
         return
-    async with open_real(reach) as streams:
+    async with open_real(reach, env) as streams:
         _LINKS[id(streams[0])] = (streams[0], link)
         try:
             yield streams
@@ -398,10 +408,28 @@ def _stdio_patch(original: Any) -> Any:
             async with original(server, errlog) as streams:
                 yield streams
             return
-        async with _connect(stdio_transport(server), lambda _: original(server, errlog)) as s:
+
+        def real(_: Reach, env: Mapping[str, str]) -> AbstractAsyncContextManager[Any]:
+            opened: AbstractAsyncContextManager[Any] = original(_with_env(server, env), errlog)
+            return opened
+
+        async with _connect(stdio_transport(server), real) as s:
             yield s
 
     return stdio_client
+
+
+def _with_env(server: Any, env: Mapping[str, str]) -> Any:
+    """``StdioServerParameters`` whose process also gets ``env`` and the hook that applies it
+    (a Python server; another program is started as it is)."""
+    from sandbox.capture.children import hook_environment, is_python
+
+    if not env or not is_python([server.command, *server.args]):
+        return server
+    from mcp.client.stdio import get_default_environment
+
+    base = dict(server.env) if server.env is not None else get_default_environment()
+    return server.model_copy(update={"env": hook_environment({**base, **env})})
 
 
 @asynccontextmanager
@@ -448,7 +476,7 @@ def _http_patch(original: Any) -> Any:
             return
 
         @asynccontextmanager
-        async def real(reach: Reach) -> AsyncIterator[Any]:
+        async def real(reach: Reach, _env: Mapping[str, str]) -> AsyncIterator[Any]:
             async with (
                 _unrecorded(http_client, reach) as client,
                 original(url, http_client=client, **kwargs) as streams,

@@ -52,7 +52,7 @@ from sandbox.capture.discovery import (
 from sandbox.capture.durable import sync_later
 from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
-from sandbox.capture.envreads import track_env_reads
+from sandbox.capture.envreads import read_before_runs, track_env_reads
 from sandbox.capture.frameworks import patch_frameworks
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
@@ -488,6 +488,7 @@ def start_recording(
     its replay); a run that starts under another records no seed for them."""
     undo: list[Callable[[], None]] = []
     try:
+        recorder.env_reads.update(read_before_runs())
         undo.append(track_env_reads())
         undo.append(THREADS.acquire())
         seeds = seed_generators(seed) if not _recording else {}

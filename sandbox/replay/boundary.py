@@ -51,6 +51,7 @@ from sandbox.replay.clock import LiveClock, ReplayClock
 from sandbox.replay.faults import is_timeout_info, rebuild_error, stand_in_reason
 from sandbox.replay.fork import Fork
 from sandbox.replay.jsondiff import FieldDiff, json_diff
+from sandbox.replay.liveprocess import live_process_variables
 from sandbox.replay.matcher import Matcher, MissMode
 from sandbox.replay.mcp import RecordedServers, policy_target
 from sandbox.replay.netguard import live_crossing
@@ -145,6 +146,7 @@ class ReplayBoundary(Recorder):
         blob_threshold: int = BLOB_THRESHOLD,
         fork: ForkEdits | None = None,
         inject_faults: bool = True,
+        seed: int | None = None,
     ) -> None:
         # The store's placeholder key: a replayed secret reads as the recorded one did, so
         # a recorded message (an exception's, with a placeholder) is found in the replay's.
@@ -152,6 +154,8 @@ class ReplayBoundary(Recorder):
         super().__init__(
             writer, store, redactor=redactor, clock=clock, blob_threshold=blob_threshold
         )
+        self.seed = seed
+        """The run's seed: the entropy of the processes the replay starts live."""
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)
@@ -234,6 +238,11 @@ class ReplayBoundary(Recorder):
     def mcp_reach(self, server: str) -> contextlib.AbstractContextManager[None]:
         """A live MCP server's exchanges pass the network guard: its policy named it."""
         return live_crossing("http", self.policies.policy_for("mcp", server))
+
+    def mcp_process_env(self, server: str) -> dict[str, str]:
+        """:class:`sandbox.capture.mcp.MCPServing`: a live server's process runs under this
+        replay's clock and seeded entropy (:mod:`sandbox.replay.liveprocess`)."""
+        return live_process_variables(self.replay_clock, self.seed, f"mcp:{server}")
 
     # --- serving -------------------------------------------------------------------------
 

@@ -415,6 +415,7 @@ def replay(
     empty: Collection[str] = (),
     services_up: ServicesUp | None = None,
     timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ReplayReport:
     """Replay ``run_id`` ``times`` times; see the module documentation.
 
@@ -430,7 +431,9 @@ def replay(
     (:class:`~sandbox.replay.attached.ServicesUp`: reset between runs, not before the
     first). ``timeout`` limits each run's wall-clock time (default: ten times the recorded
     run's duration, at least a minute); a run that reaches it is stopped and judged
-    inconclusive (:mod:`sandbox.replay.deadline`)."""
+    inconclusive (:mod:`sandbox.replay.deadline`). ``env`` sets variables for the replayed
+    runs by hand, over the recorded ones (a redacted value, one the capture never saw); the
+    restored services' bindings still win."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")
     if clocks not in ("frozen", "live"):
@@ -443,8 +446,9 @@ def replay(
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
     check_trusted(manifest, trust=trust, override=entrypoint)
+    given = dict(env or {})
     local = None if "://" in st.location else Path(st.location)
-    restored = restored_environment(manifest, os.environ, store_root=local)
+    restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     policy_set = policies or PolicySet()
@@ -496,7 +500,7 @@ def replay(
             from sandbox.containers import bring_up
 
             frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
-            env = stack.enter_context(
+            up = stack.enter_context(
                 bring_up(
                     emptied(manifest.services, empty),
                     st,
@@ -504,9 +508,9 @@ def replay(
                     progress=lambda line: tell(line, 0),
                 )
             )
-            endpoints = {name: ep.url for name, ep in env.services.items()}
-            binding, reset = env.env, env.reset
-        stack.enter_context(applied({**restored, **binding}))
+            endpoints = {name: ep.url for name, ep in up.services.items()}
+            binding, reset = up.env, up.reset
+        stack.enter_context(applied({**restored, **given, **binding}))
         for i in range(times):
             if i > 0 and reset is not None:
                 reset()

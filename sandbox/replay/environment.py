@@ -24,7 +24,7 @@ import zoneinfo
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sandbox.errors import MissingEnvironmentError
+from sandbox.errors import MissingEnvironmentError, ReplayError
 from sandbox.snapshot.manifest import Manifest
 
 MACHINE_VARIABLES = frozenset(
@@ -188,3 +188,16 @@ def applied(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = old
         if "TZ" in values:
             time.tzset()
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def given_variable(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` as the replay's command line gives it (``--env``): a variable set for
+    the replayed run by hand, over the recorded one (a value that was redacted, or never
+    recorded); :class:`ReplayError` when it is not of that form."""
+    name, sep, value = text.partition("=")
+    if not sep or not _NAME.fullmatch(name):
+        raise ReplayError(f"--env {text!r}: write NAME=VALUE, e.g. AGENT_MODEL=gpt-4o")
+    return name, value

@@ -229,6 +229,7 @@ class ReplaySession:
                 replay_clock=self.clock,
                 fork=options.fork,
                 inject_faults=options.inject_faults,
+                seed=original.seeds.get("run"),
             )
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())

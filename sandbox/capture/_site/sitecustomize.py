@@ -1,6 +1,7 @@
-"""Put on ``PYTHONPATH`` by ``sandbox capture -- CMD`` (and by the replay of such a run):
-starts capture (or replay) in the child process, then runs the ``sitecustomize`` this one
-shadows, if there is one."""
+"""Put on ``PYTHONPATH`` by ``sandbox capture -- CMD`` (and by the replay of such a run, and
+for a server the replay starts live): starts capture (or replay, or the replay's frozen
+clock) in the child process, then runs the ``sitecustomize`` this one shadows, if there is
+one."""
 
 import importlib
 import importlib.machinery
@@ -54,6 +55,16 @@ if os.environ.get("SANDBOX_REPLAY_OF"):
         _start_replay()
     except Exception as _exc:  # a replay must not run the program unreplayed (live)
         sys.stderr.write(f"sandbox: replay could not start in this process: {_exc}\n")
+        sys.stderr.flush()
+        os._exit(70)
+
+if os.environ.get("SANDBOX_REPLAY_LIVE"):
+    try:
+        from sandbox.replay.liveprocess import start_from_env as _start_live
+
+        _start_live()
+    except Exception as _exc:  # a live server of a replay must not run on the real clock
+        sys.stderr.write(f"sandbox: the replay's clock could not start in this process: {_exc}\n")
         sys.stderr.flush()
         os._exit(70)
 
