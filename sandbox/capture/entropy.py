@@ -58,6 +58,10 @@ _ADAPTER = BytesAdapter()
 
 
 _LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
+_SCRIPT_DIRS = tuple(
+    {os.path.join(prefix, "bin") + os.sep for prefix in (sys.prefix, sys.exec_prefix)}
+)
+"""Where an installed package's console scripts are (``.venv/bin/pytest``): library code."""
 _IMPORTING = "<frozen importlib._bootstrap"
 
 
@@ -69,7 +73,8 @@ def _origin(frame: Any) -> str:
         return "stdlib"
     if module.startswith("sandbox."):
         return "sandbox"
-    if any(d in frame.f_code.co_filename for d in _LIBRARY_DIRS):
+    filename = frame.f_code.co_filename
+    if any(d in filename for d in _LIBRARY_DIRS) or filename.startswith(_SCRIPT_DIRS):
         return "library"
     return "agent"
 

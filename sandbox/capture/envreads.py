@@ -41,20 +41,34 @@ _original: type[os._Environ[str]] | None = None
 def _note(key: str) -> None:
     reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
     if reads is not None:
-        reads.add(key)
+        if not _read_by_the_sandbox():
+            reads.add(key)
     elif _outside is not None and _read_by_the_agent():
         _outside.add(key)
+
+
+def _reader() -> Any:
+    """The frame that read: the first one outside this module and the standard library."""
+    frame: Any = sys._getframe(3)
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
+    ):
+        frame = frame.f_back
+    return frame
+
+
+def _read_by_the_sandbox() -> bool:
+    """Whether the sandbox's own code read it (the capture copying the environment as a run
+    starts): not a read of the run's."""
+    frame = _reader()
+    return frame is not None and origin(frame) == "sandbox"
 
 
 def _read_by_the_agent() -> bool:
     """Whether the agent's program read it as it started: a module-level frame of the
     agent's own code is on the stack (its settings, or a client it builds at import), and the
     read is not the sandbox's nor an installed library's as that library is imported."""
-    frame: Any = sys._getframe(2)
-    while frame is not None and (
-        frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
-    ):
-        frame = frame.f_back
+    frame = _reader()
     if frame is None or origin(frame) == "sandbox":
         return False
     while frame is not None:

@@ -97,7 +97,8 @@ def seed_generators(seed: int, *, numpy: bool = True) -> dict[str, int]:
 def patch_uuid4(seed: int | None = None) -> Callable[[], None]:
     """Replace ``uuid.uuid4`` (once for every run of the process) with a function whose draws
     cross the seam, each from the seeded generator of the run drawing (its ``uuid4_source``,
-    see :func:`sandbox.capture.run.start_recording`), else from one seeded with ``seed``;
+    see :func:`sandbox.capture.run.start_recording`), else from one seeded with ``seed`` (in
+    a process with no boundary, one the replay runs live, unrecorded);
     return the function that stops it (for this holder). Code that did ``from uuid import
     uuid4`` before the patch keeps the original. A draw outside any run, of a run with no
     generator, or that is not the run's (see :func:`sandbox.capture.entropy.not_the_runs`)
@@ -126,6 +127,8 @@ def _patch_uuid4() -> Callable[[], None]:
 
     def uuid4() -> uuid.UUID:
         seam = boundary.current()
+        if seam is None and _fallback and not not_the_runs():
+            return _fallback[-1]()  # a process the replay runs live: seeded, nothing to record
         if seam is None or not_the_runs():  # the sandbox's, or a library's as it is imported
             return original()
         generator = getattr(seam, "uuid4_source", None) or (_fallback[-1] if _fallback else None)
