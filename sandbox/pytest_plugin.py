@@ -97,12 +97,16 @@ def replay(sandbox_store: Store, pytestconfig: pytest.Config) -> ReplayFn:
     limit = timeout_setting(pytestconfig)
 
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
+        from sandbox.errors import UnknownRunError
         from sandbox.replay.engine import replay as replay_run
         from sandbox.snapshot.refs import resolve_run
 
         if limit is not None:
             options.setdefault("timeout", limit)
-        found = resolve_run(sandbox_store, run_id)
+        try:
+            found = resolve_run(sandbox_store, run_id)
+        except UnknownRunError:
+            found = run_id  # the replay says so, as for any run it cannot find
         report = replay_run(found, store=sandbox_store, times=times, **options)
         fail_if_inconclusive(run_id, report)
         return report

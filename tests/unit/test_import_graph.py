@@ -6,7 +6,8 @@ snapshot store and the services never import the capture (redaction, which they 
 
 The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
 put on ``PYTHONPATH`` of a wrapped command and starts either the capture or, for the replay of
-such a run, the replay child (``sandbox.replay.command``); it is code run in another process,
+such a run, the replay child (``sandbox.replay.command``), or a process the replay runs live
+under its frozen clock (``sandbox.replay.liveprocess``); it is code run in another process,
 not a dependency of the capture package.
 """
 
@@ -30,7 +31,10 @@ UPPER = "sandbox.replay"
 CAPTURE = "sandbox.capture"
 BELOW_CAPTURE = ("sandbox.seam", "sandbox.snapshot", "sandbox.services")
 REDACTION = "sandbox.redaction"
-ALLOWED_UPWARD = {("sandbox.capture._site.sitecustomize", "sandbox.replay.command")}
+ALLOWED_UPWARD = {
+    ("sandbox.capture._site.sitecustomize", "sandbox.replay.command"),
+    ("sandbox.capture._site.sitecustomize", "sandbox.replay.liveprocess"),
+}
 
 
 def _modules() -> dict[str, Path]:
