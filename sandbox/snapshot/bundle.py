@@ -145,11 +145,15 @@ class BundleContents:
 # --- export ------------------------------------------------------------------------------
 
 
-def export_bundle(store: Store, run_id: str, out_path: str | os.PathLike[str]) -> Path:
+def export_bundle(
+    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: RunCheck | None = None
+) -> Path:
     """Write run ``run_id`` of ``store`` and the blobs it references to one ``.tar.gz``.
 
-    The run is checked first: a run that fails verification is not exported."""
-    check = check_store_run(store, run_id)
+    The run is checked first (``check``: a check of it the caller made already): a run that
+    fails verification is not exported."""
+    if check is None:
+        check = check_store_run(store, run_id)
     if not check.ok:
         raise IntegrityError(
             f"run {run_id!r} fails verification, not exported: {_summary(check.problems)}; "
