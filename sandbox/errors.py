@@ -52,6 +52,16 @@ class UnsafePathError(StoreError):
     """A run id, blob key or bundle member would escape the store."""
 
 
+class NotRegularFileError(StoreError):
+    """A file in the store is a symbolic link, a device, a fifo or a folder: it is not
+    followed or read (a blob linked to ``/dev/zero`` would never end)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
 class BundleError(SnapshotError):
     """A bundle file cannot be read or is refused as unsafe."""
 

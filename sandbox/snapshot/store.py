@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -32,6 +33,7 @@ from pydantic import ValidationError
 
 from sandbox.errors import (
     IntegrityError,
+    NotRegularFileError,
     SchemaVersionError,
     SnapshotError,
     StoreError,
@@ -93,9 +95,64 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 """A larger ``manifest.json`` (or ``bundle.json``) is refused unread."""
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a fifo"
+    return "a special file"
+
+
+def not_regular(path: Path, mode: int) -> NotRegularFileError:
+    return NotRegularFileError(str(path), f"is {_kind(mode)}, not a regular file: refused unread")
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """Open a file of the store to read, never following a symbolic link in its last
+    component and never reading a device or a fifo (:class:`NotRegularFileError`);
+    ``FileNotFoundError`` when it is absent."""
+    return os.fdopen(_open_fd(path, os.O_RDONLY), "rb")
+
+
+def _open_fd(path: Path, flags: int) -> int:
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
+            raise not_regular(path, stat.S_IFLNK) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (a symbolic link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_manifest_bytes(path: Path) -> bytes:
-    """``manifest.json``, refused unread when larger than :data:`MAX_MANIFEST_BYTES`."""
-    with open(path, "rb") as f:
+    """``manifest.json``, refused unread when larger than :data:`MAX_MANIFEST_BYTES` (or
+    when it is not a regular file)."""
+    with open_regular(path) as f:
         data = f.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise SnapshotError(f"{path.name}: larger than {MAX_MANIFEST_BYTES} bytes, not read")
@@ -423,6 +480,11 @@ def _select_events(
             return
 
 
+def _append(path: Path) -> IO[bytes]:
+    """The event log, opened to append unbuffered (never through a symbolic link)."""
+    return os.fdopen(_open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab", buffering=0)
+
+
 class RunWriter:
     """Appends events to a run as they happen; each line is flushed before ``append`` returns,
     so a killed process leaves every event up to the kill."""
@@ -430,7 +492,7 @@ class RunWriter:
     def __init__(self, folder: Path, manifest: Manifest) -> None:
         self.folder = folder
         self.manifest = manifest
-        self._file: IO[bytes] = open(folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
+        self._file: IO[bytes] = _append(folder / EVENTS)
 
     def append(self, event: Event) -> None:
         self._file.write(dump_event(event))
@@ -443,7 +505,7 @@ class RunWriter:
         """Replace the event log with ``data`` (atomically) and append after it."""
         self.close()
         atomic_write(self.folder / EVENTS, data)
-        self._file = open(self.folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
+        self._file = _append(self.folder / EVENTS)
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
         """Replace the manifest (atomically); ``durable=False`` skips the fsync for a
@@ -533,7 +595,7 @@ class DirectoryStore(Store):
     def put_blob(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
         key = sha256_bytes(data)
         path = self.blob_path(key)
-        if not path.exists():
+        if not is_regular(path):  # a link or device in its place is replaced, not followed
             with store_writes(self.root):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, data)
@@ -541,7 +603,7 @@ class DirectoryStore(Store):
 
     def put_blob_file(self, source: Path, key: str) -> None:
         path = self.blob_path(key)
-        if path.exists():
+        if is_regular(path):
             return
         with store_writes(self.root):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -550,12 +612,12 @@ class DirectoryStore(Store):
 
     def open_blob(self, key: str) -> IO[bytes]:
         try:
-            return self.blob_path(key).open("rb")
+            return open_regular(self.blob_path(key))
         except FileNotFoundError:
             raise StoreError(f"blob {key} is not in the store {self.root}") from None
 
     def has_blob(self, key: str) -> bool:
-        return self.blob_path(key).is_file()
+        return is_regular(self.blob_path(key))
 
     def delete_blob(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -596,7 +658,7 @@ class DirectoryStore(Store):
 
     def open_events(self, run_id: str) -> IO[bytes] | None:
         try:
-            return (self._require(run_id) / EVENTS).open("rb")
+            return open_regular(self._require(run_id) / EVENTS)
         except FileNotFoundError:
             return None
 
@@ -630,7 +692,8 @@ class DirectoryStore(Store):
 
     def get_run_file(self, run_id: str, name: str) -> bytes | None:
         try:
-            return self._side_file(run_id, name).read_bytes()
+            with open_regular(self._side_file(run_id, name)) as f:
+                return f.read()
         except FileNotFoundError:
             return None
 

@@ -57,8 +57,8 @@ SAMPLES = [
     "call 415-555-0132 or (415) 555-0132 or +14155550132",
     'card 4111 1111 1111 1111 and "4111111111111111"',
     # case folds the lowercased copy must not hide: dotless i, long s, Kelvin sign
-    "ap\u0131_key = \"unicode-fold-1234\"",
-    "pa\u017fsword = \"long-s-fold-1234\"",
+    'ap\u0131_key = "unicode-fold-1234"',
+    'pa\u017fsword = "long-s-fold-1234"',
     'api_\u212aey = "kelvin-fold-1234"',
     "\u0664\u0661\u0665-\u0665\u0665\u0665-\u0660\u0661\u0663\u0662 (a phone in Arabic digits)",
 ]
@@ -131,7 +131,9 @@ def test_places_over_many_chunks_are_all_scanned() -> None:
     st.lists(
         st.one_of(
             st.sampled_from(SAMPLES + NOISE),
-            st.text(alphabet=st.sampled_from(list("aK:=\"' @-.0123456789_\u0131\u017f\n")), max_size=40),
+            st.text(
+                alphabet=st.sampled_from(list("aK:=\"' @-.0123456789_\u0131\u017f\n")), max_size=40
+            ),
             st.builds(lambda a, b: a + b, st.sampled_from(SAMPLES), st.sampled_from(NOISE)),
         ),
         max_size=30,
