@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cli.app import JsonOption, app
+from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.names import BASE_ENV
 
 if TYPE_CHECKING:
@@ -98,19 +98,23 @@ def gc_command(
         bool,
         typer.Option("--all", help="Remove every sandbox container and network, live or not."),
     ] = False,
+    store: StoreOption = None,
 ) -> None:
-    """Remove the containers, networks and firewall rules that dead sessions left behind.
+    """Remove what killed writers left in the store's staging folder, then the containers,
+    networks and firewall rules that dead sessions left behind.
 
-    Example: sandbox gc
+    Example: sandbox gc --store snapshots
     """
     from sandbox.containers import gc
 
     console = _console()
+    stale = store_from(store).clean_stale()
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
-    if report.empty:
+    if report.empty and not stale:
         console.print("nothing to clean up")
     else:
         console.print(
             f"removed {len(report.containers)} container(s), {len(report.networks)} "
-            f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s)"
+            f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s), "
+            f"{stale} stale store entr{'y' if stale == 1 else 'ies'}"
         )

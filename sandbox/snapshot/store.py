@@ -100,6 +100,8 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
 def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -646,6 +648,14 @@ class DirectoryStore(Store):
 
     def _require(self, run_id: str) -> Path:
         folder = self.run_dir(run_id)
+        try:
+            mode = os.lstat(folder).st_mode
+        except OSError:
+            mode = stat.S_IFDIR  # absent (or unreadable): said below
+        if not stat.S_ISDIR(mode):  # never followed: a link or a file is no run
+            raise SnapshotError(
+                f"run {run_id!r} is damaged: runs/{run_id} is {_kind(mode)}, not a folder"
+            )
         if not (folder / MANIFEST).is_file():
             if folder.is_dir():
                 reason = self.missing_manifest_reason(run_id)
