@@ -41,6 +41,11 @@ class StoreError(SandboxError):
     """The snapshot store cannot do what was asked."""
 
 
+class StoreWriteError(StoreError):
+    """The store cannot be written: its file system is read-only or full, a quota or a
+    permission stops the write. Nothing half-written is left."""
+
+
 class UnknownRunError(StoreError, KeyError):
     """No run with this id is in the store."""
 

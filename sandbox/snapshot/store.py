@@ -37,6 +37,7 @@ from sandbox.errors import (
     SchemaVersionError,
     SnapshotError,
     StoreError,
+    StoreWriteError,
     UnknownNameError,
     UnknownRunError,
     UnsafePathError,
@@ -247,7 +248,7 @@ _WRITE_FAILURES = {
 
 @contextlib.contextmanager
 def store_writes(root: Path) -> Iterator[None]:
-    """Turn a full disk, a read-only or unwritable store into one :class:`StoreError` line
+    """Turn a full disk, a read-only or unwritable store into one :class:`StoreWriteError` line
     (the temporary files of the write are removed by :func:`atomic_file` already)."""
     try:
         yield
@@ -255,7 +256,7 @@ def store_writes(root: Path) -> Iterator[None]:
         reason = _WRITE_FAILURES.get(exc.errno or 0)
         if reason is None:
             raise
-        raise StoreError(f"cannot write to {root}: {reason}") from None
+        raise StoreWriteError(f"cannot write to {root}: {reason}") from None
 
 
 @contextlib.contextmanager
@@ -739,7 +740,8 @@ class DirectoryStore(Store):
         target = self.run_dir(manifest.run_id)
         if target.exists() and not overwrite:
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        with store_writes(self.root):
+            staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
             with store_writes(self.root):
                 (staging / MANIFEST).write_bytes(dump_manifest(manifest))
@@ -760,7 +762,8 @@ class DirectoryStore(Store):
         target = self.run_dir(manifest.run_id)
         if target.exists():
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        with store_writes(self.root):
+            staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
             with store_writes(self.root):
                 (staging / MANIFEST).write_bytes(dump_manifest(manifest))
@@ -781,7 +784,8 @@ class DirectoryStore(Store):
     def _remove(self, folder: Path) -> None:
         # Rename first so the run disappears at once, then remove at leisure.
         trash = self.staging_dir() / f"del-{uuid.uuid4().hex}"
-        os.rename(folder, trash)
+        with store_writes(self.root):
+            os.rename(folder, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
 
