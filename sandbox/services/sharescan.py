@@ -142,7 +142,7 @@ class _Followed:
 
 
 _ASSIGNED = _Followed(
-    ("key", "pw", "pass", "token"),
+    ("key", "pw", "pwd", "pass", "password", "token"),  # each keyword, as it ends
     re.compile(r"""["']?\]? *(?:=|:|:=|=>| +|::) *["']?[\w-]{24}"""),
 )
 """What every match of detect-secrets' assignment patterns (``ibm_api_key = "…"``) holds:
@@ -153,7 +153,7 @@ _QUICK: dict[str, tuple[_Quick, ...]] = {
     # For each detector, parts one of which every match of its own patterns holds, far
     # cheaper to search: a substring is found at memory speed, and the detector's patterns
     # often start with optional groups tried at every character.
-    "ArtifactoryDetector": ("akc", re.compile(r"ap[0-9a-f][a-z0-9]{8}")),
+    "ArtifactoryDetector": ("akc", re.compile(r"ap[\da-f][a-z0-9]{8}")),
     "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
     "AzureStorageKeyDetector": ("accountkey=",),
     "CloudantDetector": (_ASSIGNED, "cloudant"),
@@ -229,8 +229,8 @@ class _Substrings:
                 if isinstance(q, _Followed):
                     followers[word].append(q)
         self._automaton = ahocorasick.Automaton()
-        for word, after in followers.items():
-            self._automaton.add_word(word, (word, tuple(after)))
+        for word, after in followers.items():  # (the word itself wanted, what may follow it)
+            self._automaton.add_word(word, (word, word in self.quick, tuple(after)))
         if followers:
             self._automaton.make_automaton()
 
@@ -238,8 +238,8 @@ class _Substrings:
         held: dict[_Quick, bool] = dict.fromkeys(self.quick, False)
         if not self.quick:
             return held
-        for end, (word, after) in self._automaton.iter(text):
-            if not after:
+        for end, (word, wanted, after) in self._automaton.iter(text):
+            if wanted:
                 held[word] = True
             for followed in after:
                 if not held[followed] and followed.tail.match(text, end + 1):

@@ -29,6 +29,10 @@ SAMPLES = [
     "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",
     "glpat-xEhPsCiAXzRnBnRw9ZQt",
     'IBM_CLOUD_IAM_API_KEY = "Xk9fQ2mL7pR4tV8wZ1bN6cJ3hD5gS0aE2yU7iO4qW9xT"',
+    'ibm_password = "Xk9fQ2mL7pR4tV8wZ1bN6cJ3hD5gS0aE2yU7iO4qW9xT"',
+    'cl_pwd: "e7dbef3f7a8b8d4f5e6c7b8a9d0e1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e"',
+    "sl_password = abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123",
+    "AP\u0663xxxxxxxxxxx (an Artifactory token with an Arabic digit)",
     'ibm_cos_secret_access_key = "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f"',
     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwi"
     "aWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
