@@ -147,6 +147,8 @@ _ASSIGNED = _Followed(
 )
 """What every match of detect-secrets' assignment patterns (``ibm_api_key = "…"``) holds:
 one of their keywords, an assignment, and a value of 24 characters at least."""
+_URL_PART = r"[^:/\?\#\[\]@!\$\&'\(\)\*\+,;=\s]"
+"""A character of a URL's user or password, as detect-secrets' basic-auth pattern has it."""
 _Quick = str | re.Pattern[str] | _Followed
 """A substring, a pattern or a word and what follows, searched in the lowercased text."""
 _QUICK: dict[str, tuple[_Quick, ...]] = {
@@ -156,6 +158,7 @@ _QUICK: dict[str, tuple[_Quick, ...]] = {
     "ArtifactoryDetector": ("akc", re.compile(r"ap[\da-f][a-z0-9]{8}")),
     "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
     "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": (_Followed(("://",), re.compile(rf"{_URL_PART}+:{_URL_PART}+@")),),
     "CloudantDetector": (_ASSIGNED, "cloudant"),
     "DiscordBotTokenDetector": (re.compile(r"\.[a-z\d_-]{6}\.[a-z\d_-]{27}"),),
     "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
