@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli import jsonout
-from cli.app import JsonOption, app
+from cli.app import JsonOption, StoreOption, app, store_from
 from sandbox.names import BASE_ENV
 
 if TYPE_CHECKING:
@@ -99,16 +99,19 @@ def gc_command(
         bool,
         typer.Option("--all", help="Remove every sandbox container and network, live or not."),
     ] = False,
+    store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Remove the containers, networks and firewall rules that dead sessions left behind.
+    """Remove what killed writers left in the store's staging folder, then the containers,
+    networks and firewall rules that dead sessions left behind.
 
-    Example: sandbox gc
+    Example: sandbox gc --store snapshots
     """
     from sandbox.containers import gc
 
     jsonout.requested(as_json)
     console = _console()  # stderr: with --json, stdout holds the JSON alone
+    stale = store_from(store).clean_stale()
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
     if as_json:
         jsonout.emit(
@@ -118,13 +121,15 @@ def gc_command(
                 "networks": list(report.networks),
                 "rules": report.rules,
                 "folders": list(report.folders),
+                "stale": stale,
             }
         )
         return
-    if report.empty:
+    if report.empty and not stale:
         console.print("nothing to clean up")
     else:
         console.print(
             f"removed {len(report.containers)} container(s), {len(report.networks)} "
-            f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s)"
+            f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s), "
+            f"{stale} stale store entr{'y' if stale == 1 else 'ies'}"
         )

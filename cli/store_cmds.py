@@ -225,7 +225,8 @@ def verify(
 ) -> None:
     """Check a run or a bundle: manifest, every event line, hashes, blobs.
 
-    Exit code 0 when everything checks, 1 when problems were found (each names its file).
+    Exit code 0 when everything checks, 1 when problems were found (each names its file)
+    or the run is incomplete (its capture did not finish, or still runs).
 
     Example: sandbox verify bug-123.tar.gz
     """
@@ -245,8 +246,14 @@ def verify(
         for warning in report.warnings:
             typer.echo(f"warning: {warning}")
         verdict = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+        if report.ok and not report.complete:
+            verdict = (
+                "running: the capture is still writing it"
+                if report.state == "running"
+                else "incomplete: its capture did not finish"
+            )
         typer.echo(f"{report.target}: {verdict} ({report.events} events, {report.blobs} blobs)")
-    if not report.ok:
+    if not report.complete:
         raise typer.Exit(1)
 
 

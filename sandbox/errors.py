@@ -41,6 +41,11 @@ class StoreError(SandboxError):
     """The snapshot store cannot do what was asked."""
 
 
+class StoreWriteError(StoreError):
+    """The store cannot be written: its file system is read-only or full, a quota or a
+    permission stops the write. Nothing half-written is left."""
+
+
 class UnknownRunError(StoreError, KeyError):
     """No run with this id is in the store."""
 
@@ -50,6 +55,16 @@ class UnknownRunError(StoreError, KeyError):
 
 class UnsafePathError(StoreError):
     """A run id, blob key or bundle member would escape the store."""
+
+
+class NotRegularFileError(StoreError):
+    """A file in the store is a symbolic link, a device, a fifo or a folder: it is not
+    followed or read (a blob linked to ``/dev/zero`` would never end)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class BundleError(SnapshotError):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,7 @@ def create_runner(
     store_folder: Path,
     project: Path,
     services: dict[str, str],
+    environment: Mapping[str, str] | None = None,
 ) -> Any:
     """Create (not start) the runner container of :func:`run_sandbox_command`: every
     capability dropped, read-only root filesystem, CPU, memory and pid limits, on the
@@ -171,6 +172,7 @@ def create_runner(
         user=f"{uid}:{gid}",
         working_dir=PROJECT_MOUNT,
         environment={
+            **(environment or {}),
             "SANDBOX_STORE": STORE_MOUNT,
             "SANDBOX_SERVICES_JSON": SERVICES_MOUNT,
             "HOME": "/tmp",
@@ -201,15 +203,23 @@ def run_sandbox_command(
     services: dict[str, str],
     timeout: float = 1800.0,
     progress: Progress = no_progress,
+    environment: Mapping[str, str] | None = None,
 ) -> RunnerOutcome:
     """Run ``sandbox ARGS`` in the runner image on ``env``'s network, with ``store_folder``
     at ``/store``, ``project`` at ``/project`` and ``services`` (name -> endpoint inside the
-    network) in a JSON file named by ``$SANDBOX_SERVICES_JSON``. The container is removed
-    before this returns (and by ``env.close()`` or ``sandbox gc`` if this process dies)."""
+    network) in a JSON file named by ``$SANDBOX_SERVICES_JSON``; ``environment`` is set in
+    the container too (under the runner's own variables, which win). The container is
+    removed before this returns (and by ``env.close()`` or ``sandbox gc`` if this process
+    dies)."""
     import docker.errors
 
     container = create_runner(
-        env, args, store_folder=store_folder, project=project, services=services
+        env,
+        args,
+        store_folder=store_folder,
+        project=project,
+        services=services,
+        environment=environment,
     )
     tag, name, uid = image_tag("runner"), container.name, container_user()[0]
     try:

@@ -171,6 +171,21 @@ def restored_environment(
     return values
 
 
+def redacted_values(manifest: Manifest, current: Mapping[str, str]) -> dict[str, str]:
+    """The values ``current`` sets for the variables redacted at capture, to hand to a
+    replay in another process or container (whose own environment does not hold them).
+
+    Raises :class:`MissingEnvironmentError` naming every redacted variable ``current``
+    lacks, as :func:`restored_environment` does."""
+    restored_environment(manifest, current)  # refuses when one is missing
+    bound = {s.binding.env for s in manifest.services if s.binding.env}
+    return {
+        name: current[name]
+        for name, value in manifest.env.items()
+        if restorable(name) and name not in bound and PLACEHOLDER.search(value)
+    }
+
+
 @contextlib.contextmanager
 def applied(values: Mapping[str, str]) -> Iterator[None]:
     """Set ``values`` in this process's environment for the block (``TZ`` takes effect)."""

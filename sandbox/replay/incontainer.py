@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.errors import ReplayError, SandboxError
+from sandbox.replay.environment import redacted_values
 from sandbox.replay.verdict import RunVerdict, Verdict, predicate_for
 from sandbox.snapshot.store import Store, as_store
 
@@ -87,6 +88,8 @@ def replay_in_container(
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
     predicate = predicate_for(manifest.failure)
+    # What capture redacted, the user sets here; the runner's environment is its own.
+    secrets = redacted_values(manifest, os.environ)
     folder = Path(tempfile.mkdtemp(prefix="sbx-runner-store-"))
     try:
         staging = stage_run(st, run_id, folder / "store")
@@ -105,6 +108,7 @@ def replay_in_container(
                 services=services,
                 timeout=timeout,
                 progress=tell,
+                environment=secrets,
             )
         data = outcome.json()
         replays = [str(r) for r in data.get("replays", [])]

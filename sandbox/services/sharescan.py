@@ -16,7 +16,9 @@ not accept, and names where they are (``table public.api_keys column value (row 
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import functools
 import io
 import os
 import re
@@ -25,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import ExportRefusedError
-from sandbox.redaction import PII_PATTERNS, luhn, secret_fields
+from sandbox.redaction import _PII_SHAPES, _SHAPE, PII_PATTERNS, luhn, secret_fields
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
-from sandbox.snapshot.integrity import check_store_run
+from sandbox.snapshot.integrity import RunCheck, check_store_run
 from sandbox.snapshot.store import EVENTS, MANIFEST, Store
 
 SECRET_DETECTORS: tuple[str, ...] = (
@@ -60,7 +62,6 @@ SECRET_DETECTORS: tuple[str, ...] = (
 """detect-secrets plugins used (its high-entropy ones are not: digests are everywhere)."""
 PII_NAMES = {"email": "e-mail address", "phone": "phone number", "card": "card number"}
 _PLACEHOLDER = re.compile(r"^<[a-z]+:[0-9a-f]{12}>$")
-_PII = re.compile("|".join(f"(?P<{k}>{p})" for k, p in PII_PATTERNS.items()))
 MAX_SHOWN = 3
 
 
@@ -79,37 +80,333 @@ class Finding:
         return any(fnmatch.fnmatchcase(str(self), p) for p in patterns)
 
 
-def _pii(text: str) -> Iterator[str]:
-    for match in _PII.finditer(text):
+def _pii_kinds(text: str) -> tuple[str, ...]:
+    """The kinds of personal data ``text`` may hold, in the order of :data:`PII_PATTERNS`:
+    an e-mail address needs an ``@``, a phone or card number a shape of
+    :mod:`sandbox.redaction` (when ``text`` is ASCII: ``\\d`` matches any script's
+    digits)."""
+    shape = text.encode("ascii").translate(_SHAPE) if text.isascii() else None
+    kinds = []
+    for kind in PII_PATTERNS:
+        if kind == "email":
+            possible = "@" in text
+        elif shape is None or kind not in _PII_SHAPES:
+            possible = True
+        else:
+            possible = any(s in shape for s in _PII_SHAPES[kind])
+        if possible:
+            kinds.append(kind)
+    return tuple(kinds)
+
+
+@functools.cache
+def _pii_pattern(kinds: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?P<{k}>{PII_PATTERNS[k]})" for k in kinds))
+
+
+def _pii(text: str, kinds: tuple[str, ...] | None = None) -> Iterator[str]:
+    """Personal data in ``text``. Only the ``kinds`` it may hold (all that
+    :func:`_pii_kinds` allows when ``None``) are searched: the others match nowhere in it,
+    so the matches are those of the whole pattern, at a fraction of its cost."""
+    if kinds is None:
+        kinds = _pii_kinds(text)
+    if not kinds:
+        return
+    for match in _pii_pattern(kinds).finditer(text):
         kind = match.lastgroup or ""
         if kind == "card" and not luhn(re.sub(r"\D", "", match[0])):
             continue
         yield PII_NAMES.get(kind, kind)
 
 
+_CHUNK_CHARS = 256 * 1024
+"""Text gathered before the gates are searched (places are joined with newlines)."""
+_FOLDS_TO_ASCII = re.compile("[\u0130\u0131\u017f\u212a]")
+"""The characters that ``re.IGNORECASE`` matches with an ASCII letter (dotted and dotless i, long s,
+Kelvin sign): in a text
+holding none, a lowercased copy is searched for case-blind patterns with case-blind results."""
+
+
+@dataclass(frozen=True)
+class _Followed:
+    """One of ``words`` followed by a match of ``tail``."""
+
+    words: tuple[str, ...]
+    tail: re.Pattern[str]
+
+
+_ASSIGNED = _Followed(
+    ("key", "pw", "pwd", "pass", "password", "token"),  # each keyword, as it ends
+    re.compile(r"""["']?\]? *(?:=|:|:=|=>| +|::) *["']?[\w-]{24}"""),
+)
+"""What every match of detect-secrets' assignment patterns (``ibm_api_key = "…"``) holds:
+one of their keywords, an assignment, and a value of 24 characters at least."""
+_URL_PART = r"[^:/\?\#\[\]@!\$\&'\(\)\*\+,;=\s]"
+"""A character of a URL's user or password, as detect-secrets' basic-auth pattern has it."""
+_Quick = str | re.Pattern[str] | _Followed
+"""A substring, a pattern or a word and what follows, searched in the lowercased text."""
+_QUICK: dict[str, tuple[_Quick, ...]] = {
+    # For each detector, parts one of which every match of its own patterns holds, far
+    # cheaper to search: a substring is found at memory speed, and the detector's patterns
+    # often start with optional groups tried at every character.
+    "ArtifactoryDetector": ("akc", re.compile(r"ap[\da-f][a-z0-9]{8}")),
+    "AWSKeyDetector": ("a3t", "abia", "acca", "akia", "asia", "aws"),
+    "AzureStorageKeyDetector": ("accountkey=",),
+    "BasicAuthDetector": (_Followed(("://",), re.compile(rf"{_URL_PART}+:{_URL_PART}+@")),),
+    "CloudantDetector": (_ASSIGNED, "cloudant"),
+    "DiscordBotTokenDetector": (re.compile(r"\.[a-z\d_-]{6}\.[a-z\d_-]{27}"),),
+    "GitHubTokenDetector": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    "GitLabTokenDetector": (
+        *("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-"),
+        *("glptt-", "glagent-", "gloas-"),
+    ),
+    "IbmCloudIamDetector": (_ASSIGNED,),
+    "IbmCosHmacDetector": (_ASSIGNED,),
+    "JwtTokenDetector": ("eyj",),
+    "MailchimpDetector": ("-us",),
+    "NpmDetector": (":_authtoken=",),
+    "OpenAIDetector": ("t3blbkfj",),
+    "PrivateKeyDetector": ("private key", "putty-user-key-file-2"),
+    "PypiTokenDetector": ("pypi-ag",),
+    "SendGridDetector": ("sg.",),
+    "SlackDetector": ("xox", "hooks.slack.com"),
+    "SoftlayerDetector": (_ASSIGNED, "softlayer"),
+    "SquareOAuthDetector": ("sq0csp-",),
+    "StripeDetector": ("k_live_",),
+    "TelegramBotTokenDetector": (re.compile(r":[0-9a-z_-]{35}"),),
+}
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """A condition every text a detector finds something in meets, cheap to test on a
+    long text: ``exact`` are the detector's own patterns (with ``^`` and ``$`` at each line:
+    text is joined by newlines), searched after ``quick`` (parts of them, searched in the
+    lowercased text) when the text allows it (see :data:`_FOLDS_TO_ASCII`)."""
+
+    exact: tuple[re.Pattern[str], ...]
+    quick: tuple[_Quick, ...] = ()
+
+    def places(
+        self, joined: str, lowered: str | None, starts: list[int], seen: dict[_Quick, bool]
+    ) -> set[int]:
+        """The places of ``joined`` (starting at ``starts``) the detector may find
+        something in; ``seen`` holds what the quick parts gave (every substring's, found in
+        one pass, and each pattern's once searched: several detectors share one)."""
+        if (
+            self.quick
+            and lowered is not None
+            and not any(_holds(q, lowered, seen) for q in self.quick)
+        ):
+            return set()
+        found: set[int] = set()
+        for pattern in self.exact:
+            found |= _places_of(pattern, joined, starts)
+        return found
+
+
+def _holds(quick: _Quick, lowered: str, seen: dict[_Quick, bool]) -> bool:
+    held = seen.get(quick)
+    if held is None:
+        held = seen[quick] = isinstance(quick, re.Pattern) and quick.search(lowered) is not None
+    return held
+
+
+class _Substrings:
+    """Which of many substrings a text holds, in one pass (Aho-Corasick)."""
+
+    def __init__(self, quick: Iterable[str | _Followed]) -> None:
+        import ahocorasick
+
+        self.quick = sorted(set(quick), key=str)
+        followers: dict[str, list[_Followed]] = {}
+        for q in self.quick:
+            for word in (q,) if isinstance(q, str) else q.words:
+                followers.setdefault(word, [])
+                if isinstance(q, _Followed):
+                    followers[word].append(q)
+        self._automaton = ahocorasick.Automaton()
+        for word, after in followers.items():  # (the word itself wanted, what may follow it)
+            self._automaton.add_word(word, (word, word in self.quick, tuple(after)))
+        if followers:
+            self._automaton.make_automaton()
+
+    def found(self, text: str) -> dict[_Quick, bool]:
+        held: dict[_Quick, bool] = dict.fromkeys(self.quick, False)
+        if not self.quick:
+            return held
+        for end, (word, wanted, after) in self._automaton.iter(text):
+            if wanted:
+                held[word] = True
+            for followed in after:
+                if not held[followed] and followed.tail.match(text, end + 1):
+                    held[followed] = True
+        return held
+
+
+def _places_of(pattern: re.Pattern[str] | str, text: str, starts: list[int]) -> set[int]:
+    """The places holding a match of ``pattern`` (a substring when it is a ``str``): each
+    search starts at the next place after the one the last match began in, so a place is
+    never skipped (a match a place holds on its own is found from its start on)."""
+    found: set[int] = set()
+    pos = 0
+    while True:
+        if isinstance(pattern, str):
+            at = text.find(pattern, pos)
+        else:
+            match = pattern.search(text, pos)
+            at = -1 if match is None else match.start()
+        if at < 0:
+            return found
+        place = bisect.bisect_right(starts, at) - 1
+        found.add(place)
+        if place + 1 >= len(starts):
+            return found
+        pos = starts[place + 1]
+
+
+def _multiline(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+
+
+def _gates(plugins: Iterable[object]) -> tuple[list[_Gate], _Substrings] | None:
+    """A gate per detector, ``None`` when one of them has no known gate (then every place
+    is scanned whole)."""
+    from detect_secrets.plugins import keyword
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.util.filetype import determine_file_type
+
+    gates = []
+    for plugin in plugins:
+        name = type(plugin).__name__
+        if isinstance(plugin, RegexBasedDetector):
+            exact = tuple(_multiline(p) for p in plugin.denylist)
+        elif isinstance(plugin, keyword.KeywordDetector) and plugin.keyword_exclude is None:
+            table = keyword.REGEX_BY_FILETYPE.get(
+                determine_file_type(_ADHOC), keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+            )
+            exact = tuple(_multiline(p) for p in table)
+            words = [w.replace("_?", sep) for w in keyword.DENYLIST for sep in ("_", "")]
+            gates.append(_Gate(exact, tuple(sorted(set(words)))))
+            continue
+        else:
+            return None
+        gates.append(_Gate(exact, _QUICK.get(name, ())))
+    return gates, _Substrings(q for g in gates for q in g.quick if not isinstance(q, re.Pattern))
+
+
+_ADHOC = "adhoc-string-scan"
+"""The file name detect-secrets' ``scan_line`` scans under (it picks the keyword patterns)."""
+
+
+def _scan_one(
+    where: str, text: str, *, secrets: bool = True, pii: tuple[str, ...] | None = None
+) -> Iterator[Finding]:
+    """Findings in one place: by detect-secrets (unless a gate ruled secrets out), the
+    credential fields redaction replaces by name, and the personal-data patterns (of the
+    ``pii`` kinds, or those :func:`_pii_kinds` allows)."""
+    from detect_secrets.core.scan import scan_line
+
+    seen: set[str] = set()
+    for secret in scan_line(text) if secrets else ():
+        value = secret.secret_value or ""
+        if _PLACEHOLDER.match(value) or "<redacted:" in value:
+            continue
+        seen.add(secret.type)
+    seen.update(_pii(text, pii))
+    seen.update(f"credential field ({name})" for name, _ in secret_fields(text))
+    for kind in sorted(seen):
+        yield Finding(kind, where)
+
+
+def _scan_chunk(
+    chunk: list[Place], gates: tuple[list[_Gate], _Substrings] | None
+) -> Iterator[Finding]:
+    """Findings in a run of places: the gates are searched in all of them at once, and only
+    the places where one holds are scanned by detect-secrets (its cost is per line)."""
+    if gates is None:
+        for where, text in chunk:
+            yield from _scan_one(where, text)
+        return
+    starts = []
+    at = 0
+    for _, text in chunk:
+        starts.append(at)
+        at += len(text) + 1
+    joined = "\n".join(text for _, text in chunk)
+    lowered = None if _FOLDS_TO_ASCII.search(joined) else joined.lower()
+    detectors, substrings = gates
+    seen = {} if lowered is None else substrings.found(lowered)
+    secret = set().union(*(g.places(joined, lowered, starts, seen) for g in detectors))
+    fields = _field_places(chunk)
+    pii = _pii_places(joined, starts)
+    for i in sorted(secret | fields | set(pii)):
+        where, text = chunk[i]
+        kinds = tuple(k for k in PII_PATTERNS if k in pii.get(i, ()))
+        yield from _scan_one(where, text, secrets=i in secret, pii=kinds)
+
+
+def _field_places(chunk: list[Place]) -> set[int]:
+    """The places holding a credential field (:func:`sandbox.redaction.secret_fields`)."""
+    return {i for i, (_, text) in enumerate(chunk) if next(secret_fields(text), None)}
+
+
+def _pii_places(joined: str, starts: list[int]) -> dict[int, set[str]]:
+    """The places of ``joined`` that may hold personal data, and the kinds each may hold
+    (see :func:`_pii_kinds`)."""
+    found: dict[int, set[str]] = {}
+
+    def mark(kind: str, pattern: re.Pattern[str] | str, text: str = joined) -> None:
+        for place in _places_of(pattern, text, starts):
+            found.setdefault(place, set()).add(kind)
+
+    mark("email", "@")
+    if not joined.isascii():  # ``\d`` matches any script's digits: no shapes
+        for kind in PII_PATTERNS:
+            if kind != "email":
+                mark(kind, _pii_pattern((kind,)))
+        return found
+    shape = joined.encode("ascii").translate(_SHAPE).decode("ascii")
+    for kind in PII_PATTERNS:
+        if kind == "card":
+            mark(kind, _CARD_SHAPE, shape)
+        elif kind in _PII_SHAPES:
+            for form in _PII_SHAPES[kind]:
+                mark(kind, form.decode("ascii"), shape)
+        elif kind != "email":
+            mark(kind, _pii_pattern((kind,)))
+    return found
+
+
+_CARD_SHAPE = re.compile(r"0000-0000-0000-0|[q-]0{13,19}[q-]")
+"""The shape (see :mod:`sandbox.redaction`) of every card number match: four groups of
+digits, or 13 to 19 digits between quotes, ``=``, ``>``, ``&``, ``<`` or white space (tighter
+than the redactor's shapes, which take a long run of digits such as a random id's)."""
+
+
 def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
     """Findings in these pieces of text, each at most once per place and kind."""
-    from detect_secrets.core.scan import scan_line
-    from detect_secrets.settings import transient_settings
+    from detect_secrets.settings import get_plugins, transient_settings
 
     plugins = [{"name": name} for name in SECRET_DETECTORS]
     with transient_settings({"plugins_used": plugins}):
-        for where, text in places:
-            seen: set[str] = set()
-            for secret in scan_line(text):
-                value = secret.secret_value or ""
-                if _PLACEHOLDER.match(value) or "<redacted:" in value:
-                    continue
-                seen.add(secret.type)
-            seen.update(_pii(text))
-            seen.update(f"credential field ({name})" for name, _ in secret_fields(text))
-            for kind in sorted(seen):
-                yield Finding(kind, where)
+        gates = _gates(get_plugins())
+        chunk: list[Place] = []
+        size = 0
+        for place in places:
+            chunk.append(place)
+            size += len(place[1]) + 1
+            if size >= _CHUNK_CHARS:
+                yield from _scan_chunk(chunk, gates)
+                chunk, size = [], 0
+        yield from _scan_chunk(chunk, gates)
 
 
-def run_places(store: Store, run_id: str) -> Iterator[Place]:
-    """Every piece of text a bundle of the run would hold, with where it is."""
-    check = check_store_run(store, run_id)
+def run_places(store: Store, run_id: str, check: RunCheck | None = None) -> Iterator[Place]:
+    """Every piece of text a bundle of the run would hold, with where it is (``check``: the
+    run's check, when the caller made it already)."""
+    if check is None:
+        check = check_store_run(store, run_id)
     yield from text_places(MANIFEST, store.read_manifest_bytes(run_id))
     stream = store.open_events(run_id)
     with stream if stream is not None else io.BytesIO() as events:
@@ -131,9 +428,9 @@ def run_places(store: Store, run_id: str) -> Iterator[Place]:
             yield from text_places(where, data)
 
 
-def scan_run(store: Store, run_id: str) -> list[Finding]:
+def scan_run(store: Store, run_id: str, check: RunCheck | None = None) -> list[Finding]:
     """What :func:`export_shareable` would refuse (before ``--allow``)."""
-    return list(dict.fromkeys(scan_places(run_places(store, run_id))))
+    return list(dict.fromkeys(scan_places(run_places(store, run_id, check))))
 
 
 def export_shareable(
@@ -146,7 +443,8 @@ def export_shareable(
     """Scan the run, then export it (see :func:`~sandbox.snapshot.bundle.export_bundle`);
     raise :class:`ExportRefusedError` naming where findings are that ``allow`` (globs over
     ``"<kind> in <where>"``) does not accept. Nothing is written then."""
-    findings = [f for f in scan_run(store, run_id) if not f.allowed_by(allow)]
+    check = check_store_run(store, run_id)  # once: the scan and the export both need it
+    findings = [f for f in scan_run(store, run_id, check) if not f.allowed_by(allow)]
     if findings:
         shown = "; ".join(str(f) for f in findings[:MAX_SHOWN])
         more = len(findings) - MAX_SHOWN
@@ -155,4 +453,4 @@ def export_shareable(
             f"data: {shown}{f'; and {more} more' if more > 0 else ''} "
             f"(mask it, or accept with --allow '{findings[0].kind} in *')"
         )
-    return export_bundle(store, run_id, out_path)
+    return export_bundle(store, run_id, out_path, check=check)

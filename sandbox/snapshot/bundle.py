@@ -24,6 +24,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tarfile
 import tempfile
 import zlib
@@ -145,11 +146,15 @@ class BundleContents:
 # --- export ------------------------------------------------------------------------------
 
 
-def export_bundle(store: Store, run_id: str, out_path: str | os.PathLike[str]) -> Path:
+def export_bundle(
+    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: RunCheck | None = None
+) -> Path:
     """Write run ``run_id`` of ``store`` and the blobs it references to one ``.tar.gz``.
 
-    The run is checked first: a run that fails verification is not exported."""
-    check = check_store_run(store, run_id)
+    The run is checked first (``check``: a check of it the caller made already): a run that
+    fails verification is not exported."""
+    if check is None:
+        check = check_store_run(store, run_id)
     if not check.ok:
         raise IntegrityError(
             f"run {run_id!r} fails verification, not exported: {_summary(check.problems)}; "
@@ -324,6 +329,13 @@ def _stream_members(
                             f"{source}: refused: members add up to more than "
                             f"{limits.max_total_bytes} bytes"
                         )
+                    if count == 1 and name != BUNDLE_INDEX:
+                        raise BundleError(
+                            f"{source}: refused: {BUNDLE_INDEX}: missing as the first member "
+                            "(its sizes are checked before anything else is read)"
+                        )
+                    if contents.index is not None:
+                        _check_declared(contents.index, name, member.size, source)
                     fileobj = tar.extractfile(member)
                     if fileobj is None:  # pragma: no cover - regular files always have data
                         raise BundleError(f"{source}: member {shown(name)} has no data")
@@ -336,6 +348,10 @@ def _stream_members(
                     if name == BUNDLE_INDEX:
                         index_bytes = read_manifest_bytes(staged.path)
                         contents.index = _parse_index(index_bytes, source)
+                        _check_sizes(contents.index, folder, limits, source)
+                    elif _BLOB_MEMBER.fullmatch(name) and staged.sha256 != name[-64:]:
+                        # Its digest and size are all the checks need: garbage is not kept.
+                        staged.path.unlink()
     except SandboxError:
         raise
     except FileNotFoundError:
@@ -351,6 +367,49 @@ def _stream_members(
     if count == 0:
         raise BundleError(f"{source}: empty archive, not a bundle")
     files.pop(BUNDLE_INDEX, None)
+
+
+def _check_sizes(index: BundleIndex, folder: Path, limits: BundleLimits, source: str) -> None:
+    """Refuse a bundle whose index declares more than the limits allow, or more than the
+    temporary folder can hold, before any other member is staged."""
+    if len(index.members) + 1 > limits.max_members:
+        raise BundleError(
+            f"{source}: refused: more than {limits.max_members} members "
+            f"({BUNDLE_INDEX} lists {len(index.members)})"
+        )
+    for entry in index.members:
+        if entry.size > limits.max_member_bytes:
+            raise BundleError(
+                f"{source}: refused: {BUNDLE_INDEX} says member {shown(entry.path)} is "
+                f"{entry.size} bytes, more than the limit of {limits.max_member_bytes}"
+            )
+    declared = sum(entry.size for entry in {e.path: e for e in index.members}.values())
+    if declared > limits.max_total_bytes:
+        raise BundleError(
+            f"{source}: refused: members add up to more than {limits.max_total_bytes} bytes "
+            f"({BUNDLE_INDEX} says {declared})"
+        )
+    free = shutil.disk_usage(folder).free
+    if declared > free:
+        raise BundleError(
+            f"{source}: needs {declared} bytes of temporary space, {free} are free in "
+            f"{folder.parent} (set TMPDIR to a larger folder)"
+        )
+
+
+def _check_declared(index: BundleIndex, name: str, size: int, source: str) -> None:
+    """Refuse a member that ``bundle.json`` does not list with this size, before it is
+    staged."""
+    sizes = {entry.size for entry in index.members if entry.path == name}
+    if not sizes:
+        raise BundleError(
+            f"{source}: refused: member {shown(name)} is not listed in {BUNDLE_INDEX}"
+        )
+    if size not in sizes:
+        raise BundleError(
+            f"{source}: refused: member {shown(name)} is {size} bytes, {BUNDLE_INDEX} says "
+            f"{min(sizes)}"
+        )
 
 
 def _short(exc: BaseException, limit: int = 120) -> str:

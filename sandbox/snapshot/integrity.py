@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from sandbox.errors import SnapshotError, StoreError
+from sandbox.errors import NotRegularFileError, SnapshotError, StoreError
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import iter_blob_refs
 from sandbox.snapshot.store import (
@@ -123,7 +123,11 @@ def check_run_files(
     check.blob_keys = set(sizes)
     for key in sorted(sizes):
         path = blob_member(key)
-        found = blob(key)
+        try:
+            found = blob(key)
+        except NotRegularFileError as exc:
+            check.problems.append(Problem(path, exc.reason))
+            continue
         if found is None:
             check.problems.append(Problem(path, "missing: the run references it"))
             continue
@@ -269,6 +273,8 @@ def store_blob_lookup(store: Store) -> BlobLookup:
         try:
             with store.open_blob(key) as blob:
                 return stream_digest(blob)
+        except NotRegularFileError:
+            raise  # reported as such, not as missing
         except (OSError, StoreError):
             return None
 
@@ -281,11 +287,22 @@ def check_store_run(store: Store, run_id: str) -> RunCheck:
         store.load_manifest(run_id)  # raises UnknownRunError with near matches, or damaged
     try:
         manifest_bytes = store.read_manifest_bytes(run_id)
+    except NotRegularFileError as exc:
+        check = RunCheck(run_id)
+        check.problems.append(Problem(run_path(run_id, MANIFEST), exc.reason))
+        return check
     except (OSError, SnapshotError) as exc:
         check = RunCheck(run_id)
         check.problems.append(Problem(run_path(run_id, MANIFEST), f"unreadable: {exc}"))
         return check
-    events = store.open_events(run_id)
+    try:
+        events = store.open_events(run_id)
+    except NotRegularFileError as exc:
+        check = check_run_files(run_id, manifest_bytes, b"", store_blob_lookup(store))
+        e_path = run_path(run_id, EVENTS)
+        check.problems = [p for p in check.problems if p.path != e_path]
+        check.problems.insert(0, Problem(e_path, exc.reason))
+        return check
     if events is None:
         return check_run_files(run_id, manifest_bytes, None, store_blob_lookup(store))
     with events:

@@ -21,6 +21,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -32,9 +33,11 @@ from pydantic import ValidationError
 
 from sandbox.errors import (
     IntegrityError,
+    NotRegularFileError,
     SchemaVersionError,
     SnapshotError,
     StoreError,
+    StoreWriteError,
     UnknownNameError,
     UnknownRunError,
     UnsafePathError,
@@ -93,9 +96,66 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 """A larger ``manifest.json`` (or ``bundle.json``) is refused unread."""
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a fifo"
+    return "a special file"
+
+
+def not_regular(path: Path, mode: int) -> NotRegularFileError:
+    return NotRegularFileError(str(path), f"is {_kind(mode)}, not a regular file: refused unread")
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """Open a file of the store to read, never following a symbolic link in its last
+    component and never reading a device or a fifo (:class:`NotRegularFileError`);
+    ``FileNotFoundError`` when it is absent."""
+    return os.fdopen(_open_fd(path, os.O_RDONLY), "rb")
+
+
+def _open_fd(path: Path, flags: int) -> int:
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
+            raise not_regular(path, stat.S_IFLNK) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (a symbolic link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_manifest_bytes(path: Path) -> bytes:
-    """``manifest.json``, refused unread when larger than :data:`MAX_MANIFEST_BYTES`."""
-    with open(path, "rb") as f:
+    """``manifest.json``, refused unread when larger than :data:`MAX_MANIFEST_BYTES` (or
+    when it is not a regular file)."""
+    with open_regular(path) as f:
         data = f.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise SnapshotError(f"{path.name}: larger than {MAX_MANIFEST_BYTES} bytes, not read")
@@ -188,7 +248,7 @@ _WRITE_FAILURES = {
 
 @contextlib.contextmanager
 def store_writes(root: Path) -> Iterator[None]:
-    """Turn a full disk, a read-only or unwritable store into one :class:`StoreError` line
+    """Turn a full disk, a read-only or unwritable store into one :class:`StoreWriteError` line
     (the temporary files of the write are removed by :func:`atomic_file` already)."""
     try:
         yield
@@ -196,7 +256,7 @@ def store_writes(root: Path) -> Iterator[None]:
         reason = _WRITE_FAILURES.get(exc.errno or 0)
         if reason is None:
             raise
-        raise StoreError(f"cannot write to {root}: {reason}") from None
+        raise StoreWriteError(f"cannot write to {root}: {reason}") from None
 
 
 @contextlib.contextmanager
@@ -423,6 +483,11 @@ def _select_events(
             return
 
 
+def _append(path: Path) -> IO[bytes]:
+    """The event log, opened to append unbuffered (never through a symbolic link)."""
+    return os.fdopen(_open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab", buffering=0)
+
+
 class RunWriter:
     """Appends events to a run as they happen; each line is flushed before ``append`` returns,
     so a killed process leaves every event up to the kill."""
@@ -430,7 +495,7 @@ class RunWriter:
     def __init__(self, folder: Path, manifest: Manifest) -> None:
         self.folder = folder
         self.manifest = manifest
-        self._file: IO[bytes] = open(folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
+        self._file: IO[bytes] = _append(folder / EVENTS)
 
     def append(self, event: Event) -> None:
         self._file.write(dump_event(event))
@@ -443,7 +508,7 @@ class RunWriter:
         """Replace the event log with ``data`` (atomically) and append after it."""
         self.close()
         atomic_write(self.folder / EVENTS, data)
-        self._file = open(self.folder / EVENTS, "ab", buffering=0)  # noqa: SIM115
+        self._file = _append(self.folder / EVENTS)
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
         """Replace the manifest (atomically); ``durable=False`` skips the fsync for a
@@ -535,7 +600,7 @@ class DirectoryStore(Store):
     def put_blob(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
         key = sha256_bytes(data)
         path = self.blob_path(key)
-        if not path.exists():
+        if not is_regular(path):  # a link or device in its place is replaced, not followed
             with store_writes(self.root):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, data)
@@ -543,7 +608,7 @@ class DirectoryStore(Store):
 
     def put_blob_file(self, source: Path, key: str) -> None:
         path = self.blob_path(key)
-        if path.exists():
+        if is_regular(path):
             return
         with store_writes(self.root):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -552,12 +617,12 @@ class DirectoryStore(Store):
 
     def open_blob(self, key: str) -> IO[bytes]:
         try:
-            return self.blob_path(key).open("rb")
+            return open_regular(self.blob_path(key))
         except FileNotFoundError:
             raise StoreError(f"blob {key} is not in the store {self.root}") from None
 
     def has_blob(self, key: str) -> bool:
-        return self.blob_path(key).is_file()
+        return is_regular(self.blob_path(key))
 
     def delete_blob(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -586,6 +651,14 @@ class DirectoryStore(Store):
 
     def _require(self, run_id: str) -> Path:
         folder = self.run_dir(run_id)
+        try:
+            mode = os.lstat(folder).st_mode
+        except OSError:
+            mode = stat.S_IFDIR  # absent (or unreadable): said below
+        if not stat.S_ISDIR(mode):  # never followed: a link or a file is no run
+            raise SnapshotError(
+                f"run {run_id!r} is damaged: runs/{run_id} is {_kind(mode)}, not a folder"
+            )
         if not (folder / MANIFEST).is_file():
             if folder.is_dir():
                 reason = self.missing_manifest_reason(run_id)
@@ -598,7 +671,7 @@ class DirectoryStore(Store):
 
     def open_events(self, run_id: str) -> IO[bytes] | None:
         try:
-            return (self._require(run_id) / EVENTS).open("rb")
+            return open_regular(self._require(run_id) / EVENTS)
         except FileNotFoundError:
             return None
 
@@ -632,7 +705,8 @@ class DirectoryStore(Store):
 
     def get_run_file(self, run_id: str, name: str) -> bytes | None:
         try:
-            return self._side_file(run_id, name).read_bytes()
+            with open_regular(self._side_file(run_id, name)) as f:
+                return f.read()
         except FileNotFoundError:
             return None
 
@@ -668,7 +742,8 @@ class DirectoryStore(Store):
         target = self.run_dir(manifest.run_id)
         if target.exists() and not overwrite:
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        with store_writes(self.root):
+            staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
             with store_writes(self.root):
                 (staging / MANIFEST).write_bytes(dump_manifest(manifest))
@@ -689,7 +764,8 @@ class DirectoryStore(Store):
         target = self.run_dir(manifest.run_id)
         if target.exists():
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
-        staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        with store_writes(self.root):
+            staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
             with store_writes(self.root):
                 (staging / MANIFEST).write_bytes(dump_manifest(manifest))
@@ -710,7 +786,8 @@ class DirectoryStore(Store):
     def _remove(self, folder: Path) -> None:
         # Rename first so the run disappears at once, then remove at leisure.
         trash = self.staging_dir() / f"del-{uuid.uuid4().hex}"
-        os.rename(folder, trash)
+        with store_writes(self.root):
+            os.rename(folder, trash)
         shutil.rmtree(trash, ignore_errors=True)
 
 

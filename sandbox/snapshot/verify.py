@@ -32,16 +32,25 @@ class VerifyReport:
     warnings: list[Problem] = field(default_factory=list)
     events: int = 0
     blobs: int = 0
+    state: str | None = None
+    """A store run's state (:func:`~sandbox.snapshot.listing.run_state`): ``complete``,
+    ``running`` or ``incomplete``; ``None`` for a bundle or an unreadable manifest."""
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def complete(self) -> bool:
+        """No problems, and the run (when one was read) is complete."""
+        return self.ok and self.state in (None, "complete")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "run_id": self.run_id,
             "ok": self.ok,
+            "state": self.state,
             "events": self.events,
             "blobs": self.blobs,
             "problems": [str(p) for p in self.problems],
@@ -51,6 +60,8 @@ class VerifyReport:
 
 def verify_run(store: Store, run_id: str) -> VerifyReport:
     """Check run ``run_id`` of ``store``; an unknown run raises :class:`UnknownRunError`."""
+    from sandbox.snapshot.listing import run_state
+
     check = check_store_run(store, run_id)
     return VerifyReport(
         target=f"run {run_id} in {store.location}",
@@ -59,6 +70,7 @@ def verify_run(store: Store, run_id: str) -> VerifyReport:
         warnings=check.warnings,
         events=check.event_count,
         blobs=len(check.blob_keys),
+        state=None if check.manifest is None else run_state(check.manifest),
     )
 
 

@@ -8,6 +8,7 @@ a store run of a million events (imported, verified, shown and listed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,16 +16,21 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
+import time
 import zlib
 from pathlib import Path
 
 import pytest
-from snapshot_factory import build_snapshot
+from snapshot_factory import build_snapshot, reg, write_tar
 
-from sandbox.snapshot import DirectoryStore
-from sandbox.snapshot.bundle import export_bundle
+from sandbox.errors import BundleError
+from sandbox.snapshot import SCHEMA_VERSION, DirectoryStore
+from sandbox.snapshot.bundle import BundleLimits, export_bundle, read_bundle
 from sandbox.snapshot.events import StateTransition
 from sandbox.snapshot.store import dump_event
+from sandbox.snapshot.verify import verify_bundle
 
 CEILING_KIB = 256 * 1024
 MAX_LINE = 300
@@ -225,3 +231,79 @@ def test_a_million_event_run_is_imported_verified_shown_and_listed_in_bounded_me
             assert out.count('"kind":"state"') == 1_000_000
     listed = json.loads(run_cli(["list", "--json", *target], tmp_path)[1])
     assert listed[0]["events"] == 1_000_000
+
+
+def _staged_peak(folder: Path, done: threading.Event, peak: list[int]) -> None:
+    while not done.is_set():
+        total = 0
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    total += path.stat().st_size
+        peak[0] = max(peak[0], total)
+        time.sleep(0.002)
+
+
+def test_a_bomb_of_garbage_blobs_stages_at_most_one_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle whose index declares blobs within the limits but whose blobs are zeros
+    (their names are not their digests) is refused, and the temporary folder never holds
+    more than about one of them (it used to hold all of them until the end)."""
+    member = 4 << 20
+    blobs = [(f"blobs/sha256/{i:02x}/{i:02x}" + "0" * 62, bytes(member)) for i in range(12)]
+    index = {
+        "format": "sandbox-replayer-bundle",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": "run-1",
+        "members": [{"path": n, "sha256": n[-64:], "size": member} for n, _ in blobs],
+    }
+    bomb = write_tar(
+        tmp_path / "bomb.tar.gz",
+        [reg("bundle.json", json.dumps(index).encode()), *(reg(n, d) for n, d in blobs)],
+    )
+    staging = tmp_path / "tmpdir"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    done, peak = threading.Event(), [0]
+    poller = threading.Thread(target=_staged_peak, args=(staging, done, peak))
+    poller.start()
+    try:
+        report = verify_bundle(
+            bomb, BundleLimits(max_member_bytes=member, max_total_bytes=64 << 20)
+        )
+    finally:
+        done.set()
+        poller.join()
+    assert not report.ok
+    assert peak[0] <= 2 * member, f"{peak[0] >> 20} MiB staged"
+    assert not any(staging.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("declared", "error"),
+    [
+        (8 << 20, "bundle.json says member"),  # over the member limit
+        (1 << 20, "is 4194304 bytes, bundle.json says 1048576"),  # not what the tar says
+    ],
+)
+def test_declared_sizes_are_checked_before_anything_is_staged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, declared: int, error: str
+) -> None:
+    name = "blobs/sha256/ab/ab" + "0" * 62
+    index = {
+        "format": "sandbox-replayer-bundle",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": "run-1",
+        "members": [{"path": name, "sha256": name[-64:], "size": declared}],
+    }
+    bomb = write_tar(
+        tmp_path / "b.tar.gz",
+        [reg("bundle.json", json.dumps(index).encode()), reg(name, bytes(4 << 20))],
+    )
+    staging = tmp_path / "tmpdir"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    with pytest.raises(BundleError, match=error):
+        read_bundle(bomb, BundleLimits(max_member_bytes=6 << 20))
+    assert not any(staging.iterdir())

@@ -83,3 +83,17 @@ def test_a_service_binding_redacted_at_capture_is_not_required() -> None:
     )
     # The binding is pointed at the restored service afterwards: nothing to supply.
     assert restored_environment(recorded, {}) == {"MODE": "fast", "TZ": "UTC"}
+
+
+def test_the_redacted_values_the_user_sets_are_handed_to_another_process() -> None:
+    """What ``ci-repro --in-container`` passes into the runner: the user's values of the
+    variables redacted at capture, and nothing recorded or of this machine."""
+    from sandbox.replay.environment import redacted_values
+
+    recorded = manifest(
+        {"API_TOKEN": "<redacted:0123456789ab>", "MODE": "fast", "SANDBOX_X": "<x:0123456789ab>"}
+    )
+    current = {"API_TOKEN": "tok-1", "MODE": "slow", "HOME": "/root", "SANDBOX_X": "y"}
+    assert redacted_values(recorded, current) == {"API_TOKEN": "tok-1"}
+    with pytest.raises(MissingEnvironmentError, match="API_TOKEN"):
+        redacted_values(recorded, {"MODE": "slow"})
