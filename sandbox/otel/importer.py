@@ -5,8 +5,10 @@ the GenAI ones are missing: a span whose ``gen_ai.operation.name`` is ``chat`` (
 ``text_completion``), or whose ``openinference.span.kind`` is ``LLM``, is a model call; an
 ``execute_tool`` (or ``TOOL``) span a tool call; the root span the run (its ``output.value``
 the final result). A model call becomes the two events capture writes for one: the HTTP
-exchange, with the provider's response body rebuilt from the recorded answer, and the
-``llm`` event inside it, so that replay serves the agent's real SDK client from it.
+exchange, with the provider's request and response bodies rebuilt from the recorded call by
+the first registered model API of its provider (:func:`sandbox.seam.llm.for_provider`), and
+the ``llm`` event inside it, read back from that request as replay reads the live call, so
+that replay serves the agent's real SDK client from it.
 
 The run has no environment state (no services, no seeds): ``sandbox show`` says it was
 imported. Its failure is the one ``sandbox otel export`` wrote (``sandbox.failure``), the
@@ -415,6 +417,8 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
             calls.append(call)
             http_span = log.span()
             body = response_body(call, int(s.start))
+            request = _request_body(call)
+            sent = call.via.parse_request(call.url, request)  # as replay reads the live call
             log.add(
                 HTTPExchange,
                 s.end,
@@ -424,7 +428,7 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
                 method="POST",
                 url=call.url,
                 request_headers={"content-type": "application/json"},
-                request_body=_request_body(call),
+                request_body=request,
                 status=200 if s.error is None else None,
                 response_headers={"content-type": "application/json"},
                 response_body=body if s.error is None else None,
@@ -440,9 +444,9 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
                 parent_span=http_span,
                 provider=call.provider,
                 model=call.model,
-                messages=call.messages,
-                params=call.params,
-                tools=call.tools,
+                messages=sent.messages,
+                params=sent.params,
+                tools=sent.tools,
                 response=call.response if s.error is None else None,
                 usage=call.usage,
                 provider_meta={"api": call.api, "id": call.response_id, "model": call.model},

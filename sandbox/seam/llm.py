@@ -31,6 +31,7 @@ BUILTINS = (
     "sandbox.seam.apis.openai_chat",
     "sandbox.seam.apis.openai_responses",
     "sandbox.seam.apis.anthropic_messages",
+    "sandbox.seam.apis.gemini",
 )
 """Modules of the model APIs that come with the package, in the order they are asked."""
 

@@ -18,6 +18,7 @@ from sandbox.seam import llm
 from sandbox.snapshot.events import LLMCall
 from sandbox.snapshot.store import DirectoryStore
 
+GEMINI = "https://generativelanguage.googleapis.com"
 PLUGIN = """
 from sandbox.seam.apis.openai_chat import ChatCompletions
 
@@ -57,11 +58,17 @@ def test_the_built_in_apis_are_registered_each_recognising_its_own_endpoint() ->
         ("https://api.openai.com/v1/chat/completions", "openai.chat"),
         ("https://api.openai.com/v1/responses", "openai.responses"),
         ("https://api.anthropic.com/v1/messages", "anthropic.messages"),
+        (f"{GEMINI}/v1beta/models/gemini-2.5-flash:generateContent", "gemini.generate_content"),
+        (
+            f"{GEMINI}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            "gemini.generate_content",
+        ),
     ]:
         found = llm.recognise("POST", url)
         assert found is not None and found.name == name
         assert llm.recognise("GET", url) is None
     assert llm.recognise("POST", "https://api.example.com/v1/orders") is None
+    assert llm.recognise("POST", f"{GEMINI}/v1beta/models/gemini-2.5-flash:countTokens") is None
     assert all(isinstance(a, llm.LLMApi) for a in llm.apis())
 
 

@@ -13,7 +13,7 @@ from sandbox.errors import ForkError
 from sandbox.replay.fork import Fork, fork_edits, parse_override, parse_param
 from sandbox.replay.policy import PolicySet
 from sandbox.seam import llm
-from sandbox.seam.apis import anthropic_messages, openai_chat, openai_responses
+from sandbox.seam.apis import anthropic_messages, gemini, openai_chat, openai_responses
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.manifest import ForkEdits, ForkOverride
 
@@ -34,6 +34,10 @@ def _stream(name: str, body: dict[str, Any]) -> str:
 
 def _no_blob(key: str) -> bytes:
     raise AssertionError(f"no blob expected, asked for {key}")
+
+
+IDENTITY = {gemini.NAME: ("responseId", "modelVersion")}
+"""The keys of a response's id and model in the APIs that do not call them ``id``, ``model``."""
 
 
 def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
@@ -59,7 +63,9 @@ def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
             wall=1.0,
             mono=0.1,
             parent_span=0,
-            provider_meta={"api": api, "id": "r-1", "model": "m"},
+            provider_meta=dict(
+                zip(("api", *IDENTITY.get(api, ("id", "model"))), (api, "r-1", "m"), strict=True)
+            ),
             streamed=streamed,
         ),
     ]
@@ -170,7 +176,22 @@ def test_a_responses_api_answer_is_overridden_by_a_message() -> None:
     ]
 
 
-@pytest.mark.parametrize("api", [openai_chat.NAME, openai_responses.NAME, anthropic_messages.NAME])
+def test_a_gemini_answer_is_overridden_by_a_message_with_a_function_call() -> None:
+    recorded = {"responseId": "g-1", "modelVersion": "m", "candidates": []}
+    value = {"content": "Checking.", "tool_calls": [{"name": "refund", "arguments": {"n": 7}}]}
+    exchange = _answer(gemini.NAME, False, recorded, value)
+    assert not exchange.streamed and isinstance(exchange.response_body, dict)
+    assert exchange.response_body["responseId"] == "g-1"  # the rest of the body is kept
+    parts = exchange.response_body["candidates"][0]["content"]["parts"]
+    assert parts == [{"text": "Checking."}, {"functionCall": {"name": "refund", "args": {"n": 7}}}]
+    answer = _parse(gemini.NAME, exchange.response_body, False).response
+    assert answer["text"] == "Checking."
+    assert [(c["name"], c["arguments"]) for c in answer["tool_calls"]] == [("refund", {"n": 7})]
+
+
+@pytest.mark.parametrize(
+    "api", [openai_chat.NAME, openai_responses.NAME, anthropic_messages.NAME, gemini.NAME]
+)
 def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api: str) -> None:
     """The override is served as the stream the API sends (a client reading a stream gets
     no answer out of a JSON body), and reads back as the overriding answer."""
@@ -182,7 +203,7 @@ def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api
     assert exchange.response_headers["content-type"] == "text/event-stream"
     answer = _parse(api, exchange.response_body, True)
     assert answer.response["text"] == "No refund." and answer.response["tool_calls"] == []
-    assert answer.meta.get("id") == "r-1"  # the recorded response's identity
+    assert answer.meta.get(IDENTITY.get(api, ("id",))[0]) == "r-1"  # the recorded identity
 
 
 @pytest.mark.parametrize(
@@ -249,6 +270,33 @@ def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api
                 ],
                 "stop_reason": "tool_use",
                 "usage": {"output_tokens": 3},
+            },
+        ),
+        (
+            gemini.NAME,
+            {
+                "responseId": "g-1",
+                "modelVersion": "m",
+                "candidates": [
+                    {
+                        "index": 0,
+                        "finishReason": "STOP",
+                        "content": {
+                            "role": "model",
+                            "parts": [
+                                {"text": "On it."},
+                                {
+                                    "functionCall": {
+                                        "id": "call_1",
+                                        "name": "refund",
+                                        "args": {"n": 7},
+                                    }
+                                },
+                            ],
+                        },
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 2, "candidatesTokenCount": 1},
             },
         ),
     ],
