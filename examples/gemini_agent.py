@@ -23,6 +23,7 @@ from examples._model import MODEL
 from sandbox import capture
 
 MODEL_URL_ENV = "GEMINI_AGENT_MODEL_URL"
+API_KEY = "local-scripted-gemini-key"
 DECLARATIONS = [
     types.FunctionDeclaration(
         name="order_status",
@@ -62,7 +63,7 @@ def refund_window_fixed(country: str) -> str:
 
 def _ask(window: Callable[[str], str], streamed: bool) -> str:
     client = genai.Client(
-        api_key="local-scripted-gemini-key",
+        api_key=API_KEY,
         http_options=types.HttpOptions(base_url=os.environ[MODEL_URL_ENV]),
     )
     config = types.GenerateContentConfig(

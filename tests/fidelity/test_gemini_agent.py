@@ -23,7 +23,7 @@ from sandbox.replay import replay
 from sandbox.replay.policy import PolicySet
 from sandbox.replay.semantics import request_of
 from sandbox.seam.apis import gemini
-from sandbox.snapshot.events import FinalResult, LLMCall, ToolCall
+from sandbox.snapshot.events import FinalResult, HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ForkEdits, ForkOverride
 from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
@@ -101,6 +101,13 @@ def test_model_calls_are_llm_events_with_model_messages_and_function_calls(
     assert "30 days" in json.dumps(last.messages)
     assert isinstance(last.response, dict) and not _tool_calls(last)
     assert last.response["text"] == "Yes: you can return order 7 within 30 days."
+
+
+def test_the_api_key_header_is_recorded_redacted(captured: Captured) -> None:
+    events = captured.store.load_events(captured.run_id)
+    assert gemini_agent.API_KEY not in json.dumps([e.model_dump(mode="json") for e in events])
+    exchange = next(e for e in events if isinstance(e, HTTPExchange))
+    assert "x-goog-api-key" in exchange.request_headers
 
 
 def test_the_run_reproduces_with_the_model_server_stopped(captured: Captured) -> None:
