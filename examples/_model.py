@@ -1,7 +1,8 @@
-"""A scripted model behind two OpenAI wire formats, on 127.0.0.1 (port 0): chat completions
-(``POST /v1/chat/completions``) and the Responses API (``POST /v1/responses``, plain or
-streamed as server-sent events, the Responses API's events written by
-:func:`sandbox.seam.llm.stream_text`).
+"""A scripted model behind two OpenAI wire formats and Gemini's, on 127.0.0.1 (port 0): chat
+completions (``POST /v1/chat/completions``), the Responses API (``POST /v1/responses``, plain
+or streamed as server-sent events, the Responses API's events written by its module,
+:mod:`sandbox.seam.apis.openai_responses`) and Gemini's ``POST
+/v1beta/models/MODEL:generateContent`` (and ``:streamGenerateContent?alt=sse``).
 
 The agents talk to it with the real ``openai`` client, so nothing about the HTTP exchange is
 faked: capture records it at the transport as it would record a provider. The script is a
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sandbox.seam import llm
+from sandbox.seam.apis import gemini, openai_responses
 
 MODEL = "scripted-1"
 Script = Callable[[list[dict[str, Any]]], dict[str, Any]]
@@ -55,8 +56,9 @@ def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
 
 def responses_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     """A Responses API request (``instructions`` and ``input`` items) as the chat messages the
-    script reads, as :func:`sandbox.seam.llm.chat_messages` reads them."""
-    return llm.chat_messages(llm.parse_request(llm.RESPONSES, body).messages)
+    script reads, as the Responses API's module reads them."""
+    api = openai_responses.API
+    return api.chat_messages(api.parse_request("", body).messages)
 
 
 def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
@@ -65,11 +67,13 @@ def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if reply.get("content"):
         text = {"type": "output_text", "text": reply["content"], "annotations": []}
-        output.append(llm.message_item(f"msg_{turn}", [text]))
+        output.append(openai_responses.message_item(f"msg_{turn}", [text]))
     for i, c in enumerate(reply.get("tool_calls") or []):
         arguments = json.dumps(c["arguments"])
         output.append(
-            llm.function_call_item(f"fc_{turn}_{i}", f"call_{turn}_{i}", c["name"], arguments)
+            openai_responses.function_call_item(
+                f"fc_{turn}_{i}", f"call_{turn}_{i}", c["name"], arguments
+            )
         )
     return {
         "id": f"resp_{turn}",
@@ -91,15 +95,52 @@ def response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     }
 
 
+def gemini_messages(path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Gemini request as the chat messages the script reads (a function's ``{"result": x}``
+    response as the tool message ``x``)."""
+    api = gemini.API
+    messages: list[dict[str, Any]] = api.chat_messages(api.parse_request(path, body).messages)
+    for message in messages:
+        if message.get("role") == "tool":
+            answer = json.loads(message["content"])
+            if isinstance(answer, dict) and set(answer) == {"result"}:
+                message["content"] = json.dumps(answer["result"])
+    return messages
+
+
+def gemini_response(reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    """The script's reply as a Gemini response: one candidate, a ``text`` part for its text,
+    a ``functionCall`` part for each tool call."""
+    parts: list[dict[str, Any]] = [{"text": reply["content"]}] if reply.get("content") else []
+    parts += [
+        {"functionCall": {"name": c["name"], "args": c["arguments"]}}
+        for c in reply.get("tool_calls") or []
+    ]
+    return {
+        "candidates": [
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+        "modelVersion": MODEL,
+        "responseId": f"gemini-{turn}",
+    }
+
+
 def _answer(path: str, body: dict[str, Any], script: Script) -> tuple[str, bytes]:
     """The scripted answer to a request on ``path``: its content type and body."""
+    route = path.split("?", 1)[0]
+    if gemini.ENDPOINT.search(route):
+        messages = gemini_messages(route, body)
+        answer = gemini_response(script(messages), _turn_of(messages))
+        if ":streamGenerateContent" in route:
+            return "text/event-stream", gemini.API.stream_text(answer).encode()
+        return "application/json", json.dumps(answer).encode()
     if path.rstrip("/").endswith("/responses"):
         messages = responses_messages(body)
         reply, turn = script(messages), _turn_of(messages)
         if body.get("stream"):
-            return "text/event-stream", llm.stream_text(
-                llm.RESPONSES, response(reply, turn)
-            ).encode()
+            stream = openai_responses.API.stream_text(response(reply, turn))
+            return "text/event-stream", stream.encode()
         return "application/json", json.dumps(response(reply, turn)).encode()
     messages = body.get("messages", [])
     return "application/json", json.dumps(completion(script(messages), _turn_of(messages))).encode()
@@ -109,10 +150,9 @@ def _turn_of(messages: list[dict[str, Any]]) -> int:
     return sum(1 for m in messages if m.get("role") == "assistant")
 
 
-@contextmanager
-def scripted_model(script: Script) -> Iterator[Any]:
-    """Serve ``script``; yield an ``openai.OpenAI`` client pointed at it."""
-    import openai
+def serve_model(script: Script, port: int = 0) -> tuple[str, Callable[[], None]]:
+    """Serve ``script`` on 127.0.0.1 (on ``port``, 0: any free one); return its base URL and
+    the function that stops it."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -129,18 +169,29 @@ def scripted_model(script: Script) -> Iterator[Any]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, name="scripted-model", daemon=True)
     thread.start()
-    try:
-        yield openai.OpenAI(
-            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
-            api_key="sk-local-scripted-model-key",
-            max_retries=0,
-        )
-    finally:
+
+    def stop() -> None:
         server.shutdown()
         server.server_close()
+
+    return f"http://127.0.0.1:{server.server_address[1]}", stop
+
+
+@contextmanager
+def scripted_model(script: Script) -> Iterator[Any]:
+    """Serve ``script``; yield an ``openai.OpenAI`` client pointed at it."""
+    import openai
+
+    url, stop = serve_model(script)
+    try:
+        yield openai.OpenAI(
+            base_url=f"{url}/v1", api_key="sk-local-scripted-model-key", max_retries=0
+        )
+    finally:
+        stop()
 
 
 def tool_spec(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from sandbox.containers.labels import Owner
 from sandbox.containers.sizing import Size, check_fits, host_memory, size_for
 from sandbox.containers.specs import LIBFAKETIME, container_spec, server_kinds
 from sandbox.errors import DockerUnavailableError, ResourceError
+from sandbox.seam import llm
 from sandbox.sizes import human_size
 from sandbox.snapshot.store import DirectoryStore, Store
 
@@ -40,8 +41,7 @@ SPACE_HEADROOM = 64 * 1024**2
 """Free space a replay needs at the store besides its end state: events, reports, temp files."""
 
 INTEGRATIONS: Mapping[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
+    **dict(llm.client_packages()),
     "mcp": "mcp",
     "langgraph": "langgraph",
     "openai-agents": "agents",

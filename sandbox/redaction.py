@@ -122,6 +122,7 @@ SENSITIVE_HEADERS = frozenset(
         "authorization",
         "proxy-authorization",
         "x-api-key",
+        "x-goog-api-key",
         "api-key",
         "cookie",
         "set-cookie",

@@ -7,8 +7,9 @@ unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) 
 is installed. Each exchange crosses the seam as an ``http`` call: the request (method, URL, body)
 is the normalized request; the response body is teed while the caller reads it (streaming
 keeps streaming) and the ``http`` event is written when the body is finished or closed.
-Exchanges with OpenAI- or Anthropic-shaped endpoints also get an ``llm`` event (model,
-parameters, messages, tools, assembled response, usage, provider metadata).
+Exchanges a model API of the registry recognises (:func:`sandbox.seam.llm.recognise`) also
+get an ``llm`` event (model, parameters, messages, tools, assembled response, usage, provider
+metadata).
 """
 
 from __future__ import annotations
@@ -165,13 +166,13 @@ class HTTPAdapter:
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
         emitter.emit(HTTPExchange, call, **fields)
-        kind = llm.endpoint_kind(req.method, req.url.path)
-        if kind is not None:
-            self._emit_llm(kind, call, emitter, req_body, resp_body, streamed, response, error)
+        api = llm.recognise(req.method, str(req.url), req.headers)
+        if api is not None:
+            self._emit_llm(api, call, emitter, req_body, resp_body, streamed, response, error)
 
     def _emit_llm(
         self,
-        kind: str,
+        api: llm.LLMApi,
         call: Call,
         emitter: HTTPEmitter,
         req_body: JsonValue,
@@ -183,10 +184,10 @@ class HTTPAdapter:
         if req_body is None and self.body:
             with contextlib.suppress(ValueError):
                 req_body = json.loads(self.body)
-        parsed = llm.parse_request(kind, req_body)
+        parsed = api.parse_request(str(self.request.url), req_body)
         answer = llm.LLMResponse()
         if response is not None and response.status_code < 400:
-            answer = llm.parse_response(kind, resp_body, streamed)
+            answer = api.parse_response(resp_body, streamed)
         elif response is not None and error is None:
             error = ErrorInfo(type=f"HTTP {response.status_code}", message=str(resp_body)[:500])
         request = parsed.meaning()
@@ -205,7 +206,7 @@ class HTTPAdapter:
             tools=parsed.tools,
             response=answer.response or None,
             usage=answer.usage,
-            provider_meta={"api": kind, **answer.meta},
+            provider_meta={"api": api.name, **answer.meta},
             streamed=streamed,
             error=error,
             duration=emitter.elapsed() - call.started,

@@ -286,7 +286,7 @@ def _loop_name(rs: tenacity.RetryCallState) -> str:
     """``retry:<module.function>``: the decorated function, or the function whose ``for
     attempt in Retrying(...)`` loop this is."""
     if rs.fn is not None:
-        return f"retry:{rs.get_fn_name()}"
+        return f"retry:{tenacity._utils.get_callback_name(rs.fn)}"
     frame: Any = sys._getframe(1)
     while frame is not None and frame.f_globals.get("__name__", "").startswith(_OWN_FRAMES):
         frame = frame.f_back

@@ -27,6 +27,7 @@ from sandbox.containers.engine import DockerClient, Progress, connect, no_progre
 from sandbox.containers.labels import CONTEXT_HASH
 from sandbox.errors import ImageBuildError, SandboxError, UnknownNameError
 from sandbox.names import BASE_ENV
+from sandbox.seam import llm
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = REPO_ROOT / "images"
@@ -127,9 +128,10 @@ environment markers against the interpreter running it, and redis' ``python_full
 "3.11.3"`` marker holds for Debian bookworm's 3.11.2."""
 
 
-_RUNNER_LLM_CLIENTS = ("openai", "anthropic")
-"""The model clients capture records without changes to the agent: an agent replayed in the
-runner imports them as it did when captured (their pins come from the ``dev`` extra)."""
+_RUNNER_LLM_CLIENTS = tuple(dist for dist, _ in llm.client_packages())
+"""The model clients capture records without changes to the agent (the SDKs of the model
+APIs): an agent replayed in the runner imports them as it did when captured (their pins come
+from the ``dev`` extra)."""
 
 
 def _runner_requirements() -> str:

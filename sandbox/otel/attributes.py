@@ -97,7 +97,7 @@ def _openinference_messages(prefix: str, wire: list[Any]) -> Attributes:
 
 
 def llm_attributes(event: LLMCall) -> Attributes:
-    wire = llm.chat_messages(event.messages)  # a Responses API call's input items too
+    wire = llm.chat_messages(event.provider_meta.get("api"), event.messages)
     out: Attributes = {
         SPAN_KIND: "LLM",
         OPERATION: "chat",

@@ -5,8 +5,10 @@ the GenAI ones are missing: a span whose ``gen_ai.operation.name`` is ``chat`` (
 ``text_completion``), or whose ``openinference.span.kind`` is ``LLM``, is a model call; an
 ``execute_tool`` (or ``TOOL``) span a tool call; the root span the run (its ``output.value``
 the final result). A model call becomes the two events capture writes for one: the HTTP
-exchange, with the provider's response body rebuilt from the recorded answer, and the
-``llm`` event inside it, so that replay serves the agent's real SDK client from it.
+exchange, with the provider's request and response bodies rebuilt from the recorded call by
+the first registered model API of its provider (:func:`sandbox.seam.llm.for_provider`), and
+the ``llm`` event inside it, read back from that request as replay reads the live call, so
+that replay serves the agent's real SDK client from it.
 
 The run has no environment state (no services, no seeds): ``sandbox show`` says it was
 imported. Its failure is the one ``sandbox otel export`` wrote (``sandbox.failure``), the
@@ -28,8 +30,9 @@ from pydantic import JsonValue, ValidationError
 from sandbox.errors import OTelImportError
 from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.otel import messages
-from sandbox.otel.attributes import OPERATION, PARAMS, SPAN_KIND, USAGE_IN, USAGE_OUT
+from sandbox.otel.attributes import OPERATION, PARAMS, SPAN_KIND
 from sandbox.otel.export import FAILURE_EXCEPTION
+from sandbox.seam import llm
 from sandbox.snapshot.events import (
     ErrorInfo,
     Event,
@@ -60,13 +63,7 @@ clients, through which the model calls are served) with this one."""
 SOURCE_LABEL = IMPORTED_FROM_LABEL
 SOURCE = TRACE_SOURCE
 
-CHAT_API = "openai.chat"
-MESSAGES_API = "anthropic.messages"
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
-_DEFAULT_URLS = {
-    "openai": "https://api.openai.com/v1/chat/completions",
-    "anthropic": "https://api.anthropic.com/v1/messages",
-}
 
 
 @dataclass
@@ -274,22 +271,22 @@ def _tools(attrs: Mapping[str, Any]) -> list[JsonValue]:
     return [_json(t.get("tool.json_schema")) for t in _indexed(attrs, "llm.tools")]
 
 
-def _usage(attrs: Mapping[str, Any], provider: str) -> dict[str, JsonValue]:
-    names = (USAGE_IN[1], USAGE_OUT[1]) if provider == "anthropic" else (USAGE_IN[0], USAGE_OUT[0])
+def _usage(attrs: Mapping[str, Any], api: llm.LLMApi) -> dict[str, JsonValue]:
     usage: dict[str, JsonValue] = {}
     for name, keys in zip(
-        names,
+        api.usage_keys,
         (
             ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
             ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
         ),
-        strict=True,
+        strict=False,
     ):
         value = next((attrs[k] for k in keys if isinstance(attrs.get(k), int)), None)
         if value is not None:
             usage[name] = value
-    if provider != "anthropic" and len(usage) == 2:
-        usage["total_tokens"] = int(usage[names[0]]) + int(usage[names[1]])  # type: ignore[arg-type]
+    counts = [v for v in usage.values() if isinstance(v, int)]
+    if len(api.usage_keys) > 2 and len(counts) == 2:
+        usage[api.usage_keys[2]] = sum(counts)
     return usage
 
 
@@ -307,6 +304,8 @@ class ModelCall:
     usage: dict[str, JsonValue]
     response_id: str
     url: str
+    via: llm.LLMApi
+    """The API the call is rebuilt as an exchange of: the first one of its provider."""
 
 
 def model_call(span: SpanRecord) -> ModelCall:
@@ -314,10 +313,9 @@ def model_call(span: SpanRecord) -> ModelCall:
     provider = str(
         attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or attrs.get("llm.provider")
     )
-    provider = provider if provider in _DEFAULT_URLS else "openai"
-    api = str(
-        attrs.get("sandbox.llm.api") or (MESSAGES_API if provider == "anthropic" else CHAT_API)
-    )
+    via = llm.for_provider(provider) or llm.apis()[0]
+    provider = via.provider
+    api = str(attrs.get("sandbox.llm.api") or via.name)
     model = str(attrs.get("gen_ai.request.model") or attrs.get("llm.model_name") or "")
     given_in = _json(attrs.get("gen_ai.input.messages"))
     wire_messages: list[JsonValue] = (
@@ -335,10 +333,8 @@ def model_call(span: SpanRecord) -> ModelCall:
     if response.get("stop_reason") is None and isinstance(reasons, list) and reasons:
         response["stop_reason"] = reasons[0]
     host, port = attrs.get("server.address"), attrs.get("server.port")
-    url = str(attrs.get("url.full") or _DEFAULT_URLS[provider])
-    if isinstance(host, str) and "url.full" not in attrs:
-        path = "/v1/messages" if provider == "anthropic" else "/v1/chat/completions"
-        url = f"https://{host}{f':{port}' if port else ''}{path}"
+    origin = f"https://{host}{f':{port}' if port else ''}" if isinstance(host, str) else None
+    url = str(attrs.get("url.full") or via.imported_url(model, origin))
     return ModelCall(
         provider=provider,
         api=api,
@@ -347,60 +343,33 @@ def model_call(span: SpanRecord) -> ModelCall:
         params=_params(attrs),
         tools=_tools(attrs),
         response=response,
-        usage=_usage(attrs, provider),
+        usage=_usage(attrs, via),
         response_id=str(attrs.get("gen_ai.response.id") or f"imported-{span.span_id}"),
         url=url,
+        via=via,
+    )
+
+
+def _imported(call: ModelCall, created: int) -> llm.Imported:
+    return llm.Imported(
+        model=call.model,
+        messages=call.messages,
+        params=call.params,
+        tools=call.tools,
+        answer=call.response,
+        usage=call.usage,
+        response_id=call.response_id,
+        created=created,
     )
 
 
 def response_body(call: ModelCall, created: int) -> dict[str, JsonValue]:
     """The provider's response body for a recorded answer (what the SDK client parses)."""
-    text = call.response.get("text")
-    calls = [c for c in call.response.get("tool_calls") or [] if isinstance(c, dict)]
-    if call.provider == "anthropic":
-        content: list[JsonValue] = [{"type": "text", "text": text}] if text else []
-        content.extend(
-            {
-                "type": "tool_use",
-                "id": c.get("id"),
-                "name": c.get("name"),
-                "input": _json(c.get("arguments"), {}),
-            }
-            for c in calls
-        )
-        return {
-            "id": call.response_id,
-            "type": "message",
-            "role": "assistant",
-            "model": call.model,
-            "content": content,
-            "stop_reason": call.response.get("stop_reason") or "end_turn",
-            "usage": call.usage or {"input_tokens": 0, "output_tokens": 0},
-        }
-    message = messages.answer_message(call.response)
-    body: dict[str, JsonValue] = {
-        "id": call.response_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": call.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": call.response.get("stop_reason") or "stop",
-            }
-        ],
-    }
-    if call.usage:
-        body["usage"] = call.usage
-    return body
+    return call.via.imported_response(_imported(call, created))
 
 
 def _request_body(call: ModelCall) -> dict[str, JsonValue]:
-    body: dict[str, JsonValue] = {"model": call.model, "messages": call.messages, **call.params}
-    if call.tools:
-        body["tools"] = call.tools
-    return body
+    return call.via.imported_request(_imported(call, 0))
 
 
 def pick_trace(spans: list[SpanRecord], trace_id: str | None) -> list[SpanRecord]:
@@ -448,6 +417,8 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
             calls.append(call)
             http_span = log.span()
             body = response_body(call, int(s.start))
+            request = _request_body(call)
+            sent = call.via.parse_request(call.url, request)  # as replay reads the live call
             log.add(
                 HTTPExchange,
                 s.end,
@@ -457,7 +428,7 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
                 method="POST",
                 url=call.url,
                 request_headers={"content-type": "application/json"},
-                request_body=_request_body(call),
+                request_body=request,
                 status=200 if s.error is None else None,
                 response_headers={"content-type": "application/json"},
                 response_body=body if s.error is None else None,
@@ -473,9 +444,9 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
                 parent_span=http_span,
                 provider=call.provider,
                 model=call.model,
-                messages=call.messages,
-                params=call.params,
-                tools=call.tools,
+                messages=sent.messages,
+                params=sent.params,
+                tools=sent.tools,
                 response=call.response if s.error is None else None,
                 usage=call.usage,
                 provider_meta={"api": call.api, "id": call.response_id, "model": call.model},

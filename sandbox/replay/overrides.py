@@ -3,12 +3,12 @@ serves at STEP instead of what the run recorded.
 
 What ``VALUE`` means depends on the kind of the step:
 
-* **llm**: the assistant's message: a string (its text), or for the OpenAI chat-completions
-  and Responses APIs a message ``{"content": ..., "tool_calls": [{"name": ..., "arguments":
-  {...}}]}`` (tool calls in this short form or the API's wire form), for the messages API
-  ``{"content": [blocks]}``; or the provider's whole response body (it has ``choices``,
-  ``output``, or ``type: message``). A streamed answer is served as its API's stream of
-  that body (:func:`sandbox.seam.llm.stream_text`). The step may name the model call or its
+* **llm**: the assistant's message: a string (its text), or a message ``{"content": ...,
+  "tool_calls": [{"name": ..., "arguments": {...}}]}`` (tool calls in this short form or the
+  API's wire form; for the messages API ``{"content": [blocks]}``), written in the shape of
+  the call's API (:meth:`sandbox.seam.llm.LLMApi.answer_body`); or the provider's whole
+  response body. A streamed answer is served as its API's stream of that body
+  (:meth:`sandbox.seam.llm.LLMApi.stream_text`). The step may name the model call or its
   HTTP exchange;
 * **tool**: the tool's output (the recorded error, if any, is dropped);
 * **retrieval**: the documents, a list of strings or of ``{"id", "content", "score",
@@ -121,13 +121,16 @@ def _model_answer(
 ) -> HTTPExchange:
     """The exchange answering with ``value``, in the recorded exchange's form: the response
     body, or (for a streamed answer) the stream its API sends that body as."""
-    api = call.provider_meta.get("api")
+    name = call.provider_meta.get("api")
+    api = llm.api(name)
     body = _answer_body(call, exchange, value, blobs)
     if not exchange.streamed:
         return _http_body(exchange, body)
-    if api not in {llm.CHAT, llm.RESPONSES, llm.MESSAGES} or not isinstance(body, dict):
-        raise ForkError(f"step {call.seq}: a streamed {api or 'model'} answer cannot be overridden")
-    return _http_body(exchange, llm.stream_text(str(api), body), streamed=True)
+    if api is None or not isinstance(body, dict):
+        raise ForkError(
+            f"step {call.seq}: a streamed {name or 'model'} answer cannot be overridden"
+        )
+    return _http_body(exchange, api.stream_text(body), streamed=True)
 
 
 def _answer_body(
@@ -135,7 +138,7 @@ def _answer_body(
 ) -> JsonValue:
     """The whole response body ``value`` stands for: itself when it is one, else the recorded
     body (or, for a stream, the recorded response's identity) answering with ``value``."""
-    api = call.provider_meta.get("api")
+    name = call.provider_meta.get("api")
     if _whole_body(value):
         return value
     recorded = None if exchange.streamed else _recorded_body(exchange, blobs)
@@ -143,100 +146,13 @@ def _answer_body(
         body = copy.deepcopy(recorded)
     else:
         body = {k: v for k, v in call.provider_meta.items() if k != "api"}
-    if api == llm.CHAT:
-        return _chat_body(body, value)
-    if api == llm.RESPONSES:
-        return _responses_body(body, value)
-    if api == llm.MESSAGES:
-        return _messages_body(body, value)
+    api = llm.api(name)
+    if api is not None:
+        return api.answer_body(body, value)
     raise ForkError(
-        f"step {call.seq}: give the whole response body to override a {api or 'model'} answer"
+        f"step {call.seq}: give the whole response body to override a {name or 'model'} answer"
     )
 
 
 def _whole_body(value: JsonValue) -> bool:
-    return isinstance(value, dict) and (
-        "choices" in value or "output" in value or value.get("type") == "message"
-    )
-
-
-def _chat_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
-    message, calls = _message(value)
-    message["role"] = "assistant"
-    message["tool_calls"] = [_wire_call(c, i) for i, c in enumerate(calls)] or None
-    if message["tool_calls"] is None:
-        del message["tool_calls"]
-    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
-    body["choices"] = [choice]
-    body.setdefault("object", "chat.completion")
-    return body
-
-
-def _message(value: JsonValue) -> tuple[dict[str, Any], list[Any]]:
-    """An assistant message override as a message and its tool calls (a list)."""
-    message: dict[str, Any] = (
-        {"content": value} if not isinstance(value, dict) else {"content": None, **value}
-    )
-    calls = message.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise ForkError("tool_calls in a model override is a list")
-    return message, calls
-
-
-def _short_call(call: Any, index: int) -> tuple[str, str, str]:
-    """A tool call in the short form: its id, name and arguments (as a JSON string)."""
-    if not isinstance(call, dict):
-        raise ForkError('a tool call in a model override is {"name": ..., "arguments": {...}}')
-    arguments = call.get("arguments", {})
-    return (
-        str(call.get("id", f"call_override_{index}")),
-        str(call.get("name", "")),
-        arguments if isinstance(arguments, str) else json.dumps(arguments),
-    )
-
-
-def _wire_call(call: Any, index: int) -> dict[str, Any]:
-    if isinstance(call, dict) and "function" in call:
-        return call
-    call_id, name, arguments = _short_call(call, index)
-    return {
-        "id": call_id,
-        "type": "function",
-        "function": {"name": name, "arguments": arguments},
-    }
-
-
-def _responses_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
-    """A Responses API body whose output is the message: an ``output_text`` message item
-    for its text, a ``function_call`` item for each tool call."""
-    message, calls = _message(value)
-    output: list[Any] = []
-    content = message.get("content")
-    if content:
-        parts = content if isinstance(content, list) else [content]
-        text = [
-            p if isinstance(p, dict) else {"type": "output_text", "text": str(p)} for p in parts
-        ]
-        output.append(llm.message_item("msg_override", text))
-    for i, call in enumerate(calls):
-        if isinstance(call, dict) and call.get("type") == "function_call":
-            output.append(call)
-        else:
-            output.append(llm.function_call_item(f"fc_override_{i}", *_short_call(call, i)))
-    body.update(object="response", status="completed", output=output)
-    return body
-
-
-def _messages_body(body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
-    content = value.get("content") if isinstance(value, dict) else value
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    if not isinstance(blocks, list):
-        raise ForkError('a messages-API override is a string or {"content": [blocks]}')
-    uses_tool = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks)
-    body.update(
-        type="message",
-        role="assistant",
-        content=blocks,
-        stop_reason="tool_use" if uses_tool else "end_turn",
-    )
-    return body
+    return any(api.is_response_body(value) for api in llm.apis())

@@ -107,9 +107,9 @@ def route(call: Call) -> Route:
     order_name = canonical_http_name(call.name)
     method = str(call.request.get("method", ""))
     url = str(call.request.get("url", ""))
-    api = llm.endpoint_kind(method, urlsplit(url).path)
+    api = llm.recognise(method, url)
     if api is not None:
-        parsed = llm.parse_request(api, call.request.get("body"))
+        parsed = api.parse_request(url, call.request.get("body"))
         return Route("llm", parsed.model, parsed.meaning(), order_name)
     request: JsonValue = {**call.request, "url": canonical_url(url)}
     return Route("http", order_name, request, order_name)

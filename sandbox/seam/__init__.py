@@ -7,7 +7,8 @@ the client patches and the replay are built on.
   to the installed :class:`~.boundary.Boundary` (the capture's recorder or the replay's
   boundary) and translated by a per-kind :class:`~.boundary.Adapter`;
 * :mod:`sandbox.seam.llm`: how a model call is read out of an HTTP exchange, which capture
-  records and replay matches on.
+  records and replay matches on: the :class:`~.llm.LLMApi` protocol and its registry, one
+  module per API in :mod:`sandbox.seam.apis`.
 
 The seam imports only :mod:`sandbox.snapshot` and :mod:`sandbox.errors`, never capture or
 replay.

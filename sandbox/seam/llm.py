@@ -1,44 +1,44 @@
-"""Reading model calls out of HTTP exchanges: OpenAI chat completions and responses, and
-Anthropic messages, plain or streamed (server-sent events); and writing a whole response
-body back as the stream of its API (:func:`stream_text`).
+"""Reading model calls out of HTTP exchanges, and writing answers back, one model API per
+module: the :class:`LLMApi` protocol, its registry and what every API shares.
 
-Pure functions from JSON to JSON: the HTTP capture calls them to add an ``llm`` event next to
-the ``http`` event of an exchange with an OpenAI- or Anthropic-shaped endpoint, and replay
-routing matches a model call made over HTTP by the same reading (:meth:`LLMRequest.meaning`).
-A fork that overrides a streamed answer serves the override as its API's stream, which the
-same readers read back as the body it came from.
+Each model API (OpenAI chat completions, OpenAI Responses, Anthropic messages, ...) is one
+module of :mod:`sandbox.seam.apis` exposing an :class:`LLMApi` as ``API``; a plug-in adds one
+under the entry-point group :data:`ENTRY_POINT_GROUP`. Generic code asks the registry
+(:func:`recognise`, :func:`api`) and names no API: the HTTP capture adds an ``llm`` event next
+to the ``http`` event of an exchange an API recognises, replay routing matches a model call
+made over HTTP by the same reading (:meth:`LLMRequest.meaning`), a fork writes its override
+in the API's shape (streamed as the API streams), and the OpenTelemetry import and export
+map a call to and from the GenAI conventions through it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-CHAT = "openai.chat"
-RESPONSES = "openai.responses"
-MESSAGES = "anthropic.messages"
+from sandbox.errors import ForkError
+
+ENTRY_POINT_GROUP = "sandbox_replayer.llm_apis"
+"""Entry points naming an :class:`LLMApi` object (``package.module:API``)."""
+
+BUILTINS = (
+    "sandbox.seam.apis.openai_chat",
+    "sandbox.seam.apis.openai_responses",
+    "sandbox.seam.apis.anthropic_messages",
+    "sandbox.seam.apis.gemini",
+)
+"""Modules of the model APIs that come with the package, in the order they are asked."""
 
 REQUEST_KEYS = frozenset(
     {"model", "messages", "tools", "input", "system", "instructions", "functions"}
 )
 """Keys of a request body read as its model, messages or tools: the rest are parameters."""
-
-
-def endpoint_kind(method: str, path: str) -> str | None:
-    """Which model API a request targets, from its method and URL path."""
-    if method.upper() != "POST":
-        return None
-    path = path.rstrip("/")
-    if path.endswith("/chat/completions"):
-        return CHAT
-    if path.endswith("/responses"):
-        return RESPONSES
-    if path.endswith("/messages"):
-        return MESSAGES
-    return None
 
 
 @dataclass
@@ -68,63 +68,136 @@ class LLMResponse:
     meta: dict[str, JsonValue] = field(default_factory=dict)
 
 
-def parse_request(kind: str, body: Any) -> LLMRequest:
-    if not isinstance(body, dict):
-        body = {}
-    provider = "anthropic" if kind == MESSAGES else "openai"
-    messages: list[JsonValue] = []
-    if kind == MESSAGES and body.get("system") is not None:
-        messages.append({"role": "system", "content": body["system"]})
-    if kind == RESPONSES:
-        if body.get("instructions") is not None:
-            messages.append({"role": "system", "content": body["instructions"]})
-        given = body.get("input")
-        if isinstance(given, str):
-            messages.append({"role": "user", "content": given})
-        elif isinstance(given, list):
-            messages.extend(given)
-    else:
-        messages.extend(body.get("messages") or [])
-    tools = list(body.get("tools") or body.get("functions") or [])
-    params = {k: v for k, v in body.items() if k not in REQUEST_KEYS}
-    return LLMRequest(provider, str(body.get("model", "")), messages, params, tools)
+@dataclass(frozen=True)
+class Imported:
+    """A model call read from a trace, to be rebuilt as an exchange of an API: the messages
+    as OpenAI chat messages, the answer as ``{"text", "tool_calls", "stop_reason"}``."""
+
+    model: str
+    messages: list[JsonValue]
+    params: dict[str, JsonValue]
+    tools: list[JsonValue]
+    answer: dict[str, Any]
+    usage: dict[str, JsonValue]
+    response_id: str
+    created: int
 
 
-def chat_messages(messages: list[Any]) -> list[Any]:
-    """A model call's messages as OpenAI chat messages: a Responses API input item is turned
-    into one (a ``function_call`` item, with the ones right after it, into an assistant
-    message with tool calls; a ``function_call_output`` item into a tool message; a
-    ``message`` item's content parts into its text); anything else is kept as it is."""
-    out: list[Any] = []
-    calls: list[Any] | None = None  # the tool calls of the assistant message being grouped
-    for item in messages:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "function_call":
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }
-            if calls is None:
-                calls = []
-                out.append({"role": "assistant", "content": None, "tool_calls": calls})
-            calls.append(call)
-            continue
-        calls = None
-        if kind == "function_call_output":
-            out.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output")}
-            )
-        elif kind == "message":
-            content = item.get("content")
-            if isinstance(content, list):
-                content = "".join(
-                    str(part.get("text", "")) for part in content if isinstance(part, dict)
-                )
-            out.append({"role": item.get("role"), "content": content})
-        else:
-            out.append(item)
+@runtime_checkable
+class LLMApi(Protocol):
+    """One model API: how its requests are recognised and read, its answers read, streamed
+    and overridden, and its calls mapped to and from OpenTelemetry."""
+
+    name: str
+    """Recorded as the call's ``provider_meta["api"]`` (``openai.chat``)."""
+    provider: str
+    """The call's provider, as the GenAI conventions name it (``openai``)."""
+    client: tuple[str, str] | None
+    """The SDK agents reach it with: its distribution and the module it installs."""
+    usage_keys: tuple[str, str]
+    """The keys of the input and output token counts in a recorded call's usage."""
+
+    def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
+        """Whether a request (method, full URL, headers; a recorded request's headers may be
+        empty) is a call of this API."""
+        ...
+
+    def parse_request(self, url: str, body: Any) -> LLMRequest: ...
+
+    def parse_response(self, body: Any, streamed: bool) -> LLMResponse:
+        """The answer of a response body (a stream's text when ``streamed``)."""
+        ...
+
+    def stream_text(self, body: dict[str, Any]) -> str:
+        """``body`` (a whole response) as the stream this API sends it as: what a client
+        reading the stream assembles into the same response."""
+        ...
+
+    def is_response_body(self, value: Any) -> bool:
+        """Whether a fork's override is a whole response body of this API."""
+        ...
+
+    def answer_body(self, body: dict[str, Any], value: JsonValue) -> dict[str, Any]:
+        """``body`` (the recorded response, or its identity) answering with ``value``: an
+        assistant message (its text, or ``{"content", "tool_calls"}``)."""
+        ...
+
+    def chat_messages(self, messages: list[Any]) -> list[Any]:
+        """A recorded call's messages as OpenAI chat messages (what the GenAI mapping reads)."""
+        ...
+
+    def imported_url(self, model: str, origin: str | None) -> str:
+        """The URL a call of ``model`` read from a trace is made to (``origin``: the
+        ``scheme://host[:port]`` the trace names, if any)."""
+        ...
+
+    def imported_request(self, call: Imported) -> dict[str, JsonValue]: ...
+
+    def imported_response(self, call: Imported) -> dict[str, JsonValue]: ...
+
+
+_registry: list[LLMApi] | None = None
+
+
+def _load() -> list[LLMApi]:
+    found: list[LLMApi] = [importlib.import_module(m).API for m in BUILTINS]
+    names = {a.name for a in found}
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        loaded = point.load()
+        if isinstance(loaded, LLMApi) and loaded.name not in names:
+            found.append(loaded)
+            names.add(loaded.name)
+    return found
+
+
+def apis() -> list[LLMApi]:
+    """Every model API: the built-in ones, then the plug-ins' (loaded once)."""
+    global _registry
+    if _registry is None:
+        _registry = _load()
+    return _registry
+
+
+def reload() -> list[LLMApi]:
+    """Load the registry again (after a plug-in is installed)."""
+    global _registry
+    _registry = None
+    return apis()
+
+
+def api(name: object) -> LLMApi | None:
+    """The API a call recorded as ``name`` was made with."""
+    return next((a for a in apis() if a.name == name), None)
+
+
+def recognise(method: str, url: str, headers: Mapping[str, str] | None = None) -> LLMApi | None:
+    """The API a request is a call of, if any."""
+    return next((a for a in apis() if a.recognises(method, url, headers or {})), None)
+
+
+def for_provider(provider: str) -> LLMApi | None:
+    """The API a model call of ``provider`` read from a trace is rebuilt with: the first
+    registered API of that provider."""
+    return next((a for a in apis() if a.provider == provider), None)
+
+
+def client_packages() -> list[tuple[str, str]]:
+    """The SDKs of the registered APIs, each once: ``(distribution, module)``."""
+    out: list[tuple[str, str]] = []
+    for a in apis():
+        if a.client is not None and a.client not in out:
+            out.append(a.client)
     return out
+
+
+def chat_messages(name: object, messages: list[Any]) -> list[Any]:
+    """A call's messages as OpenAI chat messages, read by the API it was recorded with (those
+    of a call of no known API are kept as they are)."""
+    reader = api(name)
+    return reader.chat_messages(messages) if reader is not None else messages
+
+
+# --- what the APIs share ---------------------------------------------------------------------
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:
@@ -147,311 +220,38 @@ def parse_sse(text: str) -> list[tuple[str, Any]]:
     return events
 
 
-def parse_response(kind: str, body: Any, streamed: bool) -> LLMResponse:
-    if streamed:
-        events = parse_sse(body if isinstance(body, str) else "")
-        if kind == CHAT:
-            return _chat_stream(events)
-        if kind == MESSAGES:
-            return _anthropic_stream(events)
-        return _responses_stream(events)
-    if not isinstance(body, dict):
-        return LLMResponse()
-    if kind == CHAT:
-        return _chat(body)
-    if kind == MESSAGES:
-        return _anthropic(body)
-    return _responses(body)
-
-
-def _meta(body: dict[str, Any], *keys: str) -> dict[str, JsonValue]:
+def meta(body: dict[str, Any], *keys: str) -> dict[str, JsonValue]:
     return {k: body[k] for k in keys if body.get(k) is not None}
 
 
-def _chat(body: dict[str, Any]) -> LLMResponse:
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    calls = [
-        {
-            "id": c.get("id"),
-            "name": (c.get("function") or {}).get("name"),
-            "arguments": (c.get("function") or {}).get("arguments"),
-        }
-        for c in message.get("tool_calls") or []
-    ]
-    return LLMResponse(
-        {
-            "text": message.get("content"),
-            "tool_calls": calls,
-            "stop_reason": choice.get("finish_reason"),
-        },
-        body.get("usage") or {},
-        _meta(body, "id", "model", "created", "system_fingerprint", "service_tier"),
-    )
-
-
-def _chat_stream(events: list[tuple[str, Any]]) -> LLMResponse:
-    text: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    stop = None
-    usage: dict[str, JsonValue] = {}
-    meta: dict[str, JsonValue] = {}
-    for _, data in events:
-        if not isinstance(data, dict):
-            continue
-        meta.update(_meta(data, "id", "model", "created", "system_fingerprint", "service_tier"))
-        if data.get("usage"):
-            usage = data["usage"]
-        for choice in data.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("content"):
-                text.append(delta["content"])
-            for tc in delta.get("tool_calls") or []:
-                slot = calls.setdefault(
-                    tc.get("index", 0), {"id": None, "name": None, "arguments": ""}
-                )
-                fn = tc.get("function") or {}
-                slot["id"] = tc.get("id") or slot["id"]
-                slot["name"] = fn.get("name") or slot["name"]
-                slot["arguments"] += fn.get("arguments") or ""
-            stop = choice.get("finish_reason") or stop
-    return LLMResponse(
-        {
-            "text": "".join(text),
-            "tool_calls": [calls[i] for i in sorted(calls)],
-            "stop_reason": stop,
-        },
-        usage,
-        meta,
-    )
-
-
-def _anthropic(body: dict[str, Any]) -> LLMResponse:
-    text = [b.get("text", "") for b in body.get("content") or [] if b.get("type") == "text"]
-    calls = [
-        {"id": b.get("id"), "name": b.get("name"), "arguments": b.get("input")}
-        for b in body.get("content") or []
-        if b.get("type") == "tool_use"
-    ]
-    return LLMResponse(
-        {"text": "".join(text), "tool_calls": calls, "stop_reason": body.get("stop_reason")},
-        body.get("usage") or {},
-        _meta(body, "id", "model", "type", "stop_sequence"),
-    )
-
-
-def _anthropic_stream(events: list[tuple[str, Any]]) -> LLMResponse:
-    blocks: dict[int, dict[str, Any]] = {}
-    usage: dict[str, Any] = {}
-    meta: dict[str, JsonValue] = {}
-    stop = None
-    for name, data in events:
-        if not isinstance(data, dict):
-            continue
-        kind = data.get("type", name)
-        if kind == "message_start":
-            message = data.get("message") or {}
-            meta.update(_meta(message, "id", "model", "type"))
-            usage.update(message.get("usage") or {})
-        elif kind == "content_block_start":
-            blocks[data.get("index", 0)] = dict(data.get("content_block") or {}, _json="")
-        elif kind == "content_block_delta":
-            block = blocks.setdefault(data.get("index", 0), {"type": "text", "_json": ""})
-            delta = data.get("delta") or {}
-            if delta.get("type") == "text_delta":
-                block["text"] = block.get("text", "") + delta.get("text", "")
-            elif delta.get("type") == "input_json_delta":
-                block["_json"] += delta.get("partial_json", "")
-        elif kind == "message_delta":
-            stop = (data.get("delta") or {}).get("stop_reason") or stop
-            usage.update(data.get("usage") or {})
-    text, calls = [], []
-    for i in sorted(blocks):
-        block = blocks[i]
-        if block.get("type") == "text":
-            text.append(block.get("text", ""))
-        elif block.get("type") == "tool_use":
-            try:
-                args: Any = json.loads(block["_json"]) if block["_json"] else block.get("input")
-            except ValueError:
-                args = block["_json"]
-            calls.append({"id": block.get("id"), "name": block.get("name"), "arguments": args})
-    return LLMResponse(
-        {"text": "".join(text), "tool_calls": calls, "stop_reason": stop}, usage, meta
-    )
-
-
-def _responses(body: dict[str, Any]) -> LLMResponse:
-    text: list[str] = []
-    calls = []
-    for item in body.get("output") or []:
-        if item.get("type") == "message":
-            text.extend(
-                c.get("text", "")
-                for c in item.get("content") or []
-                if c.get("type") == "output_text"
-            )
-        elif item.get("type") == "function_call":
-            calls.append(
-                {
-                    "id": item.get("call_id"),
-                    "name": item.get("name"),
-                    "arguments": item.get("arguments"),
-                }
-            )
-    return LLMResponse(
-        {"text": "".join(text), "tool_calls": calls, "stop_reason": body.get("status")},
-        body.get("usage") or {},
-        _meta(body, "id", "model", "created_at", "service_tier"),
-    )
-
-
-def _responses_stream(events: list[tuple[str, Any]]) -> LLMResponse:
-    """The response a terminal event carries; for a stream cut before one, what came: the
-    text deltas, the tool calls of the finished output items, the started response's id."""
-    started: dict[str, Any] = {}
-    done: dict[int, Any] = {}
-    deltas: list[str] = []
-    for name, data in events:
-        if not isinstance(data, dict):
-            continue
-        kind = data.get("type", name)
-        if kind in {"response.completed", "response.incomplete", "response.failed"}:
-            return _responses(data.get("response") or {})
-        if kind == "response.created" and isinstance(data.get("response"), dict):
-            started = data["response"]
-        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
-            done[data.get("output_index", len(done))] = data["item"]
-        elif kind == "response.output_text.delta":
-            deltas.append(data.get("delta", ""))
-    calls = [done[i] for i in sorted(done) if done[i].get("type") == "function_call"]
-    answer = _responses({**started, "output": calls, "status": None})
-    answer.response["text"] = "".join(deltas)
-    return answer
-
-
-# --- writing: Responses API output items, and a whole response body as its API's stream -----
-
-
-def message_item(item_id: str, parts: list[Any]) -> dict[str, Any]:
-    """A Responses API ``message`` output item of the assistant with content ``parts``."""
-    return {
-        "type": "message",
-        "id": item_id,
-        "role": "assistant",
-        "status": "completed",
-        "content": parts,
-    }
-
-
-def function_call_item(item_id: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    """A Responses API ``function_call`` output item (``arguments``: a JSON string)."""
-    return {
-        "type": "function_call",
-        "id": item_id,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": "completed",
-    }
-
-
-def stream_text(kind: str, body: dict[str, Any]) -> str:
-    """``body`` (a whole response of API ``kind``) as the server-sent events that API streams
-    it as: what a client reading the stream assembles into the same response."""
-    if kind == CHAT:
-        events = [("message", e) for e in _chat_chunks(body)]
-        return _sse(events) + "data: [DONE]\n\n"
-    if kind == MESSAGES:
-        return _sse([(e["type"], e) for e in _anthropic_events(body)])
-    return _sse([(e["type"], e) for e in _responses_events(body)])
-
-
-def _sse(events: list[tuple[str, dict[str, Any]]]) -> str:
+def sse(events: list[tuple[str, dict[str, Any]]]) -> str:
     return "".join(
         (f"event: {name}\n" if name != "message" else "") + f"data: {json.dumps(data)}\n\n"
         for name, data in events
     )
 
 
-def _chat_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
-    head: dict[str, Any] = {
-        k: body[k] for k in ("id", "created", "model", "system_fingerprint") if k in body
-    }
-    head["object"] = "chat.completion.chunk"
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
-    last: dict[str, Any] = {
-        **head,
-        "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}],
-    }
-    if body.get("usage"):
-        last["usage"] = body["usage"]
-    return [{**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}, last]
+# --- a fork's override: an assistant message ----------------------------------------------
 
 
-def _anthropic_events(body: dict[str, Any]) -> list[dict[str, Any]]:
-    usage = body.get("usage") or {}
-    message = {**body, "content": [], "stop_reason": None, "usage": usage}
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
-    for index, block in enumerate(body.get("content") or []):
-        at = {"index": index}
-        if block.get("type") == "tool_use":
-            start = {**block, "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block.get("input"))}
-        else:
-            start = {**block, "text": ""}
-            delta = {"type": "text_delta", "text": block.get("text", "")}
-        events += [
-            {"type": "content_block_start", **at, "content_block": start},
-            {"type": "content_block_delta", **at, "delta": delta},
-            {"type": "content_block_stop", **at},
-        ]
-    stop = {"stop_reason": body.get("stop_reason"), "stop_sequence": body.get("stop_sequence")}
-    events += [
-        {"type": "message_delta", "delta": stop, "usage": usage},
-        {"type": "message_stop"},
-    ]
-    return events
+def assistant_message(value: JsonValue) -> tuple[dict[str, Any], list[Any]]:
+    """An assistant message override as a message and its tool calls (a list)."""
+    message: dict[str, Any] = (
+        {"content": value} if not isinstance(value, dict) else {"content": None, **value}
+    )
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ForkError("tool_calls in a model override is a list")
+    return message, calls
 
 
-def _responses_events(body: dict[str, Any]) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": {**body, "status": "in_progress", "output": []}}
-    ]
-    for index, item in enumerate(body.get("output") or []):
-        at = {"item_id": item.get("id"), "output_index": index}
-        started = {**item, "status": "in_progress"}
-        steps: list[dict[str, Any]] = []
-        if item.get("type") == "message":
-            started["content"] = []
-            for n, part in enumerate(item.get("content") or []):
-                text = part.get("text", "")
-                steps += [
-                    {
-                        "type": "response.content_part.added",
-                        **at,
-                        "content_index": n,
-                        "part": {**part, "text": ""},
-                    },
-                    {"type": "response.output_text.delta", **at, "content_index": n, "delta": text},
-                    {"type": "response.output_text.done", **at, "content_index": n, "text": text},
-                    {"type": "response.content_part.done", **at, "content_index": n, "part": part},
-                ]
-        elif item.get("type") == "function_call":
-            started["arguments"] = ""
-            arguments = item.get("arguments", "")
-            steps += [
-                {"type": "response.function_call_arguments.delta", **at, "delta": arguments},
-                {"type": "response.function_call_arguments.done", **at, "arguments": arguments},
-            ]
-        events += [
-            {"type": "response.output_item.added", "output_index": index, "item": started},
-            *steps,
-            {"type": "response.output_item.done", "output_index": index, "item": item},
-        ]
-    events.append({"type": "response.completed", "response": body})
-    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+def short_call(call: Any, index: int) -> tuple[str, str, str]:
+    """A tool call in the short form: its id, name and arguments (as a JSON string)."""
+    if not isinstance(call, dict):
+        raise ForkError('a tool call in a model override is {"name": ..., "arguments": {...}}')
+    arguments = call.get("arguments", {})
+    return (
+        str(call.get("id", f"call_override_{index}")),
+        str(call.get("name", "")),
+        arguments if isinstance(arguments, str) else json.dumps(arguments),
+    )

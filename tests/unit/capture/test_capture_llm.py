@@ -14,9 +14,25 @@ from sandbox import capture
 from sandbox.replay.routing import legacy_llm_fingerprint
 from sandbox.replay.semantics import request_of
 from sandbox.seam import llm
+from sandbox.seam.apis import openai_responses
 from sandbox.snapshot.events import HTTPExchange, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
+
+
+def _api(name: str) -> llm.LLMApi:
+    api = llm.api(name)
+    assert api is not None
+    return api
+
+
+def _parse(name: str, body: Any, streamed: bool) -> llm.LLMResponse:
+    return _api(name).parse_response(body, streamed)
+
+
+def _stream(name: str, body: dict[str, Any]) -> str:
+    return _api(name).stream_text(body)
+
 
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwx0123"
 ANTHROPIC_KEY = "sk-ant-api03-zyxwvutsrqponmlk9876"
@@ -229,11 +245,11 @@ def test_a_responses_stream_cut_before_its_end_still_gives_the_finished_tool_cal
             },
         ],
     }
-    stream = llm.stream_text(llm.RESPONSES, body)
+    stream = _stream(openai_responses.NAME, body)
     blocks = stream.split("\n\n")
     third = next(i for i, block in enumerate(blocks) if '"output_index": 2' in block)
     cut = "\n\n".join(blocks[:third]) + "\n\n"  # up to the third item's start
-    answer = llm.parse_response(llm.RESPONSES, cut, streamed=True)
+    answer = _parse(openai_responses.NAME, cut, True)
     assert answer.response == {
         "text": "Looking.",
         "tool_calls": [{"id": "call_1", "name": "lookup_order", "arguments": '{"id": 7}'}],

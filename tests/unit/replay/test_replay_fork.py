@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,12 +13,31 @@ from sandbox.errors import ForkError
 from sandbox.replay.fork import Fork, fork_edits, parse_override, parse_param
 from sandbox.replay.policy import PolicySet
 from sandbox.seam import llm
+from sandbox.seam.apis import anthropic_messages, gemini, openai_chat, openai_responses
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.manifest import ForkEdits, ForkOverride
 
 
+def _api(name: str) -> llm.LLMApi:
+    api = llm.api(name)
+    assert api is not None
+    return api
+
+
+def _parse(name: str, body: Any, streamed: bool) -> llm.LLMResponse:
+    return _api(name).parse_response(body, streamed)
+
+
+def _stream(name: str, body: dict[str, Any]) -> str:
+    return _api(name).stream_text(body)
+
+
 def _no_blob(key: str) -> bytes:
     raise AssertionError(f"no blob expected, asked for {key}")
+
+
+IDENTITY = {gemini.NAME: ("responseId", "modelVersion")}
+"""The keys of a response's id and model in the APIs that do not call them ``id``, ``model``."""
 
 
 def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
@@ -43,7 +63,9 @@ def _one_call(api: str, streamed: bool, body: object) -> list[Event]:
             wall=1.0,
             mono=0.1,
             parent_span=0,
-            provider_meta={"api": api, "id": "r-1", "model": "m"},
+            provider_meta=dict(
+                zip(("api", *IDENTITY.get(api, ("id", "model"))), (api, "r-1", "m"), strict=True)
+            ),
             streamed=streamed,
         ),
     ]
@@ -59,7 +81,7 @@ def _recording() -> list[Event]:
         ],
     }
     return [
-        *_one_call(llm.CHAT, False, body),
+        *_one_call(openai_chat.NAME, False, body),
         ToolCall(seq=2, wall=2.0, mono=0.2, span=1, name="lookup", output={"ok": True}),
     ]
 
@@ -144,36 +166,51 @@ def _answer(api: str, streamed: bool, recorded: object, value: object) -> HTTPEx
 def test_a_responses_api_answer_is_overridden_by_a_message() -> None:
     recorded = {"id": "resp_1", "object": "response", "model": "m", "output": []}
     value = {"content": "Checking.", "tool_calls": [{"name": "refund", "arguments": {"n": 7}}]}
-    exchange = _answer(llm.RESPONSES, False, recorded, value)
+    exchange = _answer(openai_responses.NAME, False, recorded, value)
     assert not exchange.streamed and isinstance(exchange.response_body, dict)
     assert exchange.response_body["id"] == "resp_1"  # the rest of the body is kept
-    answer = llm.parse_response(llm.RESPONSES, exchange.response_body, False).response
+    answer = _parse(openai_responses.NAME, exchange.response_body, False).response
     assert answer["text"] == "Checking."
     assert [(c["name"], json.loads(c["arguments"])) for c in answer["tool_calls"]] == [
         ("refund", {"n": 7})
     ]
 
 
-@pytest.mark.parametrize("api", [llm.CHAT, llm.RESPONSES, llm.MESSAGES])
+def test_a_gemini_answer_is_overridden_by_a_message_with_a_function_call() -> None:
+    recorded = {"responseId": "g-1", "modelVersion": "m", "candidates": []}
+    value = {"content": "Checking.", "tool_calls": [{"name": "refund", "arguments": {"n": 7}}]}
+    exchange = _answer(gemini.NAME, False, recorded, value)
+    assert not exchange.streamed and isinstance(exchange.response_body, dict)
+    assert exchange.response_body["responseId"] == "g-1"  # the rest of the body is kept
+    parts = exchange.response_body["candidates"][0]["content"]["parts"]
+    assert parts == [{"text": "Checking."}, {"functionCall": {"name": "refund", "args": {"n": 7}}}]
+    answer = _parse(gemini.NAME, exchange.response_body, False).response
+    assert answer["text"] == "Checking."
+    assert [(c["name"], c["arguments"]) for c in answer["tool_calls"]] == [("refund", {"n": 7})]
+
+
+@pytest.mark.parametrize(
+    "api", [openai_chat.NAME, openai_responses.NAME, anthropic_messages.NAME, gemini.NAME]
+)
 def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api: str) -> None:
     """The override is served as the stream the API sends (a client reading a stream gets
     no answer out of a JSON body), and reads back as the overriding answer."""
     value = {"content": "No refund.", "tool_calls": []}
-    if api == llm.MESSAGES:
+    if api == anthropic_messages.NAME:
         value = {"content": [{"type": "text", "text": "No refund."}]}
     exchange = _answer(api, True, "data: recorded\n\n", value)
     assert exchange.streamed and isinstance(exchange.response_body, str)
     assert exchange.response_headers["content-type"] == "text/event-stream"
-    answer = llm.parse_response(api, exchange.response_body, True)
+    answer = _parse(api, exchange.response_body, True)
     assert answer.response["text"] == "No refund." and answer.response["tool_calls"] == []
-    assert answer.meta.get("id") == "r-1"  # the recorded response's identity
+    assert answer.meta.get(IDENTITY.get(api, ("id",))[0]) == "r-1"  # the recorded identity
 
 
 @pytest.mark.parametrize(
     "api, body",
     [
         (
-            llm.CHAT,
+            openai_chat.NAME,
             {
                 "id": "c-1",
                 "model": "m",
@@ -198,7 +235,7 @@ def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api
             },
         ),
         (
-            llm.RESPONSES,
+            openai_responses.NAME,
             {
                 "id": "resp_1",
                 "model": "m",
@@ -222,7 +259,7 @@ def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api
             },
         ),
         (
-            llm.MESSAGES,
+            anthropic_messages.NAME,
             {
                 "id": "msg_1",
                 "type": "message",
@@ -235,11 +272,38 @@ def test_a_streamed_answer_is_overridden_by_its_api_s_stream_of_the_override(api
                 "usage": {"output_tokens": 3},
             },
         ),
+        (
+            gemini.NAME,
+            {
+                "responseId": "g-1",
+                "modelVersion": "m",
+                "candidates": [
+                    {
+                        "index": 0,
+                        "finishReason": "STOP",
+                        "content": {
+                            "role": "model",
+                            "parts": [
+                                {"text": "On it."},
+                                {
+                                    "functionCall": {
+                                        "id": "call_1",
+                                        "name": "refund",
+                                        "args": {"n": 7},
+                                    }
+                                },
+                            ],
+                        },
+                    }
+                ],
+                "usageMetadata": {"promptTokenCount": 2, "candidatesTokenCount": 1},
+            },
+        ),
     ],
 )
 def test_a_whole_body_reads_the_same_streamed_as_plain(api: str, body: dict[str, object]) -> None:
-    plain = llm.parse_response(api, body, False)
-    streamed = llm.parse_response(api, llm.stream_text(api, body), True)
+    plain = _parse(api, body, False)
+    streamed = _parse(api, _stream(api, body), True)
     assert streamed.response == plain.response
     assert streamed.meta == plain.meta and streamed.usage == plain.usage
 

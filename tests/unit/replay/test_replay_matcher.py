@@ -9,7 +9,7 @@ from sandbox.errors import ReplayMismatchError, UnknownNameError
 from sandbox.replay.matcher import Matcher, fingerprint_of
 from sandbox.replay.routing import legacy_llm_fingerprint, prepare_recording
 from sandbox.replay.semantics import request_of
-from sandbox.seam import llm as wire
+from sandbox.seam.apis import openai_responses
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
@@ -132,7 +132,7 @@ def test_older_snapshots_model_calls_still_match() -> None:
 
 def test_a_responses_call_s_instructions_are_its_system_message_not_a_parameter() -> None:
     body = {"model": "m", "instructions": "Be brief.", "input": "hi", "temperature": 0}
-    read = wire.parse_request(wire.RESPONSES, body)
+    read = openai_responses.API.parse_request("", body)
     assert read.messages == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hi"},
@@ -142,7 +142,7 @@ def test_a_responses_call_s_instructions_are_its_system_message_not_a_parameter(
 
 def test_an_older_responses_call_read_with_its_instructions_as_a_parameter_still_matches() -> None:
     body = {"model": "m", "instructions": "Be brief.", "input": "hi", "temperature": 0}
-    now = wire.parse_request(wire.RESPONSES, body)
+    now = openai_responses.API.parse_request("", body)
     params = {**now.params, "instructions": "Be brief."}  # as older captures read it
     older = {**now.meaning(), "params": params}
     recorded = LLMCall(
@@ -154,7 +154,7 @@ def test_an_older_responses_call_read_with_its_instructions_as_a_parameter_still
         messages=now.messages,
         params=params,
         fingerprint=request_fingerprint("llm", "m", older),
-        provider_meta={"api": wire.RESPONSES},
+        provider_meta={"api": openai_responses.NAME},
     )
     assert Matcher([recorded], on_miss="live").match("llm", "m", now.meaning()) is None
     (prepared,) = prepare_recording([recorded], _no_blobs)
