@@ -388,4 +388,4 @@ class FilesKind:
         self.restore(endpoint, data)
 
 
-register(FilesKind())
+KIND = register(FilesKind())

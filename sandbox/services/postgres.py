@@ -817,4 +817,4 @@ def _restored_digests(header: dict[str, Any], dump: bytes) -> tuple[int, dict[st
     return version, {}
 
 
-register(PostgresKind())
+KIND = register(PostgresKind())

@@ -718,4 +718,4 @@ def _expire(client: redis.Redis, ttls: list[tuple[bytes, int]]) -> None:
         pipe.execute()
 
 
-register(RedisKind())
+KIND = register(RedisKind())

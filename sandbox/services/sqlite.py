@@ -295,4 +295,4 @@ def _hash_bytes(data: bytes) -> str:
         return SQLiteKind().state_hash(str(path))
 
 
-register(SQLiteKind())
+KIND = register(SQLiteKind())
