@@ -156,7 +156,7 @@ def show(
         console.print(
             "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
         )
-        from sandbox.services.pgtouched import describe_meta
+        from sandbox.services.postgres.pgtouched import describe_meta
 
         for service in manifest.services:
             said = describe_meta(service.meta)

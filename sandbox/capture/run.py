@@ -126,7 +126,7 @@ class Capture:
     state: str = "whole"
     """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
     only the rows of the tables the run read or wrote, the schema of all (see
-    :mod:`sandbox.services.pgtouched`)."""
+    :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def __post_init__(self) -> None:
         self._recorder: Recorder | None = None

@@ -295,9 +295,9 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
 def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]) -> str | None:
     """What a replayed run read or wrote outside a service's partial capture (the first
     service's, described), or why that could not be read; ``None`` when it stayed inside
-    (see :mod:`sandbox.services.pgtouched`)."""
+    (see :mod:`sandbox.services.postgres.pgtouched`)."""
     from sandbox.services.base import TouchedCapture
-    from sandbox.services.pgtouched import ROWS_META, STATE_META
+    from sandbox.services.postgres.pgtouched import ROWS_META, STATE_META
     from sandbox.services.registry import get_kind
 
     for state in states:
@@ -320,7 +320,7 @@ def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]
 
 def partial_notes(states: Sequence[ServiceState]) -> list[str]:
     """A sentence for each service whose capture holds only part of its state."""
-    from sandbox.services.pgtouched import describe_meta
+    from sandbox.services.postgres.pgtouched import describe_meta
 
     notes = []
     for state in states:

@@ -118,7 +118,7 @@ class PinnedState(Protocol):
 @runtime_checkable
 class TouchedCapture(Protocol):
     """A kind that can capture only the part of its state a run touched (Postgres: the rows
-    of the tables it read or wrote, see :mod:`sandbox.services.pgtouched`)."""
+    of the tables it read or wrote, see :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def pin(self, endpoint: str) -> PinnedState:
         """Hold the state behind ``endpoint`` as it is before the run."""

@@ -6,7 +6,7 @@ shared.
 Postgres dumps are turned into SQL by ``pg_restore --data-only`` (no server needed); Redis
 values are ``DUMP`` payloads (RDB encoding): their LZF-compressed strings are decompressed
 (:func:`rdb_texts`) and their printable runs read; a Redis RDB capture is read key by key
-with its logical values (:func:`sandbox.services.rdbfile.keys`).
+with its logical values (:func:`sandbox.services.redis.rdbfile.keys`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sandbox.errors import ServiceError
-from sandbox.services.rdbfile import read_length
+from sandbox.services.redis.rdbfile import read_length
 
 Place = tuple[str, str]
 """Where a piece of text is (``table public.users column email (row 3)``), and the text."""
@@ -135,8 +135,8 @@ def redis_places(data: bytes) -> Iterator[Place]:
 
 
 def redis_rdb_places(data: bytes) -> Iterator[Place]:
-    from sandbox.services.rdbfile import keys
     from sandbox.services.redis import unpack_rdb
+    from sandbox.services.redis.rdbfile import keys
 
     header, rdb = unpack_rdb(data)
     for found in keys(rdb, header["db"]):

@@ -6,7 +6,7 @@ A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read 
 
 - **RDB snapshot** (format 2, when the server hands one over by ``SYNC`` and the endpoint's
   database is the only one holding keys): a header line, then the server's own RDB made
-  byte-stable (:mod:`sandbox.services.rdbfile`)::
+  byte-stable (:mod:`sandbox.services.redis.rdbfile`)::
 
       sandbox-replayer/redis-rdb
       {"captured_ms":null,"db":0,"expiring":0,"format_version":2,"hash_version":2,...}
@@ -27,7 +27,7 @@ A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read 
 
 Either way a key that had 5 s left at capture has 5 s left after the restore.
 
-The state hash: version 2 (:mod:`sandbox.services.redisstate`) is computed from an RDB, the
+The state hash: version 2 (:mod:`sandbox.services.redis.redisstate`) is computed from an RDB, the
 server's snapshot (or one built from ``DUMP`` payloads); version 1, for captures made before
 it and for databases holding streams or module types, covers, for every key in byte order,
 its type, its logical value and **whether it has a TTL**, read key by key. Neither covers
@@ -55,9 +55,9 @@ import redis
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import rdbfile, rdbhash, redisstate
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage
+from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 FORMAT = "sandbox-replayer/redis-dump"

@@ -39,7 +39,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import pgquery, pgtouched, pgtrack
 from sandbox.services.base import (
     DESCRIBE_LIMIT,
     TIMEZONE_META,
@@ -48,8 +47,9 @@ from sandbox.services.base import (
     register,
 )
 from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
-from sandbox.services.pgarchive import stabilize
-from sandbox.services.pgstate import (
+from sandbox.services.postgres import pgquery, pgtouched, pgtrack
+from sandbox.services.postgres.pgarchive import stabilize
+from sandbox.services.postgres.pgstate import (
     HASH_VERSION,
     RELATIONS,
     SESSION,
@@ -267,7 +267,7 @@ def unpack_dump(data: bytes) -> tuple[dict[str, Any], bytes]:
     return header, dump
 
 
-# --- logical hash (see sandbox.services.pgstate) --------------------------------------------
+# --- logical hash (see sandbox.services.postgres.pgstate) ------------------------------------
 
 
 _PRIMARY_KEY = """
@@ -443,7 +443,7 @@ def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
 class PinnedPostgres:
     """The state before a run, pinned by an open transaction whose snapshot is exported;
     :meth:`finish` captures it and the end state, each with the rows of the tables the run
-    touched only (see :mod:`sandbox.services.pgtouched`)."""
+    touched only (see :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def __init__(self, ep: _Endpoint) -> None:
         self._ep = ep
@@ -591,7 +591,7 @@ class PostgresKind:
 
     def pin(self, endpoint: str) -> PinnedPostgres:
         """Pin the state before a run, to capture only the tables it touches (see
-        :mod:`sandbox.services.pgtouched`)."""
+        :mod:`sandbox.services.postgres.pgtouched`)."""
         return PinnedPostgres(_Endpoint.parse(endpoint))
 
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
@@ -678,7 +678,7 @@ class PostgresKind:
 
     def state_hash(self, endpoint: str) -> str:
         """The hash of the logical state. Below a restore point, only the tables changed
-        since it are scanned (see :mod:`sandbox.services.pgstate`); the sessions on the
+        since it are scanned (see :mod:`sandbox.services.postgres.pgstate`); the sessions on the
         database are ended first, so that their statistics are flushed."""
         ep = _Endpoint.parse(endpoint)
         baseline: Baseline | None = None
@@ -703,8 +703,8 @@ class PostgresKind:
     def query(
         self, endpoint: str, text: str, *, limit: int, sandboxed: bool
     ) -> list[tuple[Any, ...]]:
-        """Check an invariant, confined (see :mod:`sandbox.services.pgquery`); in a
-        sandbox as the unprivileged :data:`~sandbox.services.pgquery.ROLE`."""
+        """Check an invariant, confined (see :mod:`sandbox.services.postgres.pgquery`); in a
+        sandbox as the unprivileged :data:`~sandbox.services.postgres.pgquery.ROLE`."""
         read_statement(text)  # refused before anything is made on the server
         ep = _Endpoint.parse(endpoint)
         conninfo = ep.conninfo()
@@ -731,7 +731,7 @@ class PostgresKind:
 
     def mark_restore_point(self, endpoint: str) -> None:
         """Copy the database to ``<db>_sbx_rp`` (a template that refuses connections) whose
-        comment holds the baseline of its tables (see :mod:`sandbox.services.pgstate`), and
+        comment holds the baseline of its tables (see :mod:`sandbox.services.postgres.pgstate`), and
         reset the database's statistics counters. Sessions connected to the database are
         ended: ``CREATE DATABASE ... TEMPLATE`` needs the source to be idle."""
         ep = _Endpoint.parse(endpoint)
