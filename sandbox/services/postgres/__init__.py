@@ -46,7 +46,7 @@ from sandbox.services.base import (
     CapturedState,
     register,
 )
-from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
+from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
 from sandbox.services.postgres import pgquery, pgtouched, pgtrack
 from sandbox.services.postgres.pgarchive import stabilize
 from sandbox.services.postgres.pgstate import (
@@ -545,6 +545,7 @@ class PostgresKind:
     binding: ClassVar[Binding] = Binding(env="DATABASE_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="postgres",
+        build=ImageBuild("sandbox-replayer/postgres:15", "postgres"),
         port=5432,
         user="postgres",
         server_major=15,

@@ -56,7 +56,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-from sandbox.services.descriptor import Binding, ContainerSpec, Storage
+from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
 from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
@@ -415,6 +415,7 @@ class RedisKind:
     binding: ClassVar[Binding] = Binding(env="REDIS_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="redis",
+        build=ImageBuild("sandbox-replayer/redis:7", "redis"),
         port=6379,
         user="redis",
         server_major=7,
