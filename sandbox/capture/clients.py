@@ -17,6 +17,7 @@ import getpass
 import importlib
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -44,6 +45,53 @@ class Connect:
 
 
 Router = Callable[[Connect], str]
+ClientPatch = Callable[[Router, list[Callable[[], None]]], None]
+"""Patch a client library so that its connections go through the router (each change it
+makes is undone by a function it appends to the list)."""
+
+
+@dataclass(frozen=True)
+class ClientHook:
+    """How a service kind's clients are seen connecting, named in the
+    ``sandbox_replayer.clients`` entry-point group (:mod:`sandbox.plugins`) by the kind's
+    package: ``patch`` is applied when the agent imports ``module``."""
+
+    module: str
+    patch: ClientPatch
+    kind: str
+    default_port: int | None = None
+    """The kind's port when an endpoint names none."""
+
+
+_hooks_lock = threading.Lock()
+_hooks: list[ClientHook] | None = None
+
+
+def client_hooks() -> list[ClientHook]:
+    """The hooks of the entry-point group, loaded once; one that cannot be loaded is left
+    out with a warning (capture fails open)."""
+    global _hooks
+    with _hooks_lock:
+        if _hooks is None:
+            from sandbox.plugins import CLIENTS_GROUP, plugin_entry_points
+
+            found: list[ClientHook] = []
+            for point in plugin_entry_points(CLIENTS_GROUP):
+                try:
+                    hook = point.load()
+                except Exception as exc:
+                    warnings.warn(
+                        f"client hook {point.name!r} ({point.value}) cannot be loaded: {exc}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    continue
+                if isinstance(hook, ClientHook):
+                    found.append(hook)
+                    if hook.default_port is not None:
+                        DEFAULT_PORTS.setdefault(hook.kind, hook.default_port)
+            _hooks = found
+        return _hooks
 
 
 def endpoint_key(kind: str, endpoint: str) -> str:
@@ -51,6 +99,8 @@ def endpoint_key(kind: str, endpoint: str) -> str:
     ``redis://127.0.0.1:6379/0``, or a resolved path."""
     if "://" not in endpoint:
         return os.path.realpath(endpoint)
+    if kind not in DEFAULT_PORTS:
+        client_hooks()
     parts = urlsplit(endpoint)
     host = (parts.hostname or "localhost").lower()
     host = _LOOPBACK.get(host, host)
@@ -274,7 +324,7 @@ def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
         _patch(owner, "connect", lambda _o: connect, undo)
 
 
-_CLIENTS: dict[str, Callable[[Router, list[Callable[[], None]]], None]] = {
+_CLIENTS: dict[str, ClientPatch] = {
     "psycopg": _psycopg,
     "psycopg2": _psycopg2,
     "asyncpg": _asyncpg,
@@ -300,7 +350,8 @@ def install(router: Router) -> Callable[[], None]:
 
         return apply
 
-    stop = when_imported({name: patcher(patch) for name, patch in _CLIENTS.items()})
+    patches = {**_CLIENTS, **{hook.module: hook.patch for hook in client_hooks()}}
+    stop = when_imported({name: patcher(patch) for name, patch in patches.items()})
 
     def restore() -> None:
         stop()
@@ -310,3 +361,9 @@ def install(router: Router) -> Callable[[], None]:
             undo.clear()
 
     return restore
+
+
+route = _route
+"""Route a connection (for a :class:`ClientHook`'s patch): the router's endpoint for it."""
+patch_attribute = _patch
+"""Replace an attribute for a :class:`ClientHook`'s patch, undone with the others."""
