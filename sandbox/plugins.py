@@ -24,8 +24,9 @@ BUILTIN: dict[str, dict[str, str]] = {
         "postgres": "sandbox.services.postgres:KIND",
         "redis": "sandbox.services.redis:KIND",
         "sqlite": "sandbox.services.sqlite:KIND",
+        "mysql": "sandbox.services.mysql:KIND",
     },
-    CLIENTS_GROUP: {},
+    CLIENTS_GROUP: {"pymysql": "sandbox.services.mysql.clients:PYMYSQL"},
 }
 """The project's own entry points (as ``pyproject.toml`` declares them)."""
 

@@ -43,8 +43,8 @@ def test_capture_before_and_after(tmp_path: Path, store: DirectoryStore) -> None
 
 
 def test_unknown_kind_lists_the_valid_ones(store: DirectoryStore) -> None:
-    with pytest.raises(UnknownNameError, match="files, postgres, redis, sqlite"):
-        capture_service("mysql", "db", "mysql://x", store)
+    with pytest.raises(UnknownNameError, match="files, mysql, postgres, redis, sqlite"):
+        capture_service("mongo", "db", "mongodb://x", store)
 
 
 def test_redact_endpoint() -> None:
