@@ -32,7 +32,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
@@ -42,6 +42,7 @@ from pydantic import JsonValue
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.dumptext import Place
 from sandbox.snapshot.hashing import fingerprint
 
 DEFAULT_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc")
@@ -181,6 +182,14 @@ class FilesKind:
     name: ClassVar[str] = "files"
     binding: ClassVar[Binding] = Binding(path="folder")
     container: ClassVar[ContainerSpec | None] = None
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The lines of the text files of a capture."""
+        from sandbox.services.files.dumptext import files_places
+
+        return files_places(data)
 
     def __init__(self, ignore: Sequence[str] = DEFAULT_IGNORE) -> None:
         self.ignore = tuple(_clean_patterns(ignore))

@@ -9,6 +9,7 @@ entry-point groups like any other kind. PyMySQL is the ``mysql`` extra.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from pydantic import JsonValue
@@ -21,6 +22,7 @@ from sandbox.services.descriptor import (
     Storage,
     database_in_url,
 )
+from sandbox.services.dumptext import Place
 from sandbox.services.mysql import dump as mysqldump
 from sandbox.services.mysql import query as mysqlquery
 from sandbox.services.mysql.endpoint import Endpoint, quote_name
@@ -87,6 +89,12 @@ class MySQLKind:
         },
         build=ImageBuild("sandbox-replayer/mariadb:10.11", "mariadb", required=False),
     )
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({mysqldump.MEDIA_TYPE})
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The text values of a capture by table, column and row."""
+        return mysqldump.places(mysqldump.parse(data))
 
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}

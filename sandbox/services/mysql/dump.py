@@ -277,3 +277,17 @@ def describe(ep: Endpoint, limit: int = DESCRIBE_LIMIT) -> dict[str, JsonValue]:
     if truncated:
         out[TRUNCATED] = truncated
     return out
+
+
+def places(doc: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """The text a dump holds by table, column and row (strings, and bytes read as Latin-1),
+    for the scan before a run is shared."""
+    for table in doc.get("tables", []):
+        columns = [str(c) for c in table["columns"]]
+        for row, values in enumerate(table["rows"], 1):
+            for column, value in zip(columns, values, strict=False):
+                found = decode(value)
+                if isinstance(found, bytes):
+                    found = found.decode("latin-1")
+                if isinstance(found, str):
+                    yield f"table {table['name']} column {column} (row {row})", found

@@ -47,6 +47,7 @@ from sandbox.services.base import (
     register,
 )
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
+from sandbox.services.dumptext import Place
 from sandbox.services.postgres import pgquery, pgtouched, pgtrack
 from sandbox.services.postgres.pgarchive import stabilize
 from sandbox.services.postgres.pgstate import (
@@ -578,6 +579,15 @@ class PostgresKind:
             "/tmp": "rw,size=64m,mode=1777",
         },
     )
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The values of a capture by table, column and row (read by ``pg_restore``)."""
+        from sandbox.services.postgres.dumptext import postgres_places
+
+        _, dump = unpack_dump(data)
+        return postgres_places(dump, pg_tool("pg_restore"))
 
     def __init__(self) -> None:
         self._restored: dict[str, Baseline] = {}

@@ -57,6 +57,7 @@ from pydantic import JsonValue
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
+from sandbox.services.dumptext import Place
 from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
@@ -442,6 +443,17 @@ class RedisKind:
             *("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"),
         ),
     )
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE, RDB_MEDIA_TYPE})
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The keys of a capture and the text of their values."""
+        from sandbox.services.redis import dumptext
+
+        if media_type == RDB_MEDIA_TYPE:
+            header, rdb = unpack_rdb(data)
+            return dumptext.redis_rdb_places(rdb, int(header["db"]))
+        return dumptext.redis_places(data)
 
     def __init__(self) -> None:
         self._points: dict[str, _Point | bytes] = {}

@@ -34,6 +34,7 @@ from pydantic import JsonValue
 from sandbox.errors import QueryRefusedError, ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.dumptext import Place
 from sandbox.services.sqlquery import TIMEOUT_S, read_statement
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
@@ -213,6 +214,14 @@ class SQLiteKind:
     name: ClassVar[str] = "sqlite"
     binding: ClassVar[Binding] = Binding(path="file")
     container: ClassVar[ContainerSpec | None] = None
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The text values of a capture by table, column and row."""
+        from sandbox.services.sqlite.dumptext import sqlite_places
+
+        return sqlite_places(data)
 
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}
