@@ -35,12 +35,15 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec
 from sandbox.services.dumptext import Place
 from sandbox.snapshot.hashing import fingerprint
@@ -184,6 +187,14 @@ class FilesKind:
     container: ClassVar[ContainerSpec | None] = None
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.files.masking`."""
+        from sandbox.services.files.masking import mask_files
+
+        return mask_files(self, endpoint, state, rules, masker)
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The lines of the text files of a capture."""

@@ -30,7 +30,7 @@ from collections.abc import Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 import psycopg
@@ -46,6 +46,9 @@ from sandbox.services.base import (
     CapturedState,
     register,
 )
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
 from sandbox.services.dumptext import Place
 from sandbox.services.postgres import pgquery, pgtouched, pgtrack
@@ -581,6 +584,19 @@ class PostgresKind:
     )
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """Mask in a scratch database beside ``endpoint`` (see
+        :mod:`sandbox.services.postgres.masking`); the dump keeps the database's name."""
+        from sandbox.services.masking import masked_state
+        from sandbox.services.postgres.masking import mask_in_scratch
+
+        masked, database = mask_in_scratch(self, endpoint, state, rules, masker)
+        header, dump = unpack_dump(masked.data)
+        header["database"] = database
+        return masked_state(masked, rules, pack_dump(header, dump), database=database)
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The values of a capture by table, column and row (read by ``pg_restore``)."""

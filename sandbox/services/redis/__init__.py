@@ -48,7 +48,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -56,6 +56,9 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
 from sandbox.services.dumptext import Place
 from sandbox.services.redis import rdbfile, rdbhash, redisstate
@@ -445,6 +448,14 @@ class RedisKind:
     )
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE, RDB_MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.redis.masking`."""
+        from sandbox.services.redis.masking import mask_redis
+
+        return mask_redis(self, endpoint, state, rules, masker)
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The keys of a capture and the text of their values."""

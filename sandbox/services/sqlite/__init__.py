@@ -27,12 +27,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import JsonValue
 
 from sandbox.errors import QueryRefusedError, ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec
 from sandbox.services.dumptext import Place
 from sandbox.services.sqlquery import TIMEOUT_S, read_statement
@@ -216,6 +219,14 @@ class SQLiteKind:
     container: ClassVar[ContainerSpec | None] = None
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.sqlite.masking`."""
+        from sandbox.services.sqlite.masking import mask_sqlite
+
+        return mask_sqlite(self, endpoint, state, rules, masker)
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The text values of a capture by table, column and row."""
