@@ -9,7 +9,7 @@ starts containers itself; ``sandbox.containers`` starts them and hands endpoints
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -147,6 +147,32 @@ class SQLQuery(Protocol):
         (Postgres: an unprivileged role it makes there); otherwise it is a live service,
         changed in nothing."""
         ...
+
+
+@runtime_checkable
+class StateParts(Protocol):
+    """A kind whose state is made of parts a what-if trial can remove (a table's rows, a key,
+    a file: see :mod:`sandbox.explain.parts`)."""
+
+    part_label: ClassVar[str]
+    """What a part's label starts with (``"table "``), before its name."""
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        """The labels of the parts a :meth:`ServiceKind.describe` lists."""
+        ...
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Remove the named parts (labels without :attr:`part_label`) from the state behind
+        ``endpoint``, as one change where the kind can."""
+        ...
+
+
+def table_parts(description: Mapping[str, Any]) -> list[str]:
+    """The tables with rows of a description of tables (``{"tables": {name: [row ...]}}``)."""
+    tables = description.get("tables")
+    if not isinstance(tables, dict):
+        return []
+    return [f"table {name}" for name, rows in tables.items() if rows]
 
 
 _KINDS: dict[str, ServiceKind] = {}

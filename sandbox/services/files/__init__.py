@@ -32,21 +32,21 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-
-if TYPE_CHECKING:
-    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec
 from sandbox.services.dumptext import Place
 from sandbox.snapshot.hashing import fingerprint
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 DEFAULT_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc")
 IGNORE_FILE = ".sandboxignore"
@@ -195,6 +195,27 @@ class FilesKind:
         from sandbox.services.files.masking import mask_files
 
         return mask_files(self, endpoint, state, rules, masker)
+
+    part_label: ClassVar[str] = "file "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        files = description.get("files")
+        if not isinstance(files, dict):
+            return []
+        return [
+            f"file {name}"
+            for name, entry in files.items()
+            if not (isinstance(entry, dict) and entry.get("dir"))
+        ]
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Remove the files (a name outside the workspace is refused)."""
+        root = Path(endpoint).resolve()
+        for name in names:
+            path = (root / name).resolve()
+            if not path.is_relative_to(root):
+                raise ServiceError(f"file {name!r} is outside the workspace")
+            path.unlink(missing_ok=True)
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The lines of the text files of a capture."""

@@ -9,12 +9,13 @@ entry-point groups like any other kind. PyMySQL is the ``mysql`` extra.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, ClassVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import JsonValue
 
-from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register
+from sandbox.errors import ServiceError
+from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register, table_parts
 from sandbox.services.descriptor import (
     Binding,
     ContainerSpec,
@@ -28,6 +29,9 @@ from sandbox.services.mysql import query as mysqlquery
 from sandbox.services.mysql.endpoint import Endpoint, quote_name
 from sandbox.services.sqlquery import read_statement
 from sandbox.snapshot.hashing import canonical_json
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 EXPECTED_SUFFIX = "_sbx_expected"
 """The scratch database :meth:`MySQLKind.describe_data` restores a capture into."""
@@ -92,6 +96,35 @@ class MySQLKind:
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({mysqldump.MEDIA_TYPE})
 
+    part_label: ClassVar[str] = "table "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        return table_parts(description)
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the rows of the tables in one transaction: a row another table still
+        references stops it, the constraint named."""
+        ep = Endpoint.parse(endpoint)
+        conn = ep.connect(autocommit=False)
+        try:
+            with conn.cursor() as cur:
+                for name in names:
+                    cur.execute(f"DELETE FROM {quote_name(name)}")
+            conn.commit()
+        except Exception as exc:
+            conn.rollback()
+            raise ServiceError(f"cannot remove rows of {', '.join(names)}: {exc}") from None
+        finally:
+            conn.close()
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.mysql.masking`."""
+        from sandbox.services.mysql.masking import mask_mysql
+
+        return mask_mysql(endpoint, state, rules, masker, self.capture)
+
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The text values of a capture by table, column and row."""
         return mysqldump.places(mysqldump.parse(data))
@@ -146,8 +179,6 @@ class MySQLKind:
         self._points[ep.url()] = canonical_json(mysqldump.dump(ep)[0])
 
     def reset(self, endpoint: str) -> None:
-        from sandbox.errors import ServiceError
-
         ep = Endpoint.parse(endpoint)
         data = self._points.get(ep.url())
         if data is None:

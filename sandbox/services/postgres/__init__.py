@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -45,10 +45,8 @@ from sandbox.services.base import (
     TRUNCATED,
     CapturedState,
     register,
+    table_parts,
 )
-
-if TYPE_CHECKING:
-    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
 from sandbox.services.dumptext import Place
 from sandbox.services.postgres import pgquery, pgtouched, pgtrack
@@ -70,6 +68,9 @@ from sandbox.services.postgres.pgstate import (
 )
 from sandbox.services.sqlquery import read_statement
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 MAGIC = b"sandbox-replayer/postgres-dump\n"
 FORMAT_VERSION = 1
@@ -597,6 +598,23 @@ class PostgresKind:
         header, dump = unpack_dump(masked.data)
         header["database"] = database
         return masked_state(masked, rules, pack_dump(header, dump), database=database)
+
+    part_label: ClassVar[str] = "table "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        return table_parts(description)
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the rows of the tables (``schema.table``) in one transaction: a row another
+        table still references stops it, the constraint named."""
+        try:
+            with psycopg.connect(endpoint, connect_timeout=10) as conn, conn.transaction():
+                for name in names:
+                    schema, _, table = name.rpartition(".")
+                    ident = sql.Identifier(schema or "public", table)
+                    conn.execute(sql.SQL("DELETE FROM {}").format(ident))
+        except psycopg.Error as exc:
+            raise ServiceError(f"cannot remove rows of {', '.join(names)}: {exc}") from None
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The values of a capture by table, column and row (read by ``pg_restore``)."""

@@ -45,7 +45,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -56,13 +56,13 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-
-if TYPE_CHECKING:
-    from sandbox.services.masking import Masker, MaskRule
 from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
 from sandbox.services.dumptext import Place
 from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 FORMAT = "sandbox-replayer/redis-dump"
 FORMAT_VERSION = 1
@@ -456,6 +456,24 @@ class RedisKind:
         from sandbox.services.redis.masking import mask_redis
 
         return mask_redis(self, endpoint, state, rules, masker)
+
+    part_label: ClassVar[str] = "key "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        keys = description.get("keys")
+        return [f"key {name}" for name in keys] if isinstance(keys, dict) else []
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the keys (a name ``base64:...`` is a key that is not text)."""
+        keys = [
+            base64.b64decode(n.removeprefix("base64:")) if n.startswith("base64:") else n.encode()
+            for n in names
+        ]
+        try:
+            with redis.Redis.from_url(endpoint, socket_timeout=30) as client:
+                client.delete(*keys)
+        except redis.RedisError as exc:
+            raise ServiceError(f"cannot remove redis keys: {exc}") from None
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
         """The keys of a capture and the text of their values."""
