@@ -129,6 +129,16 @@ class TouchedCapture(Protocol):
         described (``"read table public.x, whose rows were not captured"``)."""
         ...
 
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        """What a partial capture holds, read from its manifest meta (the list
+        :meth:`outside_capture` takes); ``None`` for a capture of the whole state."""
+        ...
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        """How the state was captured, in a phrase starting ``partial`` or ``whole``
+        (``"partial: rows of 2 of 5 tables (...)"``); ``None`` for a plain whole capture."""
+        ...
+
 
 @runtime_checkable
 class SQLQuery(Protocol):
@@ -147,6 +157,11 @@ class SQLQuery(Protocol):
         (Postgres: an unprivileged role it makes there); otherwise it is a live service,
         changed in nothing."""
         ...
+
+
+def capture_note(kind: ServiceKind | None, meta: Mapping[str, Any]) -> str | None:
+    """:meth:`TouchedCapture.describe_capture` of a kind that has it, else ``None``."""
+    return kind.describe_capture(meta) if isinstance(kind, TouchedCapture) else None
 
 
 @runtime_checkable

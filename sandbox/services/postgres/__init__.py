@@ -639,6 +639,17 @@ class PostgresKind:
         :mod:`sandbox.services.postgres.pgtouched`)."""
         return PinnedPostgres(_Endpoint.parse(endpoint))
 
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        """The tables whose rows a touched capture holds (see
+        :mod:`sandbox.services.postgres.pgtouched`)."""
+        rows = meta.get(pgtouched.ROWS_META)
+        if meta.get(pgtouched.STATE_META) != "touched" or not isinstance(rows, list):
+            return None
+        return [str(r) for r in rows]
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        return pgtouched.describe_meta(meta)
+
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """The tables of the restore point outside ``captured`` that the run since read or
         wrote, described (its sessions are ended first, so that their counters are
