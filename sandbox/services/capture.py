@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.services.base import CapturedState, PinnedState, TouchedCapture
-from sandbox.services.registry import get_kind
+from sandbox.services.registry import get_kind, kinds
 from sandbox.snapshot.manifest import Binding, ServiceState
 from sandbox.snapshot.store import Store
 
@@ -107,7 +107,8 @@ def begin_service_capture(
         return service, pinned
     service = capture_service(kind, name, endpoint, store, binding_env, mask=mask, key=key)
     if state == "touched":
-        note = f"the {kind} kind captures its whole state (touched: postgres only)"
+        able = ", ".join(n for n, k in kinds().items() if isinstance(k, TouchedCapture))
+        note = f"the {kind} kind captures its whole state (touched: {able or 'no kind'})"
         service = service.model_copy(update={"meta": {**service.meta, "note": note}})
     return service, None
 
