@@ -1,5 +1,5 @@
-"""The parts of a restored service's state that a trial can remove: a table's rows
-(Postgres, SQLite), a key (Redis), a file (a ``files`` workspace).
+"""The parts of a restored service's state that a trial can remove: a table's rows, a key,
+a file, as its kind lists them.
 
 The parts are read from the restored service (its kind's ``describe``), so they are what the
 captured state holds; a trial removes the released ones after each reset, on top of the
