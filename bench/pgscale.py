@@ -41,7 +41,7 @@ from sandbox.containers.images import image_tag
 from sandbox.containers.sizing import size_for
 from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
-from sandbox.services.pgstate import logical_state, state_fingerprint
+from sandbox.services.postgres.pgstate import logical_state, state_fingerprint
 
 QUICK = ["--scales", "2", "--repeat", "2"]
 MIB = 1 << 20

@@ -161,10 +161,11 @@ def show(
         console.print(
             "  services    " + ", ".join(f"{s.name} ({s.kind})" for s in manifest.services)
         )
-        from sandbox.services.pgtouched import describe_meta
+        from sandbox.services.base import capture_note
+        from sandbox.services.registry import kinds as service_kinds
 
         for service in manifest.services:
-            said = describe_meta(service.meta)
+            said = capture_note(service_kinds().get(service.kind), service.meta)
             if said is not None:
                 console.print(f"  state       {service.name}: {said}", markup=False)
     for touched in manifest.touched:

@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 from sandbox.containers.bringup import RestoreSpec
 from sandbox.containers.engine import DockerClient, connect
-from sandbox.containers.images import ImageStatus, list_images
+from sandbox.containers.images import ImageStatus, faketime_images, list_images, required_images
 from sandbox.containers.labels import Owner
 from sandbox.containers.sizing import Size, check_fits, host_memory, size_for
 from sandbox.containers.specs import LIBFAKETIME, container_spec, server_kinds
@@ -30,11 +30,11 @@ from sandbox.snapshot.store import DirectoryStore, Store
 
 Status = Literal["ok", "warn", "fail", "off"]
 
-MAIN_JOB_IMAGES = ("postgres", "redis")
+MAIN_JOB_IMAGES = tuple(required_images())
 """Images a replay brings services up from; ``base`` only builds them, ``runner`` serves
 ``make ci-repro``."""
 
-FAKETIME_IMAGES = ("postgres", "redis", "runner")
+FAKETIME_IMAGES = tuple(faketime_images())
 """Images whose processes run under libfaketime."""
 
 SPACE_HEADROOM = 64 * 1024**2

@@ -12,39 +12,64 @@ through unseen.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import warnings
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from sandbox.capture._site._sandbox_report import sqlite_path as _sqlite_path
 from sandbox.capture.onimport import Patch, when_imported
+from sandbox.seam.clients import (
+    ClientHook,
+    ClientPatch,
+    Connect,
+    Router,
+    patch_attribute,
+    route,
+    unseen,
+)
+
+_route = route
+_patch = patch_attribute
 
 _LOOPBACK = {"localhost": "127.0.0.1", "::1": "127.0.0.1", "[::1]": "127.0.0.1"}
 DEFAULT_PORTS = {"postgres": 5432, "redis": 6379}
 
 
-@dataclass(frozen=True)
-class Connect:
-    """A connection the agent opens."""
-
-    kind: str
-    """The service kind: ``postgres``, ``redis`` or ``sqlite``."""
-    client: str
-    """The client library: ``psycopg``, ``psycopg2``, ``asyncpg``, ``redis``, ``sqlite3``."""
-    endpoint: str
-    """A URL (credentials included) or an absolute path."""
-    given: str | None = None
-    """The DSN, URL or path exactly as the agent passed it, when it passed one."""
+_hooks_lock = threading.Lock()
+_hooks: list[ClientHook] | None = None
 
 
-Router = Callable[[Connect], str]
+def client_hooks() -> list[ClientHook]:
+    """The hooks of the entry-point group, loaded once; one that cannot be loaded is left
+    out with a warning (capture fails open)."""
+    global _hooks
+    with _hooks_lock:
+        if _hooks is None:
+            from sandbox.plugins import CLIENTS_GROUP, plugin_entry_points
+
+            found: list[ClientHook] = []
+            for point in plugin_entry_points(CLIENTS_GROUP):
+                try:
+                    hook = point.load()
+                except Exception as exc:
+                    warnings.warn(
+                        f"client hook {point.name!r} ({point.value}) cannot be loaded: {exc}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    continue
+                if isinstance(hook, ClientHook):
+                    found.append(hook)
+                    if hook.default_port is not None:
+                        DEFAULT_PORTS.setdefault(hook.kind, hook.default_port)
+            _hooks = found
+        return _hooks
 
 
 def endpoint_key(kind: str, endpoint: str) -> str:
@@ -52,6 +77,8 @@ def endpoint_key(kind: str, endpoint: str) -> str:
     ``redis://127.0.0.1:6379/0``, or a resolved path."""
     if "://" not in endpoint:
         return os.path.realpath(endpoint)
+    if kind not in DEFAULT_PORTS:
+        client_hooks()
     parts = urlsplit(endpoint)
     host = (parts.hostname or "localhost").lower()
     host = _LOOPBACK.get(host, host)
@@ -102,35 +129,6 @@ def _redis_url(kwargs: dict[str, Any]) -> str:
 
 
 # --- the patches ----------------------------------------------------------------------------
-
-_state = threading.local()
-
-
-@contextlib.contextmanager
-def unseen() -> Iterator[None]:
-    """Connections opened in the block (by the sandbox itself) are not routed."""
-    before = getattr(_state, "inside", False)
-    _state.inside = True
-    try:
-        yield
-    finally:
-        _state.inside = before
-
-
-def _route(router: Router, connect: Connect) -> str:
-    if getattr(_state, "inside", False):
-        return connect.endpoint
-    with unseen():
-        return router(connect)
-
-
-def _patch(
-    owner: Any, attr: str, make: Callable[[Any], Any], undo: list[Callable[[], None]]
-) -> None:
-    """Replace ``owner.attr`` (as stored: a classmethod stays one) by ``make(original)``."""
-    original = vars(owner)[attr] if attr in vars(owner) else getattr(owner, attr)
-    setattr(owner, attr, make(original))
-    undo.append(lambda: setattr(owner, attr, original))
 
 
 def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
@@ -263,7 +261,7 @@ def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
         _patch(owner, "connect", lambda _o: connect, undo)
 
 
-_CLIENTS: dict[str, Callable[[Router, list[Callable[[], None]]], None]] = {
+_CLIENTS: dict[str, ClientPatch] = {
     "psycopg": _psycopg,
     "psycopg2": _psycopg2,
     "asyncpg": _asyncpg,
@@ -289,7 +287,8 @@ def install(router: Router) -> Callable[[], None]:
 
         return apply
 
-    stop = when_imported({name: patcher(patch) for name, patch in _CLIENTS.items()})
+    patches = {**_CLIENTS, **{hook.module: hook.patch for hook in client_hooks()}}
+    stop = when_imported({name: patcher(patch) for name, patch in patches.items()})
 
     def restore() -> None:
         stop()
@@ -299,3 +298,18 @@ def install(router: Router) -> Callable[[], None]:
             undo.clear()
 
     return restore
+
+
+__all__ = [
+    "ClientHook",
+    "ClientPatch",
+    "Connect",
+    "Router",
+    "address_of",
+    "client_hooks",
+    "endpoint_key",
+    "install",
+    "patch_attribute",
+    "route",
+    "unseen",
+]

@@ -78,7 +78,7 @@ def capture_command(
     ``services`` is ``auto`` (capture each service the program connects to) or ``none``
     (record the endpoints only): see :mod:`sandbox.capture.discovery`. ``state`` is
     ``whole`` or ``touched`` (a Postgres database keeps the rows of the tables the program
-    read or wrote only: see :mod:`sandbox.services.pgtouched`).
+    read or wrote only: see :mod:`sandbox.services.postgres.pgtouched`).
     Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``).
 
     ``fail_if`` is the failure predicate of the run: ``judge`` (required with it) says

@@ -41,7 +41,7 @@ MODES: tuple[ServicesMode, ...] = ("auto", "none")
 
 StateMode = Literal["whole", "touched"]
 """How a service's state is captured: whole, or only what the run touched (see
-:mod:`sandbox.services.pgtouched`)."""
+:class:`sandbox.services.base.TouchedCapture`)."""
 STATE_MODES: tuple[StateMode, ...] = ("whole", "touched")
 
 

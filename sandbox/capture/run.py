@@ -152,7 +152,7 @@ class Capture:
     state: str = "whole"
     """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
     only the rows of the tables the run read or wrote, the schema of all (see
-    :mod:`sandbox.services.pgtouched`)."""
+    :mod:`sandbox.services.postgres.pgtouched`)."""
     keep: Keep = "all"
     """Which runs stay in the store: ``"all"``, ``"failed"`` (a predicate, an exception,
     ``mark_failed``), or a rate (``0.01``): the failed ones and that share of the others. A

@@ -1,7 +1,8 @@
 """The images the sandbox runs, and how to build them with no registry.
 
 ``base`` is a Debian bookworm tree made by ``images/build-base.sh`` (debootstrap and
-``docker import``); ``postgres``, ``redis`` and ``runner`` are built ``FROM`` it. With a
+``docker import``); the image of each service kind (its
+:class:`~sandbox.services.descriptor.ImageBuild`) and ``runner`` are built ``FROM`` it. With a
 registry at hand, ``base="debian:bookworm-slim"`` builds the others from the usual image and
 skips the local base. Every built image carries a hash of its build context in a label, so a
 changed Dockerfile (or, for the runner, changed project code) is rebuilt on the next build.
@@ -28,6 +29,7 @@ from sandbox.containers.labels import CONTEXT_HASH
 from sandbox.errors import ImageBuildError, SandboxError, UnknownNameError
 from sandbox.names import BASE_ENV
 from sandbox.seam import llm
+from sandbox.services.registry import kinds
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = REPO_ROOT / "images"
@@ -42,16 +44,44 @@ class ImageDef:
     """Folder under ``images/`` holding the Dockerfile (or the base build script)."""
 
 
+def _kind_images() -> list[ImageDef]:
+    """The images the registered service kinds build (:class:`ImageBuild`), in their order."""
+    found: dict[str, ImageDef] = {}
+    for kind in kinds().values():
+        spec = kind.container
+        if spec is not None and spec.build is not None:
+            found.setdefault(spec.image, ImageDef(spec.image, spec.build.tag, spec.build.folder))
+    return list(found.values())
+
+
 IMAGES: dict[str, ImageDef] = {
     d.name: d
     for d in (
         ImageDef("base", DEFAULT_BASE, "."),
-        ImageDef("postgres", "sandbox-replayer/postgres:15", "postgres"),
-        ImageDef("redis", "sandbox-replayer/redis:7", "redis"),
+        *_kind_images(),
         ImageDef("runner", "sandbox-replayer/runner:latest", "runner"),
     )
 }
-BUILD_ORDER = ["base", "postgres", "redis", "runner"]
+BUILD_ORDER = list(IMAGES)
+
+
+def required_images() -> list[str]:
+    """The service images the demos and CI need (the others belong to optional kinds)."""
+    return [
+        k.container.image
+        for k in kinds().values()
+        if k.container is not None and k.container.build is not None and k.container.build.required
+    ]
+
+
+def faketime_images() -> list[str]:
+    """The images whose clock a sandbox freezes with libfaketime (the runner's too)."""
+    found = [
+        k.container.image
+        for k in kinds().values()
+        if k.container is not None and k.container.build is not None and k.container.faketime
+    ]
+    return [*found, "runner"]
 
 
 def image_tag(name: str) -> str:

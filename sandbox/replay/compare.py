@@ -40,7 +40,7 @@ from sandbox.snapshot.manifest import Manifest, ServiceState
 from sandbox.snapshot.store import Store
 
 _CELL = re.compile(r"^table (?P<table>\S+) column (?P<column>\S+) \(row (?P<row>\d+)\)$")
-"""Where a Postgres dump's value is (:func:`~sandbox.services.dumptext.postgres_places`)."""
+"""Where a table's value is in a dump (:func:`~sandbox.services.dumptext.dump_places`)."""
 SHOWN = 12
 """Steps and end-state differences :meth:`RunComparison.describe` lists of each kind."""
 

@@ -336,21 +336,22 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
 def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]) -> str | None:
     """What a replayed run read or wrote outside a service's partial capture (the first
     service's, described), or why that could not be read; ``None`` when it stayed inside
-    (see :mod:`sandbox.services.pgtouched`)."""
+    (see the kind's :class:`~sandbox.services.base.TouchedCapture`)."""
     from sandbox.services.base import TouchedCapture
-    from sandbox.services.pgtouched import ROWS_META, STATE_META
     from sandbox.services.registry import get_kind
 
     for state in states:
-        rows = state.meta.get(ROWS_META)
         endpoint = endpoints.get(state.name)
-        if state.meta.get(STATE_META) != "touched" or not isinstance(rows, list) or not endpoint:
+        if not endpoint:
             continue
         kind = get_kind(state.kind)
         if not isinstance(kind, TouchedCapture):
             continue
+        rows = kind.captured_parts(state.meta)
+        if rows is None:
+            continue
         try:
-            found = kind.outside_capture(endpoint, [str(r) for r in rows])
+            found = kind.outside_capture(endpoint, rows)
         except SandboxError as exc:
             return f"{state.name}: what the run read outside its partial capture is unknown: {exc}"
         if found:
@@ -361,11 +362,12 @@ def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]
 
 def partial_notes(states: Sequence[ServiceState]) -> list[str]:
     """A sentence for each service whose capture holds only part of its state."""
-    from sandbox.services.pgtouched import describe_meta
+    from sandbox.services.base import capture_note
+    from sandbox.services.registry import kinds
 
     notes = []
     for state in states:
-        said = describe_meta(state.meta)
+        said = capture_note(kinds().get(state.kind), state.meta)
         if said is not None and said.startswith("partial"):
             notes.append(
                 f"{state.name}'s state was captured {said}: a run that reads or writes "

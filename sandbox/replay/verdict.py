@@ -97,7 +97,7 @@ class ReplayOutcome:
     """The run was stopped at this wall-clock limit, in seconds."""
     uncaptured: str | None = None
     """State the run read or wrote that a partial capture did not hold (see
-    :mod:`sandbox.services.pgtouched`), described."""
+    :mod:`sandbox.services.postgres.pgtouched`), described."""
     calls: tuple[Event, ...] = ()
     """The boundary calls the run made (:func:`~sandbox.replay.coverage.boundary_calls`)."""
 

@@ -9,7 +9,7 @@ starts containers itself; ``sandbox.containers`` starts them and hands endpoints
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -118,7 +118,7 @@ class PinnedState(Protocol):
 @runtime_checkable
 class TouchedCapture(Protocol):
     """A kind that can capture only the part of its state a run touched (Postgres: the rows
-    of the tables it read or wrote, see :mod:`sandbox.services.pgtouched`)."""
+    of the tables it read or wrote, see :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def pin(self, endpoint: str) -> PinnedState:
         """Hold the state behind ``endpoint`` as it is before the run."""
@@ -127,6 +127,16 @@ class TouchedCapture(Protocol):
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """What a replayed run reached outside ``captured`` (the manifest's list), each
         described (``"read table public.x, whose rows were not captured"``)."""
+        ...
+
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        """What a partial capture holds, read from its manifest meta (the list
+        :meth:`outside_capture` takes); ``None`` for a capture of the whole state."""
+        ...
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        """How the state was captured, in a phrase starting ``partial`` or ``whole``
+        (``"partial: rows of 2 of 5 tables (...)"``); ``None`` for a plain whole capture."""
         ...
 
 
@@ -147,6 +157,37 @@ class SQLQuery(Protocol):
         (Postgres: an unprivileged role it makes there); otherwise it is a live service,
         changed in nothing."""
         ...
+
+
+def capture_note(kind: ServiceKind | None, meta: Mapping[str, Any]) -> str | None:
+    """:meth:`TouchedCapture.describe_capture` of a kind that has it, else ``None``."""
+    return kind.describe_capture(meta) if isinstance(kind, TouchedCapture) else None
+
+
+@runtime_checkable
+class StateParts(Protocol):
+    """A kind whose state is made of parts a what-if trial can remove (a table's rows, a key,
+    a file: see :mod:`sandbox.explain.parts`)."""
+
+    part_label: ClassVar[str]
+    """What a part's label starts with (``"table "``), before its name."""
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        """The labels of the parts a :meth:`ServiceKind.describe` lists."""
+        ...
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Remove the named parts (labels without :attr:`part_label`) from the state behind
+        ``endpoint``, as one change where the kind can."""
+        ...
+
+
+def table_parts(description: Mapping[str, Any]) -> list[str]:
+    """The tables with rows of a description of tables (``{"tables": {name: [row ...]}}``)."""
+    tables = description.get("tables")
+    if not isinstance(tables, dict):
+        return []
+    return [f"table {name}" for name, rows in tables.items() if rows]
 
 
 _KINDS: dict[str, ServiceKind] = {}

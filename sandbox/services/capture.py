@@ -2,7 +2,7 @@
 :class:`~sandbox.snapshot.manifest.ServiceState` with its version, hash and binding.
 
 A capture takes the whole state (``"whole"``, the default) or only what the run touched
-(``"touched"``, see :mod:`sandbox.services.pgtouched`): then :func:`capture_service` pins
+(``"touched"``, see :mod:`sandbox.services.postgres.pgtouched`): then :func:`capture_service` pins
 the state before the run and returns the hold with the service, and
 :func:`capture_end_state` takes both states from it when the run is over. A kind that cannot
 (:class:`~sandbox.services.base.TouchedCapture`) is captured whole, its meta says so.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.services.base import CapturedState, PinnedState, TouchedCapture
-from sandbox.services.registry import get_kind
+from sandbox.services.registry import get_kind, kinds
 from sandbox.snapshot.manifest import Binding, ServiceState
 from sandbox.snapshot.store import Store
 
@@ -107,7 +107,8 @@ def begin_service_capture(
         return service, pinned
     service = capture_service(kind, name, endpoint, store, binding_env, mask=mask, key=key)
     if state == "touched":
-        note = f"the {kind} kind captures its whole state (touched: postgres only)"
+        able = ", ".join(n for n, k in kinds().items() if isinstance(k, TouchedCapture))
+        note = f"the {kind} kind captures its whole state (touched: {able or 'no kind'})"
         service = service.model_copy(update={"meta": {**service.meta, "note": note}})
     return service, None
 

@@ -49,6 +49,19 @@ def database_in_url(url: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class ImageBuild:
+    """How the image of a kind's container is built (see :mod:`sandbox.containers.images`)."""
+
+    tag: str
+    folder: str
+    """The build context: a folder under the project's ``images/``, or an absolute path (a
+    kind from another distribution brings its own)."""
+    required: bool = True
+    """Whether the demos and CI need it: ``sandbox doctor`` fails when a required image is
+    missing or cannot freeze its clock, and only warns for another."""
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """How a server kind runs in a sandbox container."""
 
@@ -87,3 +100,5 @@ class ContainerSpec:
     """Where the server loads its state from a file (see
     :class:`sandbox.services.base.ServerFileLoad`): a capture that has one is written there and
     loaded, instead of being restored through the server."""
+    build: ImageBuild | None = None
+    """How :attr:`image` is built; ``None`` for an image another kind builds."""

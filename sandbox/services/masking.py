@@ -30,31 +30,24 @@ state: it restores, replays and hashes like any other.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fnmatch
 import hashlib
 import hmac
 import os
-import sqlite3
-import tempfile
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-from sandbox.errors import MaskRuleError, ServiceError, UnknownNameError
+from sandbox.errors import MaskRuleError, UnknownNameError
 from sandbox.redaction import Redactor, sensitive_field
-from sandbox.services.base import CapturedState, ServiceKind
-from sandbox.services.registry import get_kind
+from sandbox.services.base import CapturedState
+from sandbox.services.registry import get_kind, kinds
 
 Method = Literal["hash", "null", "redact"]
 METHODS: tuple[Method, ...] = ("hash", "null", "redact")
-SCRATCH_SUFFIX = "_sbx_mask"
-REDIS_SCRATCH_DB = 14
 
 
 @dataclass(frozen=True)
@@ -94,6 +87,17 @@ class Masker:
             return self.apply_bytes(method, value)
         text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
         return Redactor(key=self.key).field_value(text).encode("utf-8", "surrogateescape")
+
+
+@runtime_checkable
+class Maskable(Protocol):
+    """A kind whose captures can be masked: its ``mask`` applies the rules to a capture in a
+    scratch copy (never ``endpoint`` itself) and returns the capture of the masked state
+    (:func:`masked_state`)."""
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState: ...
 
 
 def parse_mask_options(values: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -160,14 +164,14 @@ def mask_captured(
         return state
     kind = get_kind(kind_name)
     rules = parse_rules(mask)
-    apply = _APPLY.get(kind_name)
-    if apply is None:
-        raise UnknownNameError("service kind with masking", kind_name, sorted(_APPLY))
-    masked = apply(kind, endpoint, state, rules, Masker(key))
+    if not isinstance(kind, Maskable):
+        names = sorted(n for n, k in kinds().items() if isinstance(k, Maskable))
+        raise UnknownNameError("service kind with masking", kind_name, names)
+    masked = kind.mask(endpoint, state, rules, Masker(key))
     return dataclasses.replace(masked, meta={**state.meta, **masked.meta})
 
 
-def _result(
+def masked_state(
     masked: CapturedState, rules: list[MaskRule], data: bytes | None = None, **meta: JsonValue
 ) -> CapturedState:
     """The capture of the masked state, saying which targets were masked."""
@@ -179,139 +183,3 @@ def _result(
         media_type=masked.media_type,
         meta={**masked.meta, **meta, "masked": targets},
     )
-
-
-# --- postgres -------------------------------------------------------------------------------
-
-
-def _mask_postgres(
-    kind: ServiceKind, endpoint: str, state: CapturedState, rules: list[MaskRule], m: Masker
-) -> CapturedState:
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    from sandbox.services.postgres import pack_dump, unpack_dump
-
-    params = {k: str(v) for k, v in conninfo_to_dict(endpoint).items() if v is not None}
-    database = str(params["dbname"])
-    scratch = make_conninfo(**{**params, "dbname": database[:50] + SCRATCH_SUFFIX})
-    maintenance = make_conninfo(
-        **{**params, "dbname": "template1" if database == "postgres" else "postgres"}
-    )
-    kind.restore(scratch, state.data)
-    try:
-        with psycopg.connect(scratch, autocommit=True) as conn:
-            for rule in rules:
-                *table, column = rule.target.split(".")
-                if not table:
-                    raise ServiceError(f"mask target {rule.target!r}: expected table.column")
-                where = sql.Identifier(*table)
-                col = sql.Identifier(column)
-                rows = conn.execute(
-                    sql.SQL("SELECT DISTINCT {c}::text FROM {t} WHERE {c} IS NOT NULL").format(
-                        c=col, t=where
-                    )
-                ).fetchall()
-                for (value,) in rows:
-                    conn.execute(
-                        sql.SQL("UPDATE {t} SET {c} = %s WHERE {c}::text = %s").format(
-                            t=where, c=col
-                        ),
-                        (m.apply(rule.method, value), value),
-                    )
-        masked = kind.capture(scratch)
-    except psycopg.Error as exc:
-        raise ServiceError(f"masking postgres {database}: {exc}") from None
-    finally:
-        with contextlib.suppress(psycopg.Error), psycopg.connect(maintenance, autocommit=True) as c:
-            c.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(database[:50] + SCRATCH_SUFFIX)
-                )
-            )
-    header, dump = unpack_dump(masked.data)
-    header["database"] = database
-    return _result(masked, rules, pack_dump(header, dump), database=database)
-
-
-# --- redis ----------------------------------------------------------------------------------
-
-
-def _mask_redis(
-    kind: ServiceKind, endpoint: str, state: CapturedState, rules: list[MaskRule], m: Masker
-) -> CapturedState:
-    import redis
-
-    base = endpoint.rsplit("/", 1)[0] if endpoint.count("/") > 2 else endpoint.rstrip("/")
-    scratch = f"{base}/{REDIS_SCRATCH_DB}"
-    if scratch == endpoint:
-        raise ServiceError(f"redis database {REDIS_SCRATCH_DB} is the masking scratch database")
-    kind.restore(scratch, state.data)
-    client: redis.Redis = redis.Redis.from_url(scratch, decode_responses=False)
-    try:
-        for rule in rules:
-            for raw in client.scan_iter(match=rule.target.encode()):
-                kind_of = client.type(raw)
-                if rule.method == "null":
-                    client.delete(raw)
-                elif kind_of == b"string":
-                    new = m.apply_bytes(rule.method, client.get(raw))
-                    client.set(raw, new, keepttl=True)
-                elif kind_of == b"hash":
-                    for field, value in client.hgetall(raw).items():
-                        client.hset(raw, field, m.apply_field(rule.method, field, value))
-        masked = kind.capture(scratch)
-    finally:
-        with contextlib.suppress(redis.RedisError):
-            client.flushdb()
-        client.close()
-    return _result(masked, rules)
-
-
-# --- files and sqlite -----------------------------------------------------------------------
-
-
-def _mask_files(
-    kind: ServiceKind, endpoint: str, state: CapturedState, rules: list[MaskRule], m: Masker
-) -> CapturedState:
-    with tempfile.TemporaryDirectory(prefix="sandbox-mask-") as tmp:
-        root = Path(tmp) / "workspace"
-        kind.restore(str(root), state.data)
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
-            rel = path.relative_to(root).as_posix()
-            for rule in rules:
-                if fnmatch.fnmatchcase(rel, rule.target):
-                    path.write_bytes(m.apply_bytes(rule.method, path.read_bytes()))
-        masked = kind.capture(str(root))
-    return _result(masked, rules)
-
-
-def _mask_sqlite(
-    kind: ServiceKind, endpoint: str, state: CapturedState, rules: list[MaskRule], m: Masker
-) -> CapturedState:
-    with tempfile.TemporaryDirectory(prefix="sandbox-mask-") as tmp:
-        path = Path(tmp) / "masked.sqlite"
-        kind.restore(str(path), state.data)
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            for rule in rules:
-                table, _, column = rule.target.rpartition(".")
-                t = '"' + table.replace('"', '""') + '"'
-                c = '"' + column.replace('"', '""') + '"'
-                values = conn.execute(f"SELECT DISTINCT {c} FROM {t} WHERE {c} IS NOT NULL")
-                for (value,) in values.fetchall():
-                    new = m.apply(rule.method, str(value))
-                    conn.execute(f"UPDATE {t} SET {c} = ? WHERE {c} = ?", (new, value))
-            conn.commit()
-        masked = kind.capture(str(path))
-    return _result(masked, rules)
-
-
-_APPLY: dict[
-    str, Callable[[ServiceKind, str, CapturedState, list[MaskRule], Masker], CapturedState]
-] = {
-    "postgres": _mask_postgres,
-    "redis": _mask_redis,
-    "files": _mask_files,
-    "sqlite": _mask_sqlite,
-}

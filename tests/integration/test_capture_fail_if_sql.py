@@ -96,7 +96,7 @@ def test_a_fail_if_that_writes_is_refused_and_the_live_table_stays(
 def test_a_live_invariant_only_reads_and_makes_nothing_on_the_server() -> None:
     from sandbox.errors import QueryRefusedError
     from sandbox.replay.verdict import run_sql_live
-    from sandbox.services.pgquery import ROLE
+    from sandbox.services.postgres.pgquery import ROLE
 
     with postgres_server() as server:
         url = create_database(server, "shop")

@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Protocol
 
 import psycopg
+import pymysql
 import pytest
 import redis as redis_client
 from test_services_containers import create_database, postgres_server, redis_server
 from toy_kind import MemoHarness, memo_registered
 
+from sandbox.containers import RestoreSpec, bring_up
 from sandbox.services import get_kind, kind_names
+from sandbox.services.mysql.endpoint import Endpoint
 
 
 class Harness(Protocol):
@@ -88,6 +91,51 @@ class RedisHarness:
             r.set("new", "key")
 
 
+class MySQLHarness:
+    def __init__(self, server: str) -> None:
+        self.server = Endpoint.parse(server)
+        self.names = (f"contract_{i}" for i in itertools.count())
+
+    def _connect(self, endpoint: str) -> pymysql.Connection:  # type: ignore[type-arg]
+        ep = Endpoint.parse(endpoint)
+        return pymysql.connect(
+            host=ep.host, port=ep.port, user=ep.user, database=ep.database, autocommit=True
+        )
+
+    def new_endpoint(self) -> str:
+        name = next(self.names)
+        conn = pymysql.connect(host=self.server.host, port=self.server.port, user="root")
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+            cur.execute(f"CREATE DATABASE {name}")
+        conn.close()
+        return self.server.with_database(name).url()
+
+    def populate(self, endpoint: str) -> None:
+        with self._connect(endpoint) as conn, conn.cursor() as cur:
+            cur.execute(
+                "CREATE TABLE item (id int AUTO_INCREMENT PRIMARY KEY, name varchar(40) NOT NULL,"
+                " price decimal(8,2), created_at timestamp(6) NOT NULL"
+                " DEFAULT CURRENT_TIMESTAMP(6), due date, blob_ varbinary(8), total int AS"
+                " (CHAR_LENGTH(name)) STORED)"
+            )
+            cur.execute(
+                "INSERT INTO item (name, price, due, blob_) VALUES ('a', 1.5, '2024-03-01',"
+                " x'00ff'), ('b', NULL, NULL, NULL), ('c', 3, NULL, '')"
+            )
+            cur.execute("CREATE TABLE note (body text)")  # no primary key
+            cur.execute("INSERT INTO note VALUES ('same'), ('same'), ('ünïcode')")
+
+    def mutate(self, endpoint: str, step: int) -> None:
+        with self._connect(endpoint) as conn, conn.cursor() as cur:
+            if step % 2:  # only the AUTO_INCREMENT counter moves
+                cur.execute("INSERT INTO item (name) VALUES ('gone')")
+                cur.execute("DELETE FROM item WHERE name = 'gone'")
+            else:
+                cur.execute("INSERT INTO item (name) VALUES ('mutant')")
+                cur.execute("UPDATE item SET price = 99 WHERE name = 'a'")
+
+
 class SQLiteHarness:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -144,6 +192,7 @@ class FilesHarness:
 KINDS = ["files", "sqlite", pytest.param("postgres", marks=pytest.mark.docker)]
 KINDS.append(pytest.param("redis", marks=pytest.mark.docker))
 KINDS.append(pytest.param("memo", marks=pytest.mark.docker))  # the toy kind of toy_kind.py
+KINDS.append(pytest.param("mysql", marks=pytest.mark.docker))
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +207,13 @@ def redis_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def mysql_server() -> Iterator[str]:
+    """A MariaDB server brought up by the sandbox from the kind's own descriptor."""
+    with bring_up([RestoreSpec("contract", "mysql", database="contract")]) as env:
+        yield env.services["contract"].url
+
+
 @pytest.fixture
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     kind = request.param
@@ -169,6 +225,8 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
         yield SQLiteHarness(tmp_path)
     elif kind == "files":
         yield FilesHarness(tmp_path)
+    elif kind == "mysql":
+        yield MySQLHarness(request.getfixturevalue("mysql_server"))
     elif kind == "memo":
         with memo_registered():
             yield MemoHarness(request.getfixturevalue("redis_url"))

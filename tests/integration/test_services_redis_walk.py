@@ -1,4 +1,4 @@
-"""The hash walked over a real server's RDB (:mod:`sandbox.services.rdbhash`) equals the
+"""The hash walked over a real server's RDB (:mod:`sandbox.services.redis.rdbhash`) equals the
 hash of the keys the RDB parser reads, for every encoding Redis writes, however the file
 is cut into chunks."""
 
@@ -10,7 +10,7 @@ import pytest
 import redis
 from test_services_containers import redis_server
 
-from sandbox.services import rdbfile, rdbhash, redisstate
+from sandbox.services.redis import rdbfile, rdbhash, redisstate
 
 pytestmark = pytest.mark.docker
 

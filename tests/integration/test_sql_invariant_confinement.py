@@ -13,7 +13,7 @@ import pytest
 
 from sandbox.containers import Environment, RestoreSpec, bring_up, connect
 from sandbox.replay.verdict import Expectation, ReplayOutcome, judge_run, run_sql
-from sandbox.services import pgquery
+from sandbox.services.postgres import pgquery
 from sandbox.snapshot.manifest import SQLInvariant
 
 pytestmark = pytest.mark.docker

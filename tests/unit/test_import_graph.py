@@ -89,7 +89,7 @@ def test_the_graph_is_read_from_the_source() -> None:
     functions."""
     graph = import_graph()
     assert "sandbox.services.registry" in graph["sandbox.services"]
-    assert "sandbox.services.postgres" in graph["sandbox.services.registry"]
+    assert "sandbox.explain.parts" in graph["sandbox.explain.trials"]
     assert "sandbox.replay.command" in graph["sandbox.capture._site.sitecustomize"]  # lazy
 
 

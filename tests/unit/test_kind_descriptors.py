@@ -24,7 +24,7 @@ def test_a_kind_runs_in_a_container_or_on_a_path_never_both(name: str) -> None:
 
 
 def test_the_built_in_kinds_are_where_they_were() -> None:
-    assert server_kinds() == ["postgres", "redis"]
+    assert server_kinds() == ["mysql", "postgres", "redis"]
     assert [n for n in kind_names() if is_path_kind(n)] == ["files", "sqlite"]
     assert get_kind("postgres").binding.env == "DATABASE_URL"
     assert get_kind("redis").binding.env == "REDIS_URL"
@@ -33,7 +33,7 @@ def test_the_built_in_kinds_are_where_they_were() -> None:
 
 
 def test_a_path_kind_has_no_container_and_the_error_names_the_server_kinds() -> None:
-    with pytest.raises(UnknownNameError, match="postgres, redis"):
+    with pytest.raises(UnknownNameError, match="mysql, postgres, redis"):
         container_spec("sqlite")
     with pytest.raises(UnknownNameError, match="service kind"):
         container_spec("mongo")

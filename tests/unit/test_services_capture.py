@@ -43,8 +43,8 @@ def test_capture_before_and_after(tmp_path: Path, store: DirectoryStore) -> None
 
 
 def test_unknown_kind_lists_the_valid_ones(store: DirectoryStore) -> None:
-    with pytest.raises(UnknownNameError, match="files, postgres, redis, sqlite"):
-        capture_service("mysql", "db", "mysql://x", store)
+    with pytest.raises(UnknownNameError, match="files, mysql, postgres, redis, sqlite"):
+        capture_service("mongo", "db", "mongodb://x", store)
 
 
 def test_redact_endpoint() -> None:
@@ -54,3 +54,16 @@ def test_redact_endpoint() -> None:
     assert redact_endpoint("redis://:pw@cache:6379/0") == "redis://:***@cache:6379/0"
     assert redact_endpoint("postgresql://app@db/shop") == "postgresql://app@db/shop"
     assert redact_endpoint("/srv/space") == "/srv/space"
+
+
+def test_a_touched_capture_of_a_kind_without_it_says_which_kinds_have_it(
+    tmp_path: Path, store: DirectoryStore
+) -> None:
+    from sandbox.services.capture import begin_service_capture
+
+    (tmp_path / "a.txt").write_text("a")
+    service, pinned = begin_service_capture(
+        "files", "ws", str(tmp_path), store, None, state="touched"
+    )
+    assert pinned is None
+    assert service.meta["note"] == "the files kind captures its whole state (touched: postgres)"

@@ -1,5 +1,5 @@
-"""The pure parts of touched-state capture (:mod:`sandbox.services.pgtouched`): which tables
-moved, which a replay reached outside the capture, how their rows are left out of a dump,
+"""The pure parts of touched-state capture (:mod:`sandbox.services.postgres.pgtouched`): which
+tables moved, which a replay reached outside the capture, how their rows are left out of a dump,
 and what the manifest says."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from cli.main import main
 from sandbox.errors import ServiceError
-from sandbox.services.pgtouched import (
+from sandbox.services.postgres.pgtouched import (
     WAIT_ENV,
     describe_meta,
     exclusions,

@@ -1,4 +1,4 @@
-"""The walked hash (:mod:`sandbox.services.rdbhash`) of RDBs built from ``DUMP``-shaped
+"""The walked hash (:mod:`sandbox.services.redis.rdbhash`) of RDBs built from ``DUMP``-shaped
 string payloads equals the parser's, however the file is cut; what the walk has no rule
 for goes to the parser whole."""
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.errors import ServiceError
-from sandbox.services import rdbfile, rdbhash, redisstate
+from sandbox.services.redis import rdbfile, rdbhash, redisstate
 
 
 def _payload(value: bytes) -> bytes:

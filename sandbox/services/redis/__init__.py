@@ -6,7 +6,7 @@ A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read 
 
 - **RDB snapshot** (format 2, when the server hands one over by ``SYNC`` and the endpoint's
   database is the only one holding keys): a header line, then the server's own RDB made
-  byte-stable (:mod:`sandbox.services.rdbfile`)::
+  byte-stable (:mod:`sandbox.services.redis.rdbfile`)::
 
       sandbox-replayer/redis-rdb
       {"captured_ms":null,"db":0,"expiring":0,"format_version":2,"hash_version":2,...}
@@ -27,7 +27,7 @@ A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read 
 
 Either way a key that had 5 s left at capture has 5 s left after the restore.
 
-The state hash: version 2 (:mod:`sandbox.services.redisstate`) is computed from an RDB, the
+The state hash: version 2 (:mod:`sandbox.services.redis.redisstate`) is computed from an RDB, the
 server's snapshot (or one built from ``DUMP`` payloads); version 1, for captures made before
 it and for databases holding streams or module types, covers, for every key in byte order,
 its type, its logical value and **whether it has a TTL**, read key by key. Neither covers
@@ -45,20 +45,24 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import rdbfile, rdbhash, redisstate
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-from sandbox.services.descriptor import Binding, ContainerSpec, Storage
+from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
+from sandbox.services.dumptext import Place
+from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 FORMAT = "sandbox-replayer/redis-dump"
 FORMAT_VERSION = 1
@@ -415,6 +419,7 @@ class RedisKind:
     binding: ClassVar[Binding] = Binding(env="REDIS_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="redis",
+        build=ImageBuild("sandbox-replayer/redis:7", "redis"),
         port=6379,
         user="redis",
         server_major=7,
@@ -441,6 +446,43 @@ class RedisKind:
             *("--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"),
         ),
     )
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE, RDB_MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.redis.masking`."""
+        from sandbox.services.redis.masking import mask_redis
+
+        return mask_redis(self, endpoint, state, rules, masker)
+
+    part_label: ClassVar[str] = "key "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        keys = description.get("keys")
+        return [f"key {name}" for name in keys] if isinstance(keys, dict) else []
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the keys (a name ``base64:...`` is a key that is not text)."""
+        keys = [
+            base64.b64decode(n.removeprefix("base64:")) if n.startswith("base64:") else n.encode()
+            for n in names
+        ]
+        try:
+            with redis.Redis.from_url(endpoint, socket_timeout=30) as client:
+                client.delete(*keys)
+        except redis.RedisError as exc:
+            raise ServiceError(f"cannot remove redis keys: {exc}") from None
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The keys of a capture and the text of their values."""
+        from sandbox.services.redis import dumptext
+
+        if media_type == RDB_MEDIA_TYPE:
+            header, rdb = unpack_rdb(data)
+            return dumptext.redis_rdb_places(rdb, int(header["db"]))
+        return dumptext.redis_places(data)
 
     def __init__(self) -> None:
         self._points: dict[str, _Point | bytes] = {}
@@ -718,4 +760,4 @@ def _expire(client: redis.Redis, ttls: list[tuple[bytes, int]]) -> None:
         pipe.execute()
 
 
-register(RedisKind())
+KIND = register(RedisKind())

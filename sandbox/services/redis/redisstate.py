@@ -1,5 +1,5 @@
 """The logical state of a Redis database read from an RDB (see
-:mod:`sandbox.services.rdbfile`): its hash, and the commands that write it into a database.
+:mod:`sandbox.services.redis.rdbfile`): its hash, and the commands that write it into a database.
 
 Hash version 2 (captures made as RDB snapshots): the sum, modulo 2**128, of an XXH3-128
 digest of every key's canonical record: the key, its type, whether it has a TTL, and its
@@ -18,7 +18,7 @@ from typing import Any
 import redis
 import xxhash
 
-from sandbox.services.rdbfile import Key
+from sandbox.services.redis.rdbfile import Key
 from sandbox.snapshot.hashing import fingerprint
 
 HASH_VERSION = 2

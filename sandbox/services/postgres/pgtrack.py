@@ -1,7 +1,7 @@
 """Row changes since a restore point, summed by triggers as they happen, so that judging a
 replay needs no scan of a changed table.
 
-A table's digest (hash version 2, see :mod:`sandbox.services.pgstate`) is a row count and
+A table's digest (hash version 2, see :mod:`sandbox.services.postgres.pgstate`) is a row count and
 two sums of ``hash_record_extended(row, seed)``: a multiset hash, so rows can be taken out
 and put in. At the restore point every eligible table gets three ``AFTER ... FOR EACH
 STATEMENT`` triggers with transition tables (insert, update, delete) that add one row to

@@ -24,18 +24,22 @@ import os
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import JsonValue
 
 from sandbox.errors import QueryRefusedError, ServiceError
-from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
+from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register, table_parts
 from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.dumptext import Place
 from sandbox.services.sqlquery import TIMEOUT_S, read_statement
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 MEDIA_TYPE = "application/vnd.sqlite3"
 HEADER = b"SQLite format 3\x00"
@@ -214,6 +218,36 @@ class SQLiteKind:
     binding: ClassVar[Binding] = Binding(path="file")
     container: ClassVar[ContainerSpec | None] = None
 
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.sqlite.masking`."""
+        from sandbox.services.sqlite.masking import mask_sqlite
+
+        return mask_sqlite(self, endpoint, state, rules, masker)
+
+    part_label: ClassVar[str] = "table "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        return table_parts(description)
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the rows of the tables in one transaction (the schema is kept)."""
+        try:
+            with contextlib.closing(sqlite3.connect(db_path(endpoint))) as conn, conn:
+                for name in names:
+                    conn.execute('DELETE FROM "' + name.replace('"', '""') + '"')
+        except sqlite3.Error as exc:
+            raise ServiceError(f"cannot remove rows of {', '.join(names)}: {exc}") from None
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The text values of a capture by table, column and row."""
+        from sandbox.services.sqlite.dumptext import sqlite_places
+
+        return sqlite_places(data)
+
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}
 
@@ -295,4 +329,4 @@ def _hash_bytes(data: bytes) -> str:
         return SQLiteKind().state_hash(str(path))
 
 
-register(SQLiteKind())
+KIND = register(SQLiteKind())

@@ -19,7 +19,7 @@ How (the kind's :meth:`~sandbox.services.postgres.PostgresKind.pin`):
 3. ``pg_dump --snapshot=ID --exclude-table-data=...`` dumps the schema of every table and
    the rows of the captured ones as they were before the run; the end state is dumped the
    same way. Both are hashed as the state a sandbox restored from them holds: the other
-   tables with no rows (:func:`sandbox.services.pgstate.logical_state`'s ``empty``).
+   tables with no rows (:func:`sandbox.services.postgres.pgstate.logical_state`'s ``empty``).
    Sequences are not transactional (a snapshot does not keep their past values, and
    ``pg_dump`` reads them as they are): their values read at the pin go into the dump's
    header, the hash uses them, and a restore sets them again.

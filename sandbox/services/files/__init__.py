@@ -32,17 +32,21 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.dumptext import Place
 from sandbox.snapshot.hashing import fingerprint
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 DEFAULT_IGNORE: tuple[str, ...] = (".git", "__pycache__", "*.pyc")
 IGNORE_FILE = ".sandboxignore"
@@ -181,6 +185,43 @@ class FilesKind:
     name: ClassVar[str] = "files"
     binding: ClassVar[Binding] = Binding(path="folder")
     container: ClassVar[ContainerSpec | None] = None
+
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """See :mod:`sandbox.services.files.masking`."""
+        from sandbox.services.files.masking import mask_files
+
+        return mask_files(self, endpoint, state, rules, masker)
+
+    part_label: ClassVar[str] = "file "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        files = description.get("files")
+        if not isinstance(files, dict):
+            return []
+        return [
+            f"file {name}"
+            for name, entry in files.items()
+            if not (isinstance(entry, dict) and entry.get("dir"))
+        ]
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Remove the files (a name outside the workspace is refused)."""
+        root = Path(endpoint).resolve()
+        for name in names:
+            path = (root / name).resolve()
+            if not path.is_relative_to(root):
+                raise ServiceError(f"file {name!r} is outside the workspace")
+            path.unlink(missing_ok=True)
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The lines of the text files of a capture."""
+        from sandbox.services.files.dumptext import files_places
+
+        return files_places(data)
 
     def __init__(self, ignore: Sequence[str] = DEFAULT_IGNORE) -> None:
         self.ignore = tuple(_clean_patterns(ignore))
@@ -388,4 +429,4 @@ class FilesKind:
         self.restore(endpoint, data)
 
 
-register(FilesKind())
+KIND = register(FilesKind())

@@ -18,7 +18,7 @@ number (``relfilenode``). After a run, a table whose statistics counters (insert
 deleted rows) are still zero since the restore point, whose file number did not move
 (``TRUNCATE`` and rewrites give a new file) and whose columns are the same keeps its
 baseline digest; a changed one whose change triggers summed every row the counters count
-gets its baseline digest moved by those sums (:mod:`sandbox.services.pgtrack`); only the
+gets its baseline digest moved by those sums (:mod:`sandbox.services.postgres.pgtrack`); only the
 others are scanned. The counters of every session are flushed by
 ending the sessions first, and waiting until they have exited (:func:`end_sessions`).
 Unlogged tables are always scanned, and with ``track_counts`` off every table is.
@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from sandbox.services import pgtrack
+from sandbox.services.postgres import pgtrack
 from sandbox.snapshot.hashing import fingerprint
 
 HASH_VERSION = 2
@@ -132,7 +132,7 @@ def logical_state(
     current value. ``known`` gives the row digest and columns of tables known not to have
     changed (see :func:`table_digests`): a table whose columns are still those is not
     scanned. The tables in ``empty`` (``schema.name``) are hashed as if they had no rows (a
-    partial capture, see :mod:`sandbox.services.pgtouched`); ``sequences`` gives the values
+    partial capture, see :mod:`sandbox.services.postgres.pgtouched`); ``sequences`` gives the values
     of sequences as read earlier (sequences are not transactional: a snapshot does not keep
     their past values)."""
     for stmt in SESSION:
@@ -232,7 +232,7 @@ def make_baseline(
     tracked: Set[str] = frozenset(),
 ) -> Baseline:
     """The baseline of the database ``conn`` is connected to, whose tables have ``digests``
-    and ``tracked`` have change triggers (see :mod:`sandbox.services.pgtrack`); made right
+    and ``tracked`` have change triggers (see :mod:`sandbox.services.postgres.pgtrack`); made right
     before its statistics are reset."""
     files = {str(r[1]): int(r[2]) for r in conn.execute(_TABLE_FILES)}
     tables = {
@@ -253,7 +253,7 @@ def known_tables(conn: psycopg.Connection[Any], baseline: Baseline) -> dict[str,
     """The row digests and columns of the baseline's tables known without a scan since the
     statistics were last reset (call :func:`end_sessions` first): those that did not change
     (counters at zero, same file), and the changed ones whose change triggers account for
-    every row the server counted (:func:`sandbox.services.pgtrack.changed_digests`).
+    every row the server counted (:func:`sandbox.services.postgres.pgtrack.changed_digests`).
     Unlogged tables are always scanned, as is everything when ``track_counts`` is off."""
     setting = conn.execute("SELECT current_setting('track_counts')::bool").fetchone()
     if not (setting and setting[0]):

@@ -26,11 +26,11 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 import psycopg
@@ -39,17 +39,19 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
-from sandbox.services import pgquery, pgtouched, pgtrack
 from sandbox.services.base import (
     DESCRIBE_LIMIT,
     TIMEZONE_META,
     TRUNCATED,
     CapturedState,
     register,
+    table_parts,
 )
-from sandbox.services.descriptor import Binding, ContainerSpec, Storage, database_in_url
-from sandbox.services.pgarchive import stabilize
-from sandbox.services.pgstate import (
+from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
+from sandbox.services.dumptext import Place
+from sandbox.services.postgres import pgquery, pgtouched, pgtrack
+from sandbox.services.postgres.pgarchive import stabilize
+from sandbox.services.postgres.pgstate import (
     HASH_VERSION,
     RELATIONS,
     SESSION,
@@ -66,6 +68,9 @@ from sandbox.services.pgstate import (
 )
 from sandbox.services.sqlquery import read_statement
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+
+if TYPE_CHECKING:
+    from sandbox.services.masking import Masker, MaskRule
 
 MAGIC = b"sandbox-replayer/postgres-dump\n"
 FORMAT_VERSION = 1
@@ -267,7 +272,7 @@ def unpack_dump(data: bytes) -> tuple[dict[str, Any], bytes]:
     return header, dump
 
 
-# --- logical hash (see sandbox.services.pgstate) --------------------------------------------
+# --- logical hash (see sandbox.services.postgres.pgstate) ------------------------------------
 
 
 _PRIMARY_KEY = """
@@ -443,7 +448,7 @@ def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
 class PinnedPostgres:
     """The state before a run, pinned by an open transaction whose snapshot is exported;
     :meth:`finish` captures it and the end state, each with the rows of the tables the run
-    touched only (see :mod:`sandbox.services.pgtouched`)."""
+    touched only (see :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def __init__(self, ep: _Endpoint) -> None:
         self._ep = ep
@@ -545,6 +550,7 @@ class PostgresKind:
     binding: ClassVar[Binding] = Binding(env="DATABASE_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="postgres",
+        build=ImageBuild("sandbox-replayer/postgres:15", "postgres"),
         port=5432,
         user="postgres",
         server_major=15,
@@ -578,6 +584,45 @@ class PostgresKind:
         },
     )
 
+    dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
+
+    def mask(
+        self, endpoint: str, state: CapturedState, rules: list[MaskRule], masker: Masker
+    ) -> CapturedState:
+        """Mask in a scratch database beside ``endpoint`` (see
+        :mod:`sandbox.services.postgres.masking`); the dump keeps the database's name."""
+        from sandbox.services.masking import masked_state
+        from sandbox.services.postgres.masking import mask_in_scratch
+
+        masked, database = mask_in_scratch(self, endpoint, state, rules, masker)
+        header, dump = unpack_dump(masked.data)
+        header["database"] = database
+        return masked_state(masked, rules, pack_dump(header, dump), database=database)
+
+    part_label: ClassVar[str] = "table "
+
+    def parts(self, description: Mapping[str, Any]) -> list[str]:
+        return table_parts(description)
+
+    def remove_parts(self, endpoint: str, names: Sequence[str]) -> None:
+        """Delete the rows of the tables (``schema.table``) in one transaction: a row another
+        table still references stops it, the constraint named."""
+        try:
+            with psycopg.connect(endpoint, connect_timeout=10) as conn, conn.transaction():
+                for name in names:
+                    schema, _, table = name.rpartition(".")
+                    ident = sql.Identifier(schema or "public", table)
+                    conn.execute(sql.SQL("DELETE FROM {}").format(ident))
+        except psycopg.Error as exc:
+            raise ServiceError(f"cannot remove rows of {', '.join(names)}: {exc}") from None
+
+    def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
+        """The values of a capture by table, column and row (read by ``pg_restore``)."""
+        from sandbox.services.postgres.dumptext import postgres_places
+
+        _, dump = unpack_dump(data)
+        return postgres_places(dump, pg_tool("pg_restore"))
+
     def __init__(self) -> None:
         self._restored: dict[str, Baseline] = {}
         """The baseline :meth:`restore` made of the restored database (from the dump's
@@ -591,8 +636,19 @@ class PostgresKind:
 
     def pin(self, endpoint: str) -> PinnedPostgres:
         """Pin the state before a run, to capture only the tables it touches (see
-        :mod:`sandbox.services.pgtouched`)."""
+        :mod:`sandbox.services.postgres.pgtouched`)."""
         return PinnedPostgres(_Endpoint.parse(endpoint))
+
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        """The tables whose rows a touched capture holds (see
+        :mod:`sandbox.services.postgres.pgtouched`)."""
+        rows = meta.get(pgtouched.ROWS_META)
+        if meta.get(pgtouched.STATE_META) != "touched" or not isinstance(rows, list):
+            return None
+        return [str(r) for r in rows]
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        return pgtouched.describe_meta(meta)
 
     def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
         """The tables of the restore point outside ``captured`` that the run since read or
@@ -678,7 +734,7 @@ class PostgresKind:
 
     def state_hash(self, endpoint: str) -> str:
         """The hash of the logical state. Below a restore point, only the tables changed
-        since it are scanned (see :mod:`sandbox.services.pgstate`); the sessions on the
+        since it are scanned (see :mod:`sandbox.services.postgres.pgstate`); the sessions on the
         database are ended first, so that their statistics are flushed."""
         ep = _Endpoint.parse(endpoint)
         baseline: Baseline | None = None
@@ -703,8 +759,8 @@ class PostgresKind:
     def query(
         self, endpoint: str, text: str, *, limit: int, sandboxed: bool
     ) -> list[tuple[Any, ...]]:
-        """Check an invariant, confined (see :mod:`sandbox.services.pgquery`); in a
-        sandbox as the unprivileged :data:`~sandbox.services.pgquery.ROLE`."""
+        """Check an invariant, confined (see :mod:`sandbox.services.postgres.pgquery`); in a
+        sandbox as the unprivileged :data:`~sandbox.services.postgres.pgquery.ROLE`."""
         read_statement(text)  # refused before anything is made on the server
         ep = _Endpoint.parse(endpoint)
         conninfo = ep.conninfo()
@@ -731,7 +787,7 @@ class PostgresKind:
 
     def mark_restore_point(self, endpoint: str) -> None:
         """Copy the database to ``<db>_sbx_rp`` (a template that refuses connections) whose
-        comment holds the baseline of its tables (see :mod:`sandbox.services.pgstate`), and
+        comment holds the baseline of its tables (see :mod:`sandbox.services.postgres.pgstate`), and
         reset the database's statistics counters. Sessions connected to the database are
         ended: ``CREATE DATABASE ... TEMPLATE`` needs the source to be idle."""
         ep = _Endpoint.parse(endpoint)
@@ -817,4 +873,4 @@ def _restored_digests(header: dict[str, Any], dump: bytes) -> tuple[int, dict[st
     return version, {}
 
 
-register(PostgresKind())
+KIND = register(PostgresKind())

@@ -1,12 +1,12 @@
-"""The version-2 state hash (:mod:`sandbox.services.redisstate`) read straight from an RDB's
+"""The version-2 state hash (:mod:`sandbox.services.redis.redisstate`) read straight from an RDB's
 bytes, without building a Python object per key.
 
 A walk over the file hashes each plain string key where it lies (the common case: a raw or
 integer-encoded key and value, the record built from two slices). Every other key (lists,
 sets, hashes, sorted sets in any encoding, compressed strings) is only skipped over; those
 entries are copied into a small RDB of their own and read by the ``rdb-py`` parser
-(:func:`sandbox.services.rdbfile.keys`), their records hashed as before. The sum, the count
-and the expiry times are then those of :func:`sandbox.services.redisstate.summarize` over
+(:func:`sandbox.services.redis.rdbfile.keys`), their records hashed as before. The sum, the count
+and the expiry times are then those of :func:`sandbox.services.redis.redisstate.summarize` over
 the whole file. Whatever the walk does not know (an opcode or type it has no rule for, a
 file cut short) makes it hand the whole file to that parser instead: the walk is a faster
 path to the same hash, never a different one.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import xxhash
 
 from sandbox.errors import ServiceError
-from sandbox.services import rdbfile, redisstate
-from sandbox.services.rdbfile import (
+from sandbox.services.redis import rdbfile, redisstate
+from sandbox.services.redis.rdbfile import (
     OP_EOF,
     OP_EXPIRETIME_MS,
     OP_SELECTDB,
@@ -284,10 +284,10 @@ class Walk:
 
 
 def summarize(rdb: bytes, db: int, *, strict: bool = True) -> redisstate.Summary | None:
-    """:func:`sandbox.services.redisstate.summarize` of database ``db`` of ``rdb``. ``strict``:
-    ``None`` when another database holds keys; else those keys are left out. Raises
-    :class:`~sandbox.services.rdbfile.Unreadable` as :func:`~sandbox.services.rdbfile.keys`
-    does."""
+    """:func:`sandbox.services.redis.redisstate.summarize` of database ``db`` of ``rdb``.
+    ``strict``: ``None`` when another database holds keys; else those keys are left out.
+    Raises :class:`~sandbox.services.redis.rdbfile.Unreadable` as
+    :func:`~sandbox.services.redis.rdbfile.keys` does."""
     walk = Walk(db, strict=strict)
     walk.feed(rdb)
     return walk.result(rdb)

@@ -1,0 +1,80 @@
+"""The contract between a service kind's client hooks and the capture: a connection the
+agent opens (:class:`Connect`), the router that says where it really goes (the same place at
+capture, the sandbox's service on replay), and a kind's :class:`ClientHook` (named in the
+``sandbox_replayer.clients`` entry-point group by the kind's package). The capture installs
+the hooks (:mod:`sandbox.capture.clients`); a kind's package writes its hook against this
+module alone, below the capture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Connect:
+    """A connection the agent opens."""
+
+    kind: str
+    """The service kind: ``postgres``, ``redis`` or ``sqlite``."""
+    client: str
+    """The client library: ``psycopg``, ``psycopg2``, ``asyncpg``, ``redis``, ``sqlite3``."""
+    endpoint: str
+    """A URL (credentials included) or an absolute path."""
+    given: str | None = None
+    """The DSN, URL or path exactly as the agent passed it, when it passed one."""
+
+
+Router = Callable[[Connect], str]
+ClientPatch = Callable[[Router, list[Callable[[], None]]], None]
+"""Patch a client library so that its connections go through the router (each change it
+makes is undone by a function it appends to the list)."""
+
+
+@dataclass(frozen=True)
+class ClientHook:
+    """How a service kind's clients are seen connecting, named in the
+    ``sandbox_replayer.clients`` entry-point group (:mod:`sandbox.plugins`) by the kind's
+    package: ``patch`` is applied when the agent imports ``module``."""
+
+    module: str
+    patch: ClientPatch
+    kind: str
+    default_port: int | None = None
+    """The kind's port when an endpoint names none."""
+
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def unseen() -> Iterator[None]:
+    """Connections opened in the block (by the sandbox itself) are not routed."""
+    before = getattr(_state, "inside", False)
+    _state.inside = True
+    try:
+        yield
+    finally:
+        _state.inside = before
+
+
+def route(router: Router, connect: Connect) -> str:
+    """Route a connection (for a :class:`ClientHook`'s patch): the router's endpoint for
+    it; a connection the sandbox itself opens (in :func:`unseen`) goes where it was sent."""
+    if getattr(_state, "inside", False):
+        return connect.endpoint
+    with unseen():
+        return router(connect)
+
+
+def patch_attribute(
+    owner: Any, attr: str, make: Callable[[Any], Any], undo: list[Callable[[], None]]
+) -> None:
+    """Replace ``owner.attr`` (as stored: a classmethod stays one) by ``make(original)``."""
+    original = vars(owner)[attr] if attr in vars(owner) else getattr(owner, attr)
+    setattr(owner, attr, make(original))
+    undo.append(lambda: setattr(owner, attr, original))
