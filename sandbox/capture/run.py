@@ -149,10 +149,12 @@ class Capture:
     blob_threshold: int = BLOB_THRESHOLD
     packages: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
-    state: str = "whole"
+    state: str | None = None
     """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
     only the rows of the tables the run read or wrote, the schema of all (see
-    :mod:`sandbox.services.postgres.pgtouched`)."""
+    :mod:`sandbox.services.postgres.pgtouched`). Unset: whole when every run is kept, else touched,
+    so that a run not kept costs a pin shared with the runs starting with it, no dump (see
+    :mod:`sandbox.services.pinshare`)."""
     keep: Keep = "all"
     """Which runs stay in the store: ``"all"``, ``"failed"`` (a predicate, an exception,
     ``mark_failed``), or a rate (``0.01``): the failed ones and that share of the others. A
@@ -168,7 +170,8 @@ class Capture:
         self._undo: list[Callable[[], None]] = []
         self._discovery: Discovery | None = None
         self._pins: dict[str, PinnedState] = {}
-        self.state_mode: StateMode = check_state_mode(self.state)
+        default = "whole" if keeps_all(self.keep) else "touched"
+        self.state_mode: StateMode = check_state_mode(self.state or default)
         if isinstance(self.services, str):
             self.mode: ServicesMode = check_mode(self.services)
             self.declared: list[ServiceSpec] = []

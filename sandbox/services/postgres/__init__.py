@@ -39,6 +39,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
+from sandbox.services import pinshare
 from sandbox.services.base import (
     DESCRIBE_LIMIT,
     TIMEZONE_META,
@@ -445,69 +446,90 @@ def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
         return _dump_and_hash(ep, conn, _export(conn), empty=empty)
 
 
-class PinnedPostgres:
-    """The state before a run, pinned by an open transaction whose snapshot is exported;
-    :meth:`finish` captures it and the end state, each with the rows of the tables the run
-    touched only (see :mod:`sandbox.services.postgres.pgtouched`)."""
+class _Pin:
+    """The state before the runs sharing it, pinned by an open transaction whose snapshot is
+    exported (see :mod:`sandbox.services.pinshare`)."""
 
     def __init__(self, ep: _Endpoint) -> None:
-        self._ep = ep
         self._stack = ExitStack()
         conn = self._stack.enter_context(_connect(ep))
         # The transaction stays idle while the run goes on: a server-wide idle timeout must
         # not end it.
         conn.execute("SET idle_in_transaction_session_timeout = 0")
         self._stack.enter_context(_snapshot(conn))
-        self._conn = conn
+        self.conn = conn
         try:
-            self._snapshot_id = _export(conn)
-            self._why = pgtouched.untrackable(conn)
-            self._since = (conn.execute("SELECT clock_timestamp()").fetchone() or (None,))[0]
-            self._counters = pgtouched.counters(conn)
-            self._sequences = sequence_values(conn)
+            self.snapshot_id = _export(conn)
+            self.why = pgtouched.untrackable(conn)
+            self.since = (conn.execute("SELECT clock_timestamp()").fetchone() or (None,))[0]
+            self.counters = pgtouched.counters(conn)
+            self.sequences = sequence_values(conn)
         except BaseException:
             self._stack.close()
             raise
 
+    def close(self) -> None:
+        """End the transaction (the pinned state is released)."""
+        self._stack.close()
+
+
+PINS: pinshare.PinPool[_Pin] = pinshare.PinPool()
+"""The pins open in this process, shared by the runs that start together."""
+
+
+class PinnedPostgres:
+    """A run's share of the state pinned before it (see :mod:`sandbox.services.pinshare`);
+    :meth:`finish` captures it and the end state, each with the rows of the tables touched
+    since the pin only (see :mod:`sandbox.services.postgres.pgtouched`)."""
+
+    def __init__(self, ep: _Endpoint) -> None:
+        self._ep = ep
+        self._share = PINS.share(ep.conninfo(password=False), lambda: _Pin(ep))
+
     def finish(self) -> tuple[CapturedState, CapturedState]:
-        """The state before the run and after it, then the transaction is closed. When the
-        touched tables cannot be told, both are whole and their meta says why."""
+        """The state before the run (as of the pin) and after it, then the share is
+        released. When the touched tables cannot be told, both are whole and their meta
+        says why."""
+        pin = self._share.hold
+        pinned = {pgtouched.PINNED_AT_META: pin.since.isoformat()} if pin.since is not None else {}
         try:
             with _connect(self._ep) as watch:
-                why = self._why or pgtouched.settle(
+                why = pin.why or pgtouched.settle(
                     watch,
-                    self._since,
-                    {self._conn.info.backend_pid, watch.info.backend_pid},
+                    pin.since,
+                    {pin.conn.info.backend_pid, watch.info.backend_pid},
                     limit=pgtouched.wait_limit(),
                 )
                 after_counters = pgtouched.counters(watch)
             if why is not None:
-                before = _dump_and_hash(
-                    self._ep, self._conn, self._snapshot_id, sequences=self._sequences
-                )
+                with self._share.lock:
+                    before = _dump_and_hash(
+                        self._ep, pin.conn, pin.snapshot_id, sequences=pin.sequences
+                    )
                 after = _capture(self._ep)
-                note = {pgtouched.NOTE_META: why}
+                note = {pgtouched.NOTE_META: why, **pinned}
                 return (
                     replace(before, meta={**before.meta, **note}),
                     replace(after, meta={**after.meta, **note}),
                 )
-            rows = pgtouched.touched(self._counters, after_counters)
-            rows = pgtouched.captured_tables(self._conn, rows)
-            others = set(self._counters) - rows
-            before = _dump_and_hash(
-                self._ep, self._conn, self._snapshot_id, empty=others, sequences=self._sequences
-            )
+            rows = pgtouched.touched(pin.counters, after_counters)
+            with self._share.lock:
+                rows = pgtouched.captured_tables(pin.conn, rows)
+                others = set(pin.counters) - rows
+                before = _dump_and_hash(
+                    self._ep, pin.conn, pin.snapshot_id, empty=others, sequences=pin.sequences
+                )
         finally:
             self.close()
         after = _capture(self._ep, empty=others)
-        meta = pgtouched.partial_meta(rows, len(self._counters))
+        meta = {**pgtouched.partial_meta(rows, len(pin.counters)), **pinned}
         return replace(before, meta={**before.meta, **meta}), replace(
             after, meta={**after.meta, **meta}
         )
 
     def close(self) -> None:
-        """End the transaction (the pinned state is released)."""
-        self._stack.close()
+        """Release this run's share (the last one ends the transaction)."""
+        self._share.release()
 
 
 # --- the kind --------------------------------------------------------------------------------

@@ -60,6 +60,10 @@ TABLES_META = "tables"
 """Key of the manifest meta counting every table of the database."""
 NOTE_META = "note"
 """Key of the manifest meta saying why a touched capture fell back to the whole state."""
+PINNED_AT_META = "pinned_at"
+"""Key of the manifest meta giving the server's time when the captured state before the run
+was pinned (a pin shared among runs that start together may predate this run's start, see
+:mod:`sandbox.services.pinshare`)."""
 
 FLUSH_IDLE_S = 10.5
 """An idle session's counters are flushed at most this long after it went idle."""
