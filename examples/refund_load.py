@@ -70,7 +70,7 @@ def serve(app: Any, port: int = 0) -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=120)  # the requests in flight finish
         sock.close()
 
 
@@ -78,11 +78,18 @@ def serve(app: Any, port: int = 0) -> Iterator[str]:
 class Load:
     seconds: float
     latencies: list[float]
+    """Of each request answered, and of each still unanswered when the load stopped (the
+    time it had waited by then: a lower bound)."""
     statuses: dict[int, int]
+    """Answers by status; ``0``: no answer (an error, or still waiting at the stop)."""
+
+    @property
+    def answered(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status)
 
     @property
     def throughput(self) -> float:
-        return len(self.latencies) / self.seconds
+        return self.answered / self.seconds
 
     def quantile(self, q: float) -> float:
         ordered = sorted(self.latencies)
@@ -95,23 +102,35 @@ async def _load(base: str, orders: list[str], clients: int, seconds: float) -> L
         queue.put_nowait(order)
     latencies: list[float] = []
     statuses: dict[int, int] = {}
-    deadline = time.monotonic() + seconds
+    waiting: dict[int, float] = {}
 
-    async def client() -> None:
-        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
-            while time.monotonic() < deadline:
+    async def client(me: int) -> None:
+        async with httpx.AsyncClient(base_url=base, timeout=seconds) as http:
+            while True:
                 try:
                     order = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                start = time.perf_counter()
-                answer = await http.post(f"/refunds/{order}")
+                waiting[me] = start = time.perf_counter()
+                try:
+                    status = (await http.post(f"/refunds/{order}")).status_code
+                except httpx.HTTPError:
+                    status = 0
+                del waiting[me]
                 latencies.append(time.perf_counter() - start)
-                statuses[answer.status_code] = statuses.get(answer.status_code, 0) + 1
+                statuses[status] = statuses.get(status, 0) + 1
 
     start = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return Load(time.perf_counter() - start, latencies, statuses)
+    tasks = [asyncio.create_task(client(i)) for i in range(clients)]
+    _, late = await asyncio.wait(tasks, timeout=seconds)
+    stopped = time.perf_counter()
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*late, return_exceptions=True)
+    latencies.extend(stopped - began for began in waiting.values())
+    if waiting:
+        statuses[0] = statuses.get(0, 0) + len(waiting)
+    return Load(stopped - start, latencies, statuses)
 
 
 def load(base: str, orders: list[str], clients: int = 100, seconds: float = 300.0) -> Load:
@@ -153,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             result = load(base, orders, args.clients, args.seconds)
         kept = len(DirectoryStore(store).list())
         print(
-            f"{len(result.latencies)} requests in {result.seconds:.1f}s: "
+            f"{result.answered} requests answered in {result.seconds:.1f}s: "
             f"{result.throughput:.1f} req/s, p50 {result.quantile(0.5) * 1000:.0f} ms, "
             f"p99 {result.quantile(0.99) * 1000:.0f} ms, statuses {result.statuses}, "
             f"{kept} runs kept"

@@ -140,17 +140,24 @@ def _refunds(order_id: str) -> int:
     return int(found[0]) if found else 0
 
 
+_clients: dict[str, openai.OpenAI] = {}
+
+
+def _client() -> openai.OpenAI:
+    """The process's one client of the model server (made on first use)."""
+    if _model_url not in _clients:
+        _clients[_model_url] = openai.OpenAI(
+            base_url=_model_url, api_key="sk-local-scripted-model", max_retries=0
+        )
+    return _clients[_model_url]
+
+
 def handle(order_id: str) -> dict[str, Any]:
     """One request's agent: ask the model, run its refund call, check the invariant."""
-    client = openai.OpenAI(base_url=_model_url, api_key="sk-local-scripted-model", max_retries=0)
-    try:
-        answer = agent_loop(
-            client, SYSTEM, f"Please refund order {order_id}", TOOLS, {"refund": refund}
-        )
-    finally:
-        client.close()
+    user = f"Please refund order {order_id}"
+    answer = agent_loop(_client(), SYSTEM, user, TOOLS, {"refund": refund})
     capture.result({"answer": answer})
-    if _refunds(order_id) > 1:
+    if _refunds(order_id) > 1 and capture.active() is not None:
         capture.mark_failed(f"order {order_id} refunded twice", duplicates(order_id))
     return {"answer": answer}
 
