@@ -29,6 +29,11 @@ RECEIVED: list[dict[str, Any]] = []
 checks a live model call against)."""
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Connections waiting to be accepted (the default, 5, refuses a burst of clients)."""
+
+
 def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     calls = [
         {
@@ -129,7 +134,7 @@ def scripted_model(script: Script) -> Iterator[Any]:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, name="scripted-model", daemon=True)
     thread.start()
     try:
@@ -194,7 +199,7 @@ def serve_http(
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = _Server(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
 
     def stop() -> None:
