@@ -30,6 +30,11 @@ RECEIVED: list[dict[str, Any]] = []
 checks a live model call against)."""
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """Connections waiting to be accepted (the default, 5, refuses a burst of clients)."""
+
+
 def completion(reply: dict[str, Any], turn: int) -> dict[str, Any]:
     calls = [
         {
@@ -169,7 +174,7 @@ def serve_model(script: Script, port: int = 0) -> tuple[str, Callable[[], None]]
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = _Server(("127.0.0.1", port), Handler)
     thread = threading.Thread(target=server.serve_forever, name="scripted-model", daemon=True)
     thread.start()
 
@@ -245,7 +250,7 @@ def serve_http(
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = _Server(("127.0.0.1", port), Handler)
     threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
 
     def stop() -> None:

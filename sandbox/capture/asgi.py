@@ -15,15 +15,23 @@ is recorded and raised on, unchanged), when it answers with a status of 500 or a
 when the agent calls :func:`sandbox.capture.mark_failed`. Other settings are
 :class:`~sandbox.capture.run.Capture`'s. Non-HTTP traffic (lifespan, websockets) passes
 through uncaptured. The middleware needs no web framework: it speaks plain ASGI.
+
+Each run's labels hold its request line (``http.method``, ``http.path``, ``http.query``; not
+the body nor the headers), and :func:`replay_request` sends that request through the app
+again: give the run an entrypoint that calls it (``entrypoint=Entrypoint(kind="callable",
+target="service:replay")`` with ``def replay(): return replay_request(app)``) and the
+request replays like any run.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from sandbox.capture.markers import mark_failed
+from sandbox.capture.markers import active, mark_failed
 from sandbox.capture.run import run
+from sandbox.errors import CaptureError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -31,6 +39,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+METHOD, PATH, QUERY = "http.method", "http.path", "http.query"
+"""The labels holding a captured request's line."""
 FULL_MATCH = 2
 """``starlette.routing.Match.FULL``: a route that matches the request's method and path."""
 
@@ -81,7 +91,32 @@ class CaptureMiddleware:
                 status.append(int(message.get("status", 200)))
             await send(message)
 
-        async with run(self.name(scope), **self.settings):
+        labels = {
+            **self.settings.get("labels", {}),
+            METHOD: str(scope.get("method", "GET")),
+            PATH: str(scope.get("path", "/")),
+            QUERY: bytes(scope.get("query_string", b"")).decode("latin-1"),
+        }
+        async with run(self.name(scope), **{**self.settings, "labels": labels}):
             await self.app(scope, receive, watched)
             if status and status[0] >= self.failed_status:
                 mark_failed(f"HTTP {status[0]} from {self.name(scope)}")
+
+
+def replay_request(app: ASGIApp) -> int:
+    """Send the request of the run being replayed (its labels' request line) through ``app``
+    again; return the status it answered. Called as (or by) a captured request's entrypoint."""
+    import httpx
+
+    recorder = active()
+    labels = recorder.writer.manifest.labels if recorder is not None else {}
+    if METHOD not in labels or PATH not in labels:
+        raise CaptureError("no captured HTTP request is being replayed (no http.* labels)")
+    url = labels[PATH] + (f"?{labels[QUERY]}" if labels.get(QUERY) else "")
+
+    async def send() -> int:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=True)
+        async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+            return (await client.request(labels[METHOD], url)).status_code
+
+    return asyncio.run(send())

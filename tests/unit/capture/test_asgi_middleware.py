@@ -125,3 +125,30 @@ def test_the_failing_status_is_a_setting(tmp_path: Path, failed_status: int) -> 
     assert asyncio.run(_call(app, ("GET", "/missing"))) == [404]
     (manifest,) = DirectoryStore(store).list()
     assert manifest.failure is not None and "HTTP 404" in manifest.failure.reason
+
+
+def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    app = FastAPI()
+    app.add_middleware(CaptureMiddleware, store=str(store), services="none", labels={"t": "1"})
+
+    @app.get("/orders/{order_id}")
+    async def order(order_id: str) -> dict[str, str]:
+        return {"id": order_id}
+
+    assert asyncio.run(_call(app, ("GET", "/orders/o-7?full=1"))) == [200]
+    (manifest,) = DirectoryStore(store).list()
+    assert manifest.labels == {
+        "t": "1",
+        "http.method": "GET",
+        "http.path": "/orders/o-7",
+        "http.query": "full=1",
+    }
+
+
+def test_replay_request_outside_a_replay_is_one_clear_error() -> None:
+    from sandbox.capture.asgi import replay_request
+    from sandbox.errors import CaptureError
+
+    with pytest.raises(CaptureError, match="no captured HTTP request"):
+        replay_request(FastAPI())

@@ -1,0 +1,80 @@
+"""The refund service under load, captured with ``keep="failed"``: only the requests that
+paid twice are kept, and a kept request replays (model server stopped, live services gone)
+and reproduces; with the idempotency key it is gone."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from examples import refund_load, refund_service
+from sandbox.containers import RestoreSpec, bring_up
+from sandbox.replay import replay
+from sandbox.snapshot.store import DirectoryStore
+
+pytestmark = pytest.mark.docker
+
+REQUESTS, CLIENTS = 40, 10
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DirectoryStore, int]]:
+    store = tmp_path_factory.mktemp("refund-store")
+    specs = [
+        RestoreSpec(name="db", kind="postgres", env="DATABASE_URL"),
+        RestoreSpec(name="cache", kind="redis", env="REDIS_URL"),
+    ]
+    url, stop = refund_load.gateway(refund_service.GATEWAY_TIMEOUT * 2)
+    saved = {k: os.environ.get(k) for k in ("DATABASE_URL", "REDIS_URL", "PAYMENTS_URL")}
+    try:
+        with bring_up(specs) as env:
+            os.environ.update(
+                DATABASE_URL=env.services["db"].url,
+                REDIS_URL=env.services["cache"].url,
+                PAYMENTS_URL=url,
+            )
+            refund_service.setup(os.environ["DATABASE_URL"], REQUESTS)
+            orders = [f"o-{i}" for i in range(1, REQUESTS + 1)]
+            with refund_load.serve(refund_service.create_app(store=str(store))) as base:
+                result = refund_load.load(base, orders, CLIENTS)
+        # the model server and the live Postgres, Redis and gateway are all gone from here on
+    finally:
+        stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert result.statuses == {200: REQUESTS}
+    yield DirectoryStore(Path(store)), sum(refund_load.is_slow(o) for o in orders)
+
+
+def test_only_the_requests_that_paid_twice_are_kept(
+    captured: tuple[DirectoryStore, int],
+) -> None:
+    store, slow = captured
+    kept = store.list()
+    assert slow == 4 and len(kept) == slow
+    for manifest in kept:
+        assert manifest.name == "POST /refunds/{order_id}"
+        assert manifest.failure is not None and "refunded twice" in manifest.failure.reason
+        assert refund_load.is_slow(manifest.labels["http.path"])
+        assert manifest.entrypoint is not None
+        assert manifest.entrypoint.target == "examples.refund_service:replay"
+
+
+def test_a_kept_request_reproduces_and_its_fix_is_gone(
+    captured: tuple[DirectoryStore, int],
+) -> None:
+    store, _ = captured
+    run_id = store.list()[0].run_id
+    report = replay(run_id, store=store, times=2)
+    assert report.verdict.reproduced == 2 and report.verdict.total == 2, report.describe()
+    assert report.exit_code == 1
+    fixed = replay(run_id, store=store, times=2, entrypoint="examples.refund_service:replay_fixed")
+    assert fixed.mismatch is None, fixed.describe()
+    assert fixed.verdict.reproduced == 0 and fixed.verdict.total == 2, fixed.describe()
+    assert fixed.exit_code == 0
