@@ -4,12 +4,15 @@
 ``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (which the
 official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
 unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) when aiohttp
-is installed. Each exchange crosses the seam as an ``http`` call: the request (method, URL, body)
-is the normalized request; the response body is teed while the caller reads it (streaming
-keeps streaming) and the ``http`` event is written when the body is finished or closed.
-Exchanges a model API of the registry recognises (:func:`sandbox.seam.llm.recognise`) also
-get an ``llm`` event (model, parameters, messages, tools, assembled response, usage, provider
-metadata).
+is installed. A request an agent makes straight through an ``aiohttp.ClientSession`` (the
+async client of ``google-genai``, say) is not captured: the first one in a run, outside any
+recorded call, is named once on stderr (:func:`_warn_uncaptured`) so the gap shows at capture,
+not as a refused call at replay. Each exchange crosses the seam as an ``http`` call: the
+request (method, URL, body) is the normalized request; the response body is teed while the
+caller reads it (streaming keeps streaming) and the ``http`` event is written when the body
+is finished or closed. Exchanges a model API of the registry recognises
+(:func:`sandbox.seam.llm.recognise`) also get an ``llm`` event (model, parameters, messages,
+tools, assembled response, usage, provider metadata).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import json
+import sys
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -40,6 +45,8 @@ AIOHTTP_TRANSPORTS = frozenset(
     f"{sdk}._vendor.httpx_aiohttp.transport" for sdk in ("openai", "anthropic")
 )
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
+AIOHTTP_CLIENT = "aiohttp.client"
+"""aiohttp's own client, watched (not captured) when imported: see :func:`_warn_uncaptured`."""
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):
@@ -353,6 +360,8 @@ class _Patch:
         self.count = 0
         self.originals: list[tuple[type, str, Any]] = []
         self.stop_on_import: Callable[[], None] = lambda: None
+        self.warned = False
+        """Whether the uncaptured-aiohttp warning was written (once per process)."""
 
 
 _PATCH = _Patch()
@@ -384,9 +393,63 @@ def _patch_aiohttp_transport(transport: ModuleType) -> None:
     _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
 
 
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(unknown version)"
+
+
+def _uncaptured_client() -> str:
+    """The client making an uncaptured aiohttp request, read off the caller's stack."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("google.genai"):
+            return f"google-genai {_version('google-genai')} async client (aiohttp)"
+        frame = frame.f_back  # type: ignore[assignment]
+    return f"aiohttp {_version('aiohttp')} ClientSession request"
+
+
+def _warn_uncaptured() -> None:
+    """Say once per process, on stderr, that a run made an aiohttp request nothing records
+    (its reply will be refused on replay). Fails open: never raises into the agent."""
+    with contextlib.suppress(Exception):
+        now = boundary.current()
+        if (
+            _PATCH.warned
+            or now is None
+            or getattr(now, "replaying", False)
+            or boundary.current_span() is not None  # inside a recorded call: replayed whole
+        ):
+            return
+        _PATCH.warned = True
+        name = _uncaptured_client()
+        advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
+        sys.stderr.write(
+            f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
+        )
+
+
+def _patch_aiohttp_client(client: ModuleType) -> None:
+    """Watch ``aiohttp.ClientSession._request`` for requests made inside a run."""
+    session = client.ClientSession
+    original = session._request
+
+    async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _warn_uncaptured()
+        return await original(self, *args, **kwargs)
+
+    session._request = _request
+    _PATCH.originals.append((session, "_request", original))
+
+
 def _start_aiohttp_patches() -> Callable[[], None]:
-    """Patch the SDKs' aiohttp transports when the agent imports them (at once if it has)."""
-    return when_imported(dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport))
+    """Patch the SDKs' aiohttp transports (and watch aiohttp's own client) when the agent
+    imports them (at once if it has)."""
+    patches: dict[str, Callable[[ModuleType], None]]
+    patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
+    patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
+    return when_imported(patches)
 
 
 def _patch_module(module: Any) -> list[tuple[type, str, Any]]:

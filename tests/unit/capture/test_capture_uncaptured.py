@@ -1,0 +1,78 @@
+"""A client the capture does not record says so at capture time, in one stderr line naming
+it and its version: google-genai's async client (over aiohttp) against the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from pathlib import Path
+
+import aiohttp
+import pytest
+from google import genai
+from google.genai import types
+
+from examples import _refunds
+from examples._model import serve_model
+from sandbox import capture
+from sandbox.capture import http
+from sandbox.snapshot.store import DirectoryStore
+
+
+@pytest.fixture(autouse=True)
+def _unwarned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http._PATCH, "warned", False)
+
+
+def _client(url: str) -> genai.Client:
+    return genai.Client(api_key="k", http_options=types.HttpOptions(base_url=url))
+
+
+def test_genai_async_client_is_named_once_on_stderr_at_capture(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, stop = serve_model(_refunds.script)
+    try:
+        with capture.run("genai-aio", store=DirectoryStore(tmp_path), packages=False):
+
+            async def ask() -> None:
+                client = _client(url)
+                for _ in range(2):  # the second call says nothing more
+                    reply = await client.aio.models.generate_content(
+                        model="gemini-2.5-flash", contents="Refund window for order 17?"
+                    )
+                    assert reply.candidates
+
+            asyncio.run(ask())
+    finally:
+        stop()
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    version = importlib.metadata.version("google-genai")
+    assert lines == [
+        f"sandbox: google-genai {version} async client (aiohttp) is not captured: its calls "
+        "will be refused on replay; use the sync client"
+    ]
+
+
+def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, stop = serve_model(_refunds.script)
+
+    async def get() -> None:
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            await response.read()
+
+    try:
+        asyncio.run(get())  # outside a run: nothing to say
+        assert "sandbox:" not in capsys.readouterr().err
+        with capture.run("aiohttp", store=DirectoryStore(tmp_path), packages=False):
+            asyncio.run(get())
+    finally:
+        stop()
+    version = importlib.metadata.version("aiohttp")
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    assert lines == [
+        f"sandbox: aiohttp {version} ClientSession request is not captured: its calls will be "
+        "refused on replay; use httpx"
+    ]
