@@ -8,6 +8,7 @@ import importlib.metadata
 from pathlib import Path
 
 import aiohttp
+import openai
 import pytest
 from google import genai
 from google.genai import types
@@ -76,3 +77,27 @@ def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
         f"sandbox: aiohttp {version} ClientSession request is not captured: its calls will be "
         "refused on replay; use httpx"
     ]
+
+
+def test_the_openai_aiohttp_transport_is_captured_and_says_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``DefaultAioHttpClient`` runs on aiohttp too, but its exchanges are recorded."""
+    url, stop = serve_model(_refunds.script)
+
+    async def ask() -> None:
+        async with openai.AsyncOpenAI(
+            base_url=f"{url}/v1", api_key="k", http_client=openai.DefaultAioHttpClient()
+        ) as client:
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "Refund window for order 17?"}]
+            )
+
+    store = DirectoryStore(tmp_path)
+    try:
+        with capture.run("openai-aiohttp", store=store, packages=False) as rec:
+            asyncio.run(ask())
+    finally:
+        stop()
+    assert [e.kind for e in store.load_events(rec.run_id)].count("llm") == 1
+    assert "sandbox:" not in capsys.readouterr().err
