@@ -19,6 +19,18 @@ from sandbox.snapshot.store import DirectoryStore
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_program_start() -> Iterator[None]:
+    """Each test is a program of its own: the environment reads noted outside any run (an
+    agent's settings read at import, see :mod:`sandbox.capture.envreads`) by an earlier test
+    module are not this test's."""
+    from sandbox.capture import envreads
+
+    if envreads._outside is not None:
+        envreads._outside.clear()
+    yield
+
+
 def _docker_problem() -> str | None:
     try:
         import docker

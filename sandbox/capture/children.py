@@ -179,6 +179,9 @@ def _patch_popen() -> Callable[[], None]:
             path = follower.folder / f"{task}.jsonl"
             base = kwargs.get("env")
             env = dict(os.environ if base is None else base)
+            reads = getattr(boundary.current(), "env_reads", None)
+            if reads is not None and base is None:
+                reads.update(env)  # the child sees the whole environment: the run read it
             env.update(follower.child_env(task, str(path)))
             kwargs["env"] = hook_environment(env)
             self.__dict__["_sandbox_child"] = (task, n, path, follower)

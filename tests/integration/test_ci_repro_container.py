@@ -49,6 +49,8 @@ def test_ci_repro_in_the_runner_container(
             "run": DEMO_RUN_ID,
             "reason": "the same order was inserted twice",
             "outcome": "reproduced",
+            "expected": "reproduced",
+            "fixed_by": None,
             "reproduced": 2,
             "gone": 0,
             "inconclusive": 0,

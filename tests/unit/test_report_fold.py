@@ -33,7 +33,10 @@ def agents_run(tmp_path_factory: pytest.TempPathFactory) -> Snapshot:
 
 def test_random_draws_fold_into_one_row_between_the_model_calls(agents_run: Snapshot) -> None:
     draws = [e for e in agents_run.events if isinstance(e, RandomDraw)]
-    assert len(draws) >= 12  # the SDK's ids: what crowded the conversation
+    first_call = next(e.seq for e in agents_run.events if e.kind == "llm")
+    # the SDK's ids crowd the conversation (how many depends on what the process imported
+    # before: a library's draws as it is imported are not the run's)
+    assert len([d for d in draws if d.seq < first_call]) >= 2
     data = page_data(agents_run, "original", None)
     steps = data["steps"]
     roots = [steps[r] for r in data["roots"]]

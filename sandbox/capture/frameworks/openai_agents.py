@@ -159,8 +159,9 @@ def _capture_hand_built_calls() -> Undo:
 
 
 def _silence_backend_export() -> Undo:
-    """While active: the batch processor of the SDK's backend exporter queues nothing, and
-    the exporter posts nothing (a batch queued before the run started is dropped)."""
+    """While installed: the batch processor of the SDK's backend exporter queues nothing
+    for a context a run or replay serves, and during a replay the exporter posts nothing (a
+    batch queued before it started is dropped); outside any run the SDK exports as usual."""
     from agents.tracing.processors import BackendSpanExporter, BatchTraceProcessor
 
     exporter_export = BackendSpanExporter._export_with_deadline
@@ -168,14 +169,17 @@ def _silence_backend_export() -> Undo:
     on_span_end = BatchTraceProcessor.on_span_end
 
     def drop(self: Any, items: list[Any], deadline: float | None) -> None:
-        log.debug("trace export to %s dropped during a capture or replay", self.endpoint)
+        if boundary.installed() is None:  # no replay: what was queued is no run's
+            exporter_export(self, items, deadline)
+            return
+        log.debug("trace export to %s dropped during a replay", self.endpoint)
 
     def trace_start(self: Any, trace: Any) -> None:
-        if not isinstance(self._exporter, BackendSpanExporter):
+        if boundary.current() is None or not isinstance(self._exporter, BackendSpanExporter):
             on_trace_start(self, trace)
 
     def span_end(self: Any, span: Any) -> None:
-        if not isinstance(self._exporter, BackendSpanExporter):
+        if boundary.current() is None or not isinstance(self._exporter, BackendSpanExporter):
             on_span_end(self, span)
 
     BackendSpanExporter._export_with_deadline = drop  # type: ignore[method-assign]
