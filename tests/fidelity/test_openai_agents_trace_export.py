@@ -36,7 +36,8 @@ def traced_main() -> str:
 @pytest.fixture
 def ingest() -> Iterator[str]:
     """The SDK exports to a local endpoint (its backend exporter, with a key) for the test."""
-    from agents import set_trace_processors
+    from agents import set_trace_processors, set_tracing_disabled
+    from agents.tracing import get_trace_provider
     from agents.tracing.processors import (
         BackendSpanExporter,
         BatchTraceProcessor,
@@ -51,10 +52,15 @@ def ingest() -> Iterator[str]:
     endpoint = f"{url}/v1/traces/ingest"
     exporter = BackendSpanExporter(api_key="sk-local-trace-key", endpoint=endpoint)
     set_trace_processors([BatchTraceProcessor(exporter)])
+    # tracing on, whatever an agent module imported earlier in this process set (an agent
+    # of tests/fidelity/wild disables it at import)
+    disabled = getattr(get_trace_provider(), "_disabled", False)
+    set_tracing_disabled(False)
     INGESTED.clear()
     try:
         yield endpoint
     finally:
+        set_tracing_disabled(bool(disabled))
         set_trace_processors([default_processor()])
         stop()
 
