@@ -338,7 +338,7 @@ def _scan_chunk(
     detectors, substrings = gates
     seen = {} if lowered is None else substrings.found(lowered)
     secret = set().union(*(g.places(joined, lowered, starts, seen) for g in detectors))
-    fields = _field_places(chunk)
+    fields = _field_places(chunk, joined)
     pii = _pii_places(joined, starts)
     for i in sorted(secret | fields | set(pii)):
         where, text = chunk[i]
@@ -346,8 +346,11 @@ def _scan_chunk(
         yield from _scan_one(where, text, secrets=i in secret, pii=kinds)
 
 
-def _field_places(chunk: list[Place]) -> set[int]:
-    """The places holding a credential field (:func:`sandbox.redaction.secret_fields`)."""
+def _field_places(chunk: list[Place], joined: str) -> set[int]:
+    """The places holding a credential field (:func:`sandbox.redaction.secret_fields`):
+    none when the whole chunk holds none (one search), else each place's own."""
+    if next(secret_fields(joined), None) is None:
+        return set()
     return {i for i, (_, text) in enumerate(chunk) if next(secret_fields(text), None)}
 
 
