@@ -47,7 +47,7 @@ def write_run(store: DirectoryStore, n: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     quick = bool(argv)
     n = N // 10 if quick else N
-    rounds = 3
+    rounds = 5
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         store = DirectoryStore(root / "store")

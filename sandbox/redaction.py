@@ -287,12 +287,53 @@ _LAST_WORDS = re.compile(b"key|token|secret|passw|passphrase|authorization|crede
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
+@functools.cache
+def stem_spellings() -> tuple[str, ...]:
+    """Every spelling of every stem of :data:`FIELD_STEMS` (``api_key``, ``api-key``,
+    ``api.key``, ``apikey`` ...), in lower case: a text holding none holds no field."""
+    spellings = []
+    for stem in FIELD_STEMS:
+        head, sep, last = stem.partition("[-_.]?")
+        spellings.extend(
+            head + between + last for between in ("", "-", "_", ".")[: 4 if sep else 1]
+        )
+    return tuple(spellings)
+
+
+@functools.cache
+def _stem_automaton() -> Any:
+    """:func:`stem_spellings`, each with its length, for a search of all of them in one
+    pass (Aho-Corasick)."""
+    import ahocorasick
+
+    automaton = ahocorasick.Automaton()
+    for spelling in stem_spellings():
+        automaton.add_word(spelling, len(spelling))
+    automaton.make_automaton()
+    return automaton
+
+
 def stem_positions(text: str) -> list[int]:
-    """Where a stem of a field name (:data:`FIELD_STEMS`, any case) starts in ``text``, in
-    order (searched for in lower case: a regular expression that ignores case is slow to
-    search with; a longer stem is tried first at a position)."""
+    """Where a stem of a field name (:data:`FIELD_STEMS`, any case, not followed by a
+    letter) starts in ``text``, in order: the starts of ``_STEMS.finditer`` on the lowered
+    text (the longest stem at a position is taken, and the next one is looked for after
+    it), found with one Aho-Corasick pass instead (a regular expression of many
+    alternatives tries each of them at every position)."""
     low = text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
-    return [match.start() for match in _STEMS.finditer(low)]
+    longest: dict[int, int] = {}
+    for end, length in _stem_automaton().iter(low):
+        if end + 1 < len(low) and "a" <= low[end + 1] <= "z":
+            continue
+        start = end - length + 1
+        if longest.get(start, 0) < length:
+            longest[start] = length
+    starts = []
+    after = 0
+    for start in sorted(longest):
+        if start >= after:
+            starts.append(start)
+            after = start + longest[start]
+    return starts
 
 
 MIN_LITERAL = 6

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox.errors import ExportRefusedError
-from sandbox.redaction import _PII_SHAPES, _SHAPE, PII_PATTERNS, luhn, secret_fields
+from sandbox.redaction import (
+    _PII_SHAPES,
+    _SHAPE,
+    PII_PATTERNS,
+    luhn,
+    secret_fields,
+    stem_spellings,
+)
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
 from sandbox.snapshot.integrity import RunCheck, check_store_run
@@ -218,23 +225,30 @@ class _Substrings:
     def __init__(self, quick: Iterable[str | _Followed]) -> None:
         import ahocorasick
 
-        self.quick = sorted(set(quick), key=str)
-        followers: dict[str, list[_Followed]] = {}
+        self.quick: list[str | _Followed] = sorted(set(quick), key=str)
+        index = {q: i for i, q in enumerate(self.quick)}
+        followers: dict[str, list[tuple[int, re.Pattern[str]]]] = {}
         for q in self.quick:
             for word in (q,) if isinstance(q, str) else q.words:
                 followers.setdefault(word, [])
                 if isinstance(q, _Followed):
-                    followers[word].append(q)
+                    followers[word].append((index[q], q.tail))
         self._automaton = ahocorasick.Automaton()
-        for word, after in followers.items():  # (the word itself wanted, what may follow it)
-            self._automaton.add_word(word, (word, word in self.quick, tuple(after)))
+        for word, after in followers.items():  # (the word's index if wanted, what may follow)
+            self._automaton.add_word(word, (index.get(word, -1), tuple(after)))
         if followers:
             self._automaton.make_automaton()
 
     def found(self, text: str) -> dict[_Quick, bool]:
-        held: dict[_Quick, bool] = dict.fromkeys(self.quick, False)
-        if not self.quick:
-            return held
+        held = [False] * len(self.quick)  # by index: a _Followed hashes in Python, slowly
+        if self.quick:
+            for end, (wanted, after) in self._automaton.iter(text):
+                if wanted >= 0:
+                    held[wanted] = True
+                for i, tail in after:
+                    if not held[i] and tail.match(text, end + 1):
+                        held[i] = True
+        return dict(zip(self.quick, held, strict=True))
         for end, (word, wanted, after) in self._automaton.iter(text):
             if wanted:
                 held[word] = True
@@ -292,7 +306,8 @@ def _gates(plugins: Iterable[object]) -> tuple[list[_Gate], _Substrings] | None:
         else:
             return None
         gates.append(_Gate(exact, _QUICK.get(name, ())))
-    return gates, _Substrings(q for g in gates for q in g.quick if not isinstance(q, re.Pattern))
+    quick = [q for g in gates for q in g.quick if not isinstance(q, re.Pattern)]
+    return gates, _Substrings([*quick, *stem_spellings()])
 
 
 _ADHOC = "adhoc-string-scan"
@@ -338,7 +353,11 @@ def _scan_chunk(
     detectors, substrings = gates
     seen = {} if lowered is None else substrings.found(lowered)
     secret = set().union(*(g.places(joined, lowered, starts, seen) for g in detectors))
-    fields = _field_places(chunk, joined)
+    fields = (
+        _field_places(chunk, joined)
+        if lowered is None or any(seen[s] for s in stem_spellings())
+        else set()
+    )
     pii = _pii_places(joined, starts)
     for i in sorted(secret | fields | set(pii)):
         where, text = chunk[i]
@@ -372,19 +391,35 @@ def _pii_places(joined: str, starts: list[int]) -> dict[int, set[str]]:
     shape = joined.encode("ascii").translate(_SHAPE).decode("ascii")
     for kind in PII_PATTERNS:
         if kind == "card":
-            mark(kind, _CARD_SHAPE, shape)
+            for place in _card_places(shape, starts):
+                found.setdefault(place, set()).add(kind)
         elif kind in _PII_SHAPES:
+            held: dict[str, bool] = {}  # a form's last five characters, found at all
             for form in _PII_SHAPES[kind]:
-                mark(kind, form.decode("ascii"), shape)
+                tail = form[-5:].decode("ascii")
+                if held.setdefault(tail, tail in shape):  # one cheap search for many forms
+                    mark(kind, form.decode("ascii"), shape)
         elif kind != "email":
             mark(kind, _pii_pattern((kind,)))
     return found
 
 
-_CARD_SHAPE = re.compile(r"0000-0000-0000-0|[q-]0{13,19}[q-]")
-"""The shape (see :mod:`sandbox.redaction`) of every card number match: four groups of
+_CARD_GROUPS = "0000-0000-0000-0"
+_CARD_RUNS = tuple(re.compile(lead + "0" * 13 + "0{0,6}[q-]") for lead in ("q", "-"))
+"""The shapes (see :mod:`sandbox.redaction`) of every card number match: four groups of
 digits, or 13 to 19 digits between quotes, ``=``, ``>``, ``&``, ``<`` or white space (tighter
 than the redactor's shapes, which take a long run of digits such as a random id's)."""
+
+
+def _card_places(shape: str, starts: list[int]) -> set[int]:
+    """The places whose shape holds :data:`_CARD_GROUPS` or a match of one of
+    :data:`_CARD_RUNS` (``[q-]0{13,19}[q-]`` as two patterns with a literal start of
+    fourteen characters, which the regular expression engine finds by a substring search:
+    the one pattern is tried at every quote and space of the text)."""
+    found = _places_of(_CARD_GROUPS, shape, starts)
+    for run in _CARD_RUNS:
+        found |= _places_of(run, shape, starts)
+    return found
 
 
 def scan_places(places: Iterable[Place]) -> Iterator[Finding]:

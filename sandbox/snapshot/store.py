@@ -278,6 +278,19 @@ def atomic_file(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
         raise
 
 
+def _write_synced(path: Path, data: bytes | Path) -> None:
+    """Write ``data`` (or copy the file it names) to ``path`` and fsync it: a run folder
+    renamed into place after this holds its whole files even after a crash of the machine."""
+    with open(path, "wb") as out:
+        if isinstance(data, bytes):
+            out.write(data)
+        else:
+            with open(data, "rb") as src:
+                shutil.copyfileobj(src, out, 1024 * 1024)
+        out.flush()
+        os.fsync(out.fileno())
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename
     (after an fsync unless not ``durable``: still all or nothing for a crashed process)."""
@@ -746,11 +759,8 @@ class DirectoryStore(Store):
             staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
         try:
             with store_writes(self.root):
-                (staging / MANIFEST).write_bytes(dump_manifest(manifest))
-                if isinstance(events, bytes):
-                    (staging / EVENTS).write_bytes(events)
-                else:
-                    shutil.copyfile(events, staging / EVENTS)
+                _write_synced(staging / MANIFEST, dump_manifest(manifest))
+                _write_synced(staging / EVENTS, events)
                 self.runs_dir.mkdir(parents=True, exist_ok=True)
                 if target.exists():
                     self._remove(target)
