@@ -291,7 +291,7 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 def stem_spellings() -> tuple[str, ...]:
     """Every spelling of every stem of :data:`FIELD_STEMS` (``api_key``, ``api-key``,
     ``api.key``, ``apikey`` ...), in lower case: a text holding none holds no field."""
-    spellings = []
+    spellings: list[str] = []
     for stem in FIELD_STEMS:
         head, sep, last = stem.partition("[-_.]?")
         spellings.extend(
