@@ -178,7 +178,7 @@ def _patch_popen() -> Callable[[], None]:
             task = child_task(n)
             path = follower.folder / f"{task}.jsonl"
             base = kwargs.get("env")
-            env = dict(os.environ if base is None else base)
+            env = os.environ.copy() if base is None else dict(base)
             reads = getattr(boundary.current(), "env_reads", None)
             if reads is not None and base is None:
                 reads.update(env)  # the child sees the whole environment: the run read it

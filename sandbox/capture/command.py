@@ -89,7 +89,7 @@ def capture_command(
     if not command:
         raise CaptureError("nothing to capture: give the command after --")
     state_mode, services_mode = check_state_mode(state), check_mode(services)
-    base = dict(os.environ if environ is None else environ)
+    base = os.environ.copy() if environ is None else dict(environ)
     capture = Capture(
         name,
         store=store,

@@ -188,7 +188,7 @@ class Capture:
         store = store if store is not None else as_store(self.store)
         clock = self.clock or SystemClock()
         seed = self.seed if self.seed is not None else secrets.randbits(31)
-        env = dict(os.environ if self.environ is None else self.environ)
+        env = os.environ.copy() if self.environ is None else dict(self.environ)  # copy: no reads
         redactor = Redactor(self.redaction, env, store.placeholder_key())
         started = clock.time()
         cwd = self.cwd or os.getcwd()
@@ -262,7 +262,7 @@ class Capture:
                 redactor,
                 mode=self.mode,
                 declared={endpoint_key(s.kind, s.endpoint): s.name for s in self.declared},
-                environ=self.environ if self.environ is not None else os.environ,
+                environ=self.environ if self.environ is not None else os.environ.copy(),
                 state=self.state_mode,
             )
             self._undo.append(self._discovery.install())

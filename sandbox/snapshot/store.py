@@ -505,10 +505,10 @@ class RunWriter:
     """Appends events to a run as they happen; each line is flushed before ``append`` returns,
     so a killed process leaves every event up to the kill."""
 
-    def __init__(self, folder: Path, manifest: Manifest) -> None:
+    def __init__(self, folder: Path, manifest: Manifest, log: IO[bytes] | None = None) -> None:
         self.folder = folder
         self.manifest = manifest
-        self._file: IO[bytes] = _append(folder / EVENTS)
+        self._file: IO[bytes] = log if log is not None else _append(folder / EVENTS)
 
     def append(self, event: Event) -> None:
         self._file.write(dump_event(event))
@@ -779,13 +779,17 @@ class DirectoryStore(Store):
         try:
             with store_writes(self.root):
                 (staging / MANIFEST).write_bytes(dump_manifest(manifest))
-                (staging / EVENTS).touch()
-                self.runs_dir.mkdir(parents=True, exist_ok=True)
-                os.rename(staging, target)
+                log = _append(staging / EVENTS)  # still the log once its folder is renamed
+                try:
+                    self.runs_dir.mkdir(parents=True, exist_ok=True)
+                    os.rename(staging, target)
+                except BaseException:
+                    log.close()
+                    raise
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        return RunWriter(target, manifest)
+        return RunWriter(target, manifest, log)
 
     def resume(self, run_id: str) -> RunWriter:
         return RunWriter(self._require(run_id), self.load_manifest(run_id))

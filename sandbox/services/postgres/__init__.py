@@ -153,7 +153,7 @@ class _Endpoint:
         return name
 
     def tool_env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = os.environ.copy()
         if "password" in self.params:
             env["PGPASSWORD"] = str(self.params["password"])
         return env
