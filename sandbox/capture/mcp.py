@@ -13,7 +13,10 @@ costs about a second, so a run that never uses it never pays for it):
   last ``tools/list``, every other request named ``mcp:SERVER:METHOD`` with its params (the
   protocol's ``_meta`` envelope left out). The event carries :class:`MCPInfo` (server,
   method, transport); its ``output`` is the raw result as JSON text, in the server's key
-  order, which replay hands back for the SDK to validate as it validates a server's;
+  order, which replay hands back for the SDK to validate as it validates a server's. On
+  mcp 1.x, which has no dispatcher (langchain-mcp-adapters pins it), ``ClientSession``'s
+  ``send_request`` is patched instead, the same way (the result recorded as JSON and
+  validated again as the session's ``result_type``);
 * ``ClientSession.__init__``, so that the dispatcher under a session (built from a
   transport's streams, or handed in by ``Client``) knows the transport behind it (a
   dispatcher no client session owns, a server's, is not recorded);
