@@ -5,6 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PHOENIX_VENV ?= .venv-phoenix
 MCP_SQLITE_VENV ?= .venv-mcp-sqlite
+LANGGRAPH_MCP_VENV ?= .venv-langgraph-mcp
 RUN    ?=
 N      ?= 5
 STORE  ?= snapshots
@@ -24,8 +25,10 @@ export TESTCONTAINERS_RYUK_DISABLED := true
 setup: $(STAMP)
 
 # What only the tests need (`make pytest` and `make test` install it; `make setup` does not):
-# the trace viewer, and PyPI's mcp-server-sqlite in a venv of its own (it needs mcp<2).
-test-deps: $(STAMP) $(PHOENIX_VENV)/.installed $(MCP_SQLITE_VENV)/.installed
+# the trace viewer, and PyPI's mcp-server-sqlite in a venv of its own (it needs mcp<2), and
+# LangGraph with langchain-mcp-adapters in another (they pin mcp<2 too).
+test-deps: $(STAMP) $(PHOENIX_VENV)/.installed $(MCP_SQLITE_VENV)/.installed \
+	$(LANGGRAPH_MCP_VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +49,14 @@ $(PHOENIX_VENV)/.installed:
 $(MCP_SQLITE_VENV)/.installed:
 	$(PYTHON) -m venv $(MCP_SQLITE_VENV)
 	$(MCP_SQLITE_VENV)/bin/pip install -q 'mcp-server-sqlite==2025.4.25' 'mcp<2'
+	touch $@
+
+# A LangGraph agent on langchain-mcp-adapters, which pins mcp<2 (ours is 2.x): the wild-agent
+# test captures it running on this venv's python, so this project is installed here too.
+$(LANGGRAPH_MCP_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LANGGRAPH_MCP_VENV)
+	$(LANGGRAPH_MCP_VENV)/bin/pip install -q 'langgraph==1.2.*' 'langchain-openai==1.7.*' \
+		'langchain-mcp-adapters==0.3.*' 'mcp<2' -e .
 	touch $@
 
 # A Docker engine that answers: provisioned (Debian's docker.io, dockerd started) when none
@@ -120,4 +131,4 @@ gc: setup
 	$(BIN)/sandbox gc
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) $(MCP_SQLITE_VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(PHOENIX_VENV) $(MCP_SQLITE_VENV) $(LANGGRAPH_MCP_VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -3,16 +3,36 @@ is already), undone when the last capture or replay that wanted them ends.
 
 Integrations with third-party libraries (the MCP SDK, agent frameworks) use this, so that a
 run that never imports a library never pays for importing it, and one that imports it after
-the capture started is still captured. The post-import hook is wrapt's.
+the capture started is still captured. The post-import hook is wrapt's. A patch that cannot
+apply (a version of the library it does not know) never breaks the import: one stderr line
+names the package and its version.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 import threading
 from collections.abc import Callable
 
 Undo = Callable[[], None]
+
+
+def unsupported(module: str, exc: BaseException) -> None:
+    """Say on stderr, in one line naming the package and its version, that a patch could
+    not apply to ``module`` (a version the integration does not know): its calls are not
+    recorded, and the program goes on."""
+    top = module.partition(".")[0]
+    package = (importlib.metadata.packages_distributions().get(top) or [top])[0]
+    try:
+        version = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        version = "(unknown version)"
+    reason = (str(exc).splitlines() or [""])[0]
+    sys.stderr.write(
+        f"sandbox: {package} {version} is not supported: its calls are not captured"
+        f" ({type(exc).__name__}: {reason})\n"
+    )
 
 
 def undo_all(undos: list[Undo]) -> Undo:
@@ -36,6 +56,8 @@ class ImportPatch:
         self._count = 0
         self._hooked = False
         self._undo: Undo | None = None
+        self._failed = False
+        """The patch could not apply (said once: see :func:`unsupported`)."""
 
     @property
     def applied(self) -> bool:
@@ -43,8 +65,12 @@ class ImportPatch:
 
     def _on_import(self, _module: object) -> None:
         with self._lock:
-            if self._count > 0 and self._undo is None:
-                self._undo = self._apply()
+            if self._count > 0 and self._undo is None and not self._failed:
+                try:
+                    self._undo = self._apply()
+                except Exception as exc:  # fails open: the library is named, not broken
+                    self._failed = True
+                    unsupported(self.module, exc)
 
     def start(self) -> Undo:
         """Want the patch from now on; return the function that stops wanting it."""

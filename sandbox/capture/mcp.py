@@ -13,7 +13,10 @@ costs about a second, so a run that never uses it never pays for it):
   last ``tools/list``, every other request named ``mcp:SERVER:METHOD`` with its params (the
   protocol's ``_meta`` envelope left out). The event carries :class:`MCPInfo` (server,
   method, transport); its ``output`` is the raw result as JSON text, in the server's key
-  order, which replay hands back for the SDK to validate as it validates a server's;
+  order, which replay hands back for the SDK to validate as it validates a server's. On
+  mcp 1.x, which has no dispatcher (langchain-mcp-adapters pins it), ``ClientSession``'s
+  ``send_request`` is patched instead, the same way (the result recorded as JSON and
+  validated again as the session's ``result_type``);
 * ``ClientSession.__init__``, so that the dispatcher under a session (built from a
   transport's streams, or handed in by ``Client``) knows the transport behind it (a
   dispatcher no client session owns, a server's, is not recorded);
@@ -41,7 +44,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast, runtime_checkable
@@ -313,12 +316,13 @@ def flush_unnamed(link: Link) -> None:
 
 def _session_patch(session_cls: Any) -> Any:
     """``ClientSession.__init__``: its dispatcher (built from the transport's streams, or
-    handed in by mcp's ``Client``) learns the link of the transport behind it."""
+    handed in by mcp's ``Client``; on mcp 1.x the session itself) learns the link of the
+    transport behind it."""
     orig_init = session_cls.__init__
 
     def __init__(self: Any, read_stream: Any = None, *args: Any, **kwargs: Any) -> None:
         orig_init(self, read_stream, *args, **kwargs)
-        dispatcher = self.__dict__.get("_dispatcher")
+        dispatcher = self.__dict__.get("_dispatcher", self)  # mcp 1.x: the session sends
         owned = getattr(dispatcher, "__dict__", None)
         if owned is None or "_sandbox_mcp" in owned:
             return
@@ -342,24 +346,55 @@ def _dispatcher_patch(dispatcher_cls: Any) -> Any:
         link: Link | None = vars(self).get("_sandbox_mcp")
         if link is None or boundary.current() is None:
             return await orig_send(self, method, params, opts, **kw)
-        sent: dict[str, JsonValue] = json.loads(json.dumps(dict(params or {}), default=str))
-        sent.pop("_meta", None)  # the protocol's envelope, stamped by the session
-        tool = str(sent.get("name")) if method == "tools/call" else None
-        args = sent.get("arguments") or {} if tool is not None else sent
-        name = event_name(link.server, method, tool)
-
-        async def perform() -> Any:
-            if link.recorded:
-                raise ReplayError(
-                    f"MCP server {link.server!r} is served from the recording, which has no "
-                    f"answer to {name}; replay with --live mcp:{link.server} to start it"
-                )
-            return await orig_send(self, method, params, opts, **kw)
-
-        adapter = MCPAdapter(link, method, tool)
-        return await boundary.athrough("tool", name, args, perform, adapter)
+        return await _through(
+            link, method, params, lambda: orig_send(self, method, params, opts, **kw)
+        )
 
     return send_raw_request
+
+
+def _request_patch(session_cls: Any) -> Any:
+    """mcp 1.x's ``ClientSession.send_request`` (there is no dispatcher: the session sends
+    each typed request itself and validates the result as ``result_type``): each request
+    crosses the seam as :func:`_dispatcher_patch`'s do, its result recorded as JSON and
+    validated as ``result_type`` (a recorded one as well as the server's)."""
+    orig_send = session_cls.send_request
+
+    async def send_request(self: Any, request: Any, result_type: Any, *a: Any, **kw: Any) -> Any:
+        link: Link | None = vars(self).get("_sandbox_mcp")
+        if link is None or boundary.current() is None:
+            return await orig_send(self, request, result_type, *a, **kw)
+        sent = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        method = str(sent.get("method"))
+
+        async def send() -> Any:  # the result as the server sent it, as mcp 2.x hands it
+            found = await orig_send(self, request, result_type, *a, **kw)
+            return found.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        return result_type.model_validate(await _through(link, method, sent.get("params"), send))
+
+    return send_request
+
+
+async def _through(link: Link, method: str, params: Any, send: Callable[[], Awaitable[Any]]) -> Any:
+    """One request of a client session across the seam as a ``tool`` call (``send`` sends
+    it to the server)."""
+    sent: dict[str, JsonValue] = json.loads(json.dumps(dict(params or {}), default=str))
+    sent.pop("_meta", None)  # the protocol's envelope, stamped by the session
+    tool = str(sent.get("name")) if method == "tools/call" else None
+    args = sent.get("arguments") or {} if tool is not None else sent
+    name = event_name(link.server, method, tool)
+
+    async def perform() -> Any:
+        if link.recorded:
+            raise ReplayError(
+                f"MCP server {link.server!r} is served from the recording, which has no "
+                f"answer to {name}; replay with --live mcp:{link.server} to start it"
+            )
+        return await send()
+
+    adapter = MCPAdapter(link, method, tool)
+    return await boundary.athrough("tool", name, args, perform, adapter)
 
 
 @asynccontextmanager
@@ -512,20 +547,26 @@ def _rebind(original: object, replacement: object) -> Undo:
 
 def _apply() -> Undo:
     from mcp.client import session, stdio, streamable_http
-    from mcp.shared import jsonrpc_dispatcher
 
-    patched = (
-        (session.ClientSession, "__init__", _session_patch),
-        (jsonrpc_dispatcher.JSONRPCDispatcher, "send_raw_request", _dispatcher_patch),
-    )
-    originals = [(cls, attr, cls.__dict__[attr]) for cls, attr, _ in patched]
+    sends: tuple[Any, str, Callable[[Any], Any]]
+    try:
+        from mcp.shared import jsonrpc_dispatcher
+    except ImportError:  # mcp 1.x: the client session sends its requests itself
+        sends = (session.ClientSession, "send_request", _request_patch)
+    else:
+        sends = (jsonrpc_dispatcher.JSONRPCDispatcher, "send_raw_request", _dispatcher_patch)
+    patched = ((session.ClientSession, "__init__", _session_patch), sends)
+    originals = [(cls, attr, cls.__dict__.get(attr)) for cls, attr, _ in patched]
     undo: list[Undo] = []
 
     def restore() -> None:
         for step in reversed(undo):
             step()
         for cls, attr, original in originals:
-            setattr(cls, attr, original)
+            if original is None:  # inherited (mcp 1.x's ``send_request``)
+                delattr(cls, attr)
+            else:
+                setattr(cls, attr, original)
 
     for cls, attr, make in patched:
         setattr(cls, attr, make(cls))

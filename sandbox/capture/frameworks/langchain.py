@@ -1,7 +1,8 @@
 """LangChain and LangGraph tools: ``BaseTool.run`` and ``BaseTool.arun``, through which
 every tool runs (``invoke``, ``ainvoke``, LangGraph's ``ToolNode``, a direct ``run``).
 
-The event's arguments are the tool's input (a string input as ``{"input": ...}``), its
+The event's arguments are the tool's input (a string input as ``{"input": ...}``) without
+the arguments the framework injects (a LangGraph ``ToolRuntime``, its state), its
 schema the one LangChain hands a model (``convert_to_openai_tool``), its output the content
 the tool returned: for a call made with a ``tool_call_id`` (a model's tool call), the
 content of the ``ToolMessage``, which replay builds again around the recorded content. An
@@ -10,6 +11,7 @@ artifact (``response_format="content_and_artifact"``) is not recorded.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from pydantic import JsonValue
@@ -33,9 +35,17 @@ def tool_schema(tool: Any) -> dict[str, JsonValue]:
     return schema if isinstance(schema, dict) else {"name": tool.name}
 
 
-def tool_request(tool_input: Any) -> dict[str, JsonValue]:
+def tool_request(tool: Any, tool_input: Any) -> dict[str, JsonValue]:
+    """The call's arguments: the tool's input without what the framework injects
+    (``InjectedToolArg``, ``ToolRuntime``, ``InjectedState``: LangGraph's config, state and
+    store, which are not the model's and differ each run), as LangChain leaves them out of
+    its own traces."""
     from sandbox.capture.recorder import jsonable_value
 
+    strip = getattr(tool, "_filter_injected_args", None)
+    if isinstance(tool_input, dict) and callable(strip):
+        with contextlib.suppress(Exception):  # the arguments as given, then
+            tool_input = strip(tool_input)
     data = jsonable_value(tool_input)
     return data if isinstance(data, dict) else {"input": data}
 
@@ -78,7 +88,7 @@ def _apply() -> Undo:
         return boundary.through(
             "tool",
             str(self.name),
-            tool_request(tool_input),
+            tool_request(self, tool_input),
             lambda: run(self, tool_input, *args, **kwargs),
             adapter,
         )
@@ -90,7 +100,7 @@ def _apply() -> Undo:
         return await boundary.athrough(
             "tool",
             str(self.name),
-            tool_request(tool_input),
+            tool_request(self, tool_input),
             lambda: arun(self, tool_input, *args, **kwargs),
             adapter,
         )
