@@ -1,8 +1,9 @@
-"""An OpenAI Agents SDK agent whose stock comes from a real MCP server over streamable HTTP
-(``agents.mcp.MCPServerStreamableHttp``; the server is the ``mcp`` SDK's ``MCPServer``,
-started here on 127.0.0.1 with its stock in a SQLite file), captured as a user does
-(``sandbox capture -- python agents_http_stock.py``) and replayed with ``sandbox replay RUN
---json`` with the server and the model stopped and the stock changed since."""
+"""An OpenAI Agents SDK agent whose stock comes from a real MCP server over HTTP
+(``agents.mcp.MCPServerStreamableHttp``, and ``MCPServerSse`` for SSE; the server is the
+``mcp`` SDK's ``MCPServer``, started here on 127.0.0.1 with its stock in a SQLite file),
+captured as a user does (``sandbox capture -- python agents_http_stock.py``) and replayed
+with ``sandbox replay RUN --json`` with the server and the model stopped and the stock
+changed since."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from examples._model import last_tool_results
-from sandbox.snapshot.events import ToolCall
+from sandbox.snapshot.events import HTTPExchange, LLMCall, ToolCall
 from tests.fidelity import harness
 from tests.fidelity.wild.test_wild_agents import (
     AGENTS,
@@ -41,8 +42,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+@pytest.fixture(params=["streamable-http", "sse"])
+def warehouse(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The warehouse's MCP server on 127.0.0.1 (its URL and process): lamps 4 on hand, 3 of
     them held."""
     db = tmp_path / "stock.db"
@@ -52,7 +55,7 @@ def warehouse(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     conn.close()
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(AGENTS / "agents_http_stock_server.py"), str(port)],
+        [sys.executable, str(AGENTS / "agents_http_stock_server.py"), str(port), request.param],
         env={**harness.base_env(), "STOCK_DB": str(db)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -65,7 +68,8 @@ def warehouse(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
                     break
             assert process.poll() is None and time.monotonic() < deadline, "no server"
             time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp", process
+        path = "sse" if request.param == "sse" else "mcp"
+        yield f"http://127.0.0.1:{port}/{path}", process
     finally:
         if process.poll() is None:
             process.terminate()
@@ -83,11 +87,12 @@ def stock_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"content": json.dumps(promise)}
 
 
-def test_agents_sdk_over_streamable_http_replays_its_promise_of_held_stock(
+def test_agents_sdk_over_http_mcp_replays_its_promise_of_held_stock(
     tmp_path: Path, warehouse: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
     """4 lamps on hand, 3 held for open orders: the model promises 3 today and the order code
-    refuses it. Replayed fully recorded with the server stopped and the stock released since
+    refuses it. The server's requests are MCP events carrying its URL, not ``http`` or model
+    exchanges. Replayed fully recorded with the server stopped and the stock released since
     (``held`` 0): reproduced every time; the fixed script (it ships today only what is free)
     makes it go; a crash before booking is inconclusive and named."""
     with harness.model(stock_model) as base:
@@ -97,7 +102,11 @@ def test_agents_sdk_over_streamable_http_replays_its_promise_of_held_stock(
     assert "only 1 are free" in run.manifest.failure.reason
     calls = [e for e in run.events if isinstance(e, ToolCall) and e.mcp is not None]
     assert f"mcp:{SERVER}/stock" in [e.name for e in calls]
-    assert {e.mcp.transport["kind"] for e in calls if e.mcp is not None} == {"http"}
+    assert {e.mcp.transport["url"] for e in calls if e.mcp is not None} == {url}
+    assert [
+        e.url for e in run.events if isinstance(e, HTTPExchange) and e.url.startswith(url)
+    ] == []
+    assert all(e.model == "scripted-1" for e in run.events if isinstance(e, LLMCall))
     with sqlite3.connect(tmp_path / "stock.db") as conn:
         conn.execute("UPDATE stock SET held = 0")
     conn.close()

@@ -1,13 +1,13 @@
-"""Order desk: an OpenAI Agents SDK assistant checks the warehouse's MCP server (over
-streamable HTTP, at STOCK_MCP_URL) before it promises an order; the order code then books
-it."""
+"""Order desk: an OpenAI Agents SDK assistant checks the warehouse's MCP server (at
+STOCK_MCP_URL: streamable HTTP, or SSE for a URL ending in ``/sse``) before it promises an
+order; the order code then books it."""
 
 import asyncio
 import json
 import os
 
 from agents import Agent, Runner, set_tracing_disabled
-from agents.mcp import MCPServerStreamableHttp
+from agents.mcp import MCPServerSse, MCPServerStreamableHttp
 from pydantic import BaseModel
 
 set_tracing_disabled(True)
@@ -20,9 +20,9 @@ class Promise(BaseModel):
 
 
 async def promise(request: str) -> Promise:
-    async with MCPServerStreamableHttp(
-        params={"url": os.environ["STOCK_MCP_URL"]}, name="warehouse"
-    ) as warehouse:
+    url = os.environ["STOCK_MCP_URL"]
+    client = MCPServerSse if url.endswith("/sse") else MCPServerStreamableHttp
+    async with client(params={"url": url}, name="warehouse") as warehouse:
         agent = Agent(
             name="orders",
             instructions="Check the stock before you promise that an order ships today.",

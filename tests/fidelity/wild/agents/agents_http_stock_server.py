@@ -1,5 +1,6 @@
-"""The warehouse's MCP server over streamable HTTP: stock levels in the SQLite file at
-STOCK_DB, served on 127.0.0.1 at the port given as its argument (``/mcp``)."""
+"""The warehouse's MCP server over HTTP: stock levels in the SQLite file at STOCK_DB, served
+on 127.0.0.1 at the port given as its first argument, over the transport given as its second
+(``streamable-http``, at ``/mcp``, or ``sse``, at ``/sse``)."""
 
 import os
 import sqlite3
@@ -21,4 +22,4 @@ def stock(sku: str) -> dict:
 
 
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    server.run(sys.argv[2], host="127.0.0.1", port=int(sys.argv[1]))
