@@ -16,7 +16,9 @@ costs about a second, so a run that never uses it never pays for it):
   order, which replay hands back for the SDK to validate as it validates a server's;
 * ``ClientSession.__init__``, so that the dispatcher under a session (built from a
   transport's streams, or handed in by ``Client``) knows the transport behind it (a
-  dispatcher no client session owns, a server's, is not recorded);
+  dispatcher no client session owns, a server's, is not recorded; nor is a session over a
+  transport none of the patched ones opened, an in-process server's memory streams: one
+  stderr line at capture says so);
 * the transports ``stdio_client``, ``streamable_http_client`` and ``sse_client`` (the
   module attributes and every name already bound to them), to know which server a session
   talks to (its command, or its URL without credentials) and, on replay, to serve a
@@ -325,9 +327,34 @@ def _session_patch(session_cls: Any) -> Any:
             return
         stream = read_stream if read_stream is not None else owned.get("_read_stream")
         found = _LINKS.get(id(stream))
-        owned["_sandbox_mcp"] = found[1] if found is not None else Link()
+        owned["_sandbox_mcp"] = found[1] if found is not None else None
+        if found is None:
+            _warn_unlinked()
 
     return __init__
+
+
+_WARNED: list[bool] = []
+"""Whether the unlinked-session line was written (once per process)."""
+
+
+def _warn_unlinked() -> None:
+    """Say once per process, on stderr, that a run opened a client session over a transport
+    the capture does not know (an in-process server's memory streams, a custom transport):
+    its requests pass unrecorded, so a replay sends them again (to an in-process server,
+    which answers as it did; anywhere else, refused). Fails open."""
+    with contextlib.suppress(Exception):
+        now = boundary.current()
+        if _WARNED or now is None or getattr(now, "replaying", False):
+            return
+        _WARNED.append(True)
+        from importlib.metadata import version
+
+        sys.stderr.write(
+            f"sandbox: mcp {version('mcp')} ClientSession over a transport other than "
+            "stdio_client, streamable_http_client or sse_client (an in-process server, say) "
+            "is not captured: its requests run again on replay\n"
+        )
 
 
 def _dispatcher_patch(dispatcher_cls: Any) -> Any:

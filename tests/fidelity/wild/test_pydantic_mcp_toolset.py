@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,20 @@ def rooms_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"tool_calls": [{"name": "final_result", "arguments": booking}]}
 
 
+def _rooms(folder: Path, seats: int) -> None:
+    with sqlite3.connect(folder / "rooms.db") as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS rooms (name TEXT PRIMARY KEY, seats INT)")
+        conn.execute("INSERT OR REPLACE INTO rooms VALUES ('Kyoto', ?)", (seats,))
+    conn.close()
+
+
 def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path: Path) -> None:
     """Kyoto seats 6 since it was refitted; the assistant books it for 10 and the calendar
     refuses. The server's requests are recorded with its command; the SQLite file the server
     process opens is captured into the run. After the capture Kyoto seats 12 again and the
     server script fails as it starts: the replay starts no server (reproduced every time),
     the fixed script (it waitlists a room too small) makes it go, a crash is inconclusive."""
-    with sqlite3.connect(tmp_path / "rooms.db") as conn:
-        conn.execute("CREATE TABLE rooms (name TEXT PRIMARY KEY, seats INT)")
-        conn.execute("INSERT INTO rooms VALUES ('Kyoto', 6)")
-    conn.close()
+    _rooms(tmp_path, 6)
     with harness.model(rooms_model) as base:
         run = capture(tmp_path, AGENT, model_env(base))
     assert run.exit_code == 1 and run.manifest.failure is not None, run.output
@@ -58,9 +63,7 @@ def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path:
     assert room.mcp.transport["match"] == ["python", "pydantic_mcp_rooms_server.py"]
     (touched,) = [t for t in run.manifest.touched if t.kind == "sqlite"]
     assert touched.service is not None and touched.endpoint.endswith("rooms.db")
-    with sqlite3.connect(tmp_path / "rooms.db") as conn:
-        conn.execute("UPDATE rooms SET seats = 12")
-    conn.close()
+    _rooms(tmp_path, 12)
     server = tmp_path / "pydantic_mcp_rooms_server.py"
     server.write_text('raise SystemExit("the rooms server must not start")\n' + server.read_text())
 
@@ -80,3 +83,27 @@ def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path:
     signature = "def book(booking: Booking) -> None:\n"
     edit(tmp_path, AGENT, signature, signature + '    raise OSError("calendar down")\n')
     assert_inconclusive(harness.replay(run.store, run.run_id, times=1), "OSError")
+
+
+def test_an_in_process_mcp_server_is_named_at_capture_and_runs_again_on_replay(
+    tmp_path: Path,
+) -> None:
+    """``MCPToolset(server)`` talks to the server object in this process over memory
+    streams, which no transport the capture knows opened: one stderr line says its session
+    is not captured, no MCP event is written, and the replay runs the server again in the
+    agent's process, on the SQLite file as captured (Kyoto seats 12 by then): reproduced."""
+    _rooms(tmp_path, 6)
+    with harness.model(rooms_model) as base:
+        run = capture(tmp_path, f"{AGENT}_inproc", model_env(base))
+    assert run.exit_code == 1 and run.manifest.failure is not None, run.output
+    assert "room Kyoto seats 6, booked for 10 people" in run.manifest.failure.reason
+    said = [line for line in run.output.splitlines() if line.startswith("sandbox: mcp ")]
+    assert said == [
+        f"sandbox: mcp {version('mcp')} ClientSession over a transport other than "
+        "stdio_client, streamable_http_client or sse_client (an in-process server, say) is "
+        "not captured: its requests run again on replay"
+    ]
+    assert [e for e in run.events if isinstance(e, ToolCall) and e.mcp is not None] == []
+    _rooms(tmp_path, 12)
+
+    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id))
