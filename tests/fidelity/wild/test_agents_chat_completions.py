@@ -75,7 +75,7 @@ def test_agents_sdk_on_chat_completions_replays_its_used_up_coupon(tmp_path: Pat
         conn.execute("UPDATE coupons SET uses_left = 5")
     conn.close()
 
-    harness.assert_reproduced_every_time(harness.replay(store, run_id))
+    harness.assert_reproduced_every_time(harness.replay(store, run_id, times=2), times=2)
 
     edit(
         tmp_path,

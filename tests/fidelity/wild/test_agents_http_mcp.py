@@ -113,7 +113,7 @@ def test_agents_sdk_over_http_mcp_replays_its_promise_of_held_stock(
     server.terminate()
     server.wait(timeout=10)
 
-    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id))
+    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id, times=2), times=2)
 
     edit(
         tmp_path,

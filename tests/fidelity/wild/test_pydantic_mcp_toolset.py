@@ -67,7 +67,7 @@ def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path:
     server = tmp_path / "pydantic_mcp_rooms_server.py"
     server.write_text('raise SystemExit("the rooms server must not start")\n' + server.read_text())
 
-    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id))
+    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id, times=2), times=2)
 
     edit(
         tmp_path,
@@ -106,4 +106,4 @@ def test_an_in_process_mcp_server_is_named_at_capture_and_runs_again_on_replay(
     assert [e for e in run.events if isinstance(e, ToolCall) and e.mcp is not None] == []
     _rooms(tmp_path, 12)
 
-    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id))
+    harness.assert_reproduced_every_time(harness.replay(run.store, run.run_id, times=2), times=2)
