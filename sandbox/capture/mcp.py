@@ -19,13 +19,15 @@ costs about a second, so a run that never uses it never pays for it):
   validated again as the session's ``result_type``);
 * ``ClientSession.__init__``, so that the dispatcher under a session (built from a
   transport's streams, or handed in by ``Client``) knows the transport behind it (a
-  dispatcher no client session owns, a server's, is not recorded);
-* the transports ``stdio_client`` and ``streamable_http_client`` (the module attributes
-  and every name already bound to them), to know which server a session talks to (its
-  command, or its URL without credentials) and, on replay, to serve a recorded server
-  without starting its process or reaching its URL: the boundary (see :class:`MCPServing`)
-  says whether the server is recorded or live. The HTTP transport's own exchanges are not
-  captured a second time as ``http`` events.
+  dispatcher no client session owns, a server's, is not recorded; nor is a session over a
+  transport none of the patched ones opened, an in-process server's memory streams: one
+  stderr line at capture says so);
+* the transports ``stdio_client``, ``streamable_http_client`` and ``sse_client`` (the
+  module attributes and every name already bound to them), to know which server a session
+  talks to (its command, or its URL without credentials) and, on replay, to serve a
+  recorded server without starting its process or reaching its URL: the boundary (see
+  :class:`MCPServing`) says whether the server is recorded or live. The HTTP transports' own
+  exchanges are not captured a second time as ``http`` events.
 
 ``SERVER`` is the name the server gave in its handshake (``initialize``'s ``serverInfo``, or
 the ``_meta`` stamp of a ``server/discover`` answer), with characters other than letters,
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -328,9 +331,34 @@ def _session_patch(session_cls: Any) -> Any:
             return
         stream = read_stream if read_stream is not None else owned.get("_read_stream")
         found = _LINKS.get(id(stream))
-        owned["_sandbox_mcp"] = found[1] if found is not None else Link()
+        owned["_sandbox_mcp"] = found[1] if found is not None else None
+        if found is None:
+            _warn_unlinked()
 
     return __init__
+
+
+_WARNED: list[bool] = []
+"""Whether the unlinked-session line was written (once per process)."""
+
+
+def _warn_unlinked() -> None:
+    """Say once per process, on stderr, that a run opened a client session over a transport
+    the capture does not know (an in-process server's memory streams, a custom transport):
+    its requests pass unrecorded, so a replay sends them again (to an in-process server,
+    which answers as it did; anywhere else, refused). Fails open."""
+    with contextlib.suppress(Exception):
+        now = boundary.current()
+        if _WARNED or now is None or getattr(now, "replaying", False):
+            return
+        _WARNED.append(True)
+        from importlib.metadata import version
+
+        sys.stderr.write(
+            f"sandbox: mcp {version('mcp')} ClientSession over a transport other than "
+            "stdio_client, streamable_http_client or sse_client (an in-process server, say) "
+            "is not captured: its requests run again on replay\n"
+        )
 
 
 def _dispatcher_patch(dispatcher_cls: Any) -> Any:
@@ -467,14 +495,12 @@ def _with_env(server: Any, env: Mapping[str, str]) -> Any:
     return server.model_copy(update={"env": hook_environment({**base, **env})})
 
 
-@asynccontextmanager
-async def _unrecorded(given: Any, reach: Reach) -> AsyncIterator[Any]:
-    """The HTTP client an MCP transport uses (the agent's, or the SDK's default), with its
-    requests kept out of the capture: they are recorded as MCP requests already. (The
-    transport sends each request in the context of the session's caller, so a context
-    cannot tell them apart: the client's transport does.)"""
+def _keep_out(client: Any, reach: Reach) -> Any:
+    """Wrap the transport of ``client`` (an httpx2 client an MCP transport sends through) so
+    its requests are kept out of the capture: they are recorded as MCP requests already.
+    (The transport sends each request in the context of the session's caller, so a context
+    cannot tell them apart: the client's transport does.) Returns the transport it wraps."""
     import httpx2
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     class Unrecorded(httpx2.AsyncBaseTransport):
         def __init__(self, inner: Any) -> None:
@@ -487,9 +513,19 @@ async def _unrecorded(given: Any, reach: Reach) -> AsyncIterator[Any]:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    client = given if given is not None else create_mcp_http_client()
     inner = client._transport
     client._transport = Unrecorded(inner)
+    return inner
+
+
+@asynccontextmanager
+async def _unrecorded(given: Any, reach: Reach) -> AsyncIterator[Any]:
+    """The HTTP client an MCP transport uses (the agent's, or the SDK's default), with its
+    requests kept out of the capture (:func:`_keep_out`)."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    client = given if given is not None else create_mcp_http_client()
+    inner = _keep_out(client, reach)
     try:
         if given is None:
             async with client:
@@ -524,6 +560,39 @@ def _http_patch(original: Any) -> Any:
     return streamable_http_client
 
 
+def _sse_patch(original: Any) -> Any:
+    """``sse_client``: the server found by its URL, the requests of the HTTP client its
+    ``httpx_client_factory`` makes kept out of the capture."""
+    signature = inspect.signature(original)
+
+    @asynccontextmanager
+    async def sse_client(url: str, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        if boundary.current() is None:
+            async with original(url, *args, **kwargs) as streams:
+                yield streams
+            return
+        bound = signature.bind(url, *args, **kwargs)
+        bound.apply_defaults()
+
+        @asynccontextmanager
+        async def real(reach: Reach, _env: Mapping[str, str]) -> AsyncIterator[Any]:
+            make = bound.arguments["httpx_client_factory"]
+
+            def factory(**options: Any) -> Any:
+                client = make(**options)
+                _keep_out(client, reach)  # the client is sse_client's own: it closes it
+                return client
+
+            given = {**bound.arguments, "httpx_client_factory": factory}
+            async with original(**given) as streams:
+                yield streams
+
+        async with _connect(http_transport(url), real) as s:
+            yield s
+
+    return sse_client
+
+
 def _rebind(original: object, replacement: object) -> Undo:
     """Point every loaded module's name for ``original`` at ``replacement`` (``from mcp
     import stdio_client`` binds the function before any patch); return the undo."""
@@ -546,7 +615,7 @@ def _rebind(original: object, replacement: object) -> Undo:
 
 
 def _apply() -> Undo:
-    from mcp.client import session, stdio, streamable_http
+    from mcp.client import session, sse, stdio, streamable_http
 
     sends: tuple[Any, str, Callable[[Any], Any]]
     try:
@@ -573,6 +642,7 @@ def _apply() -> Undo:
     for module, attr, make_transport in (
         (stdio, "stdio_client", _stdio_patch),
         (streamable_http, "streamable_http_client", _http_patch),
+        (sse, "sse_client", _sse_patch),
     ):
         original = getattr(module, attr, None)  # not in every SDK version
         if original is not None:
