@@ -46,6 +46,8 @@ class ClientHook:
     kind: str
     default_port: int | None = None
     """The kind's port when an endpoint names none."""
+    default_path: str = ""
+    """The path an endpoint that names none means (redis: database ``0``)."""
 
 
 _state = threading.local()
