@@ -102,6 +102,18 @@ class ServerFileLoad(Protocol):
         ...
 
 
+@runtime_checkable
+class CreatedByClient(Protocol):
+    """A kind whose client creates the service where it is missing (SQLite:
+    ``sqlite3.connect`` makes the file): the capture before the client's first connection
+    creates it as the client would, so that the state before the run is the empty one."""
+
+    def create_missing(self, endpoint: str) -> None:
+        """Create the service behind ``endpoint`` if there is none (never failing: the
+        client's own connection creates it anyway)."""
+        ...
+
+
 class PinnedState(Protocol):
     """A service's state before a run, held until the run ends (see :class:`TouchedCapture`)."""
 

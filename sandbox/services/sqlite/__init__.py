@@ -251,6 +251,12 @@ class SQLiteKind:
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}
 
+    def create_missing(self, endpoint: str) -> None:
+        path = db_path(endpoint)
+        if not path.exists():
+            with contextlib.suppress(sqlite3.Error):
+                sqlite3.connect(path).close()
+
     def capture(self, endpoint: str) -> CapturedState:
         path = db_path(endpoint)
         data = backup_bytes(path)
