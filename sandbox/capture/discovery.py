@@ -88,7 +88,7 @@ class Discovery:
         self._lock = threading.Lock()
         self.state: StateMode = state
         """``"touched"``: capture only what the run touched (see
-        :mod:`sandbox.services.capture`)."""
+        :mod:`sandbox.services.statecapture`)."""
         self._pins: dict[str, PinnedState] = {}
         """Captured service name -> its state held since the first connection (touched)."""
 
@@ -135,8 +135,8 @@ class Discovery:
 
     def _capture(self, connect: Connect) -> str | None:
         from sandbox.services.base import CreatedByClient
-        from sandbox.services.capture import begin_service_capture
         from sandbox.services.registry import get_kind
+        from sandbox.services.statecapture import begin_service_capture
 
         taken = {s.name for s in self.writer.manifest.services}
         name = connect.kind
@@ -181,7 +181,7 @@ class Discovery:
         return {"mask": mask, "key": self.store.placeholder_key()} if mask else {}
 
     def _redacted(self, endpoint: str) -> str:
-        from sandbox.services.capture import redact_endpoint
+        from sandbox.services.statecapture import redact_endpoint
 
         return self.redactor.text(redact_endpoint(endpoint))
 
@@ -200,7 +200,7 @@ class Discovery:
 
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""
-        from sandbox.services.capture import capture_end_state
+        from sandbox.services.statecapture import capture_end_state
 
         out = []
         for state in self.writer.manifest.services:

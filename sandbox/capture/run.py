@@ -279,7 +279,7 @@ class Capture:
         return recorder
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
-        from sandbox.services.capture import begin_service_capture
+        from sandbox.services.statecapture import begin_service_capture
 
         mask = spec.mask or self.redaction.mask_for(spec.name, spec.kind)
         key = store.placeholder_key()
@@ -392,7 +392,7 @@ class Capture:
     ) -> Manifest:
         """Capture the services' end states and complete the manifest (synced unless not
         ``durable``; ``sealed``: the manifest was redacted by :func:`seal` just before)."""
-        from sandbox.services.capture import capture_end_state
+        from sandbox.services.statecapture import capture_end_state
 
         store = recorder.store
         if self._discovery is not None:
