@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.descriptor import ContainerSpec, KindBinding
 
 DESCRIBE_LIMIT = 1000
 """Items a description holds per table, per Redis database or per folder (see
@@ -47,7 +47,7 @@ class ServiceKind(Protocol):
     a server how it runs in a container. Implementations register with :func:`register`."""
 
     name: ClassVar[str]
-    binding: ClassVar[Binding]
+    binding: ClassVar[KindBinding]
     """How an agent usually finds a service of this kind (a variable, or a path)."""
     container: ClassVar[ContainerSpec | None]
     """How the server runs in a sandbox container; ``None`` for a kind on a path."""

@@ -41,7 +41,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.descriptor import ContainerSpec, KindBinding
 from sandbox.services.dumptext import Place
 from sandbox.snapshot.hashing import fingerprint, sha256_file
 
@@ -175,7 +175,7 @@ class FilesKind:
     """Capture a folder as a tar; restore it safely; hash paths, modes and contents."""
 
     name: ClassVar[str] = "files"
-    binding: ClassVar[Binding] = Binding(path="folder")
+    binding: ClassVar[KindBinding] = KindBinding(path="folder")
     container: ClassVar[ContainerSpec | None] = None
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})

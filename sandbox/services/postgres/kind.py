@@ -48,7 +48,13 @@ from sandbox.services.base import (
     register,
     table_parts,
 )
-from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage, database_in_url
+from sandbox.services.descriptor import (
+    ContainerSpec,
+    ImageBuild,
+    KindBinding,
+    Storage,
+    database_in_url,
+)
 from sandbox.services.dumptext import Place
 from sandbox.services.postgres import pgquery, pgtouched, pgtrack
 from sandbox.services.postgres.pgarchive import stabilize
@@ -569,7 +575,7 @@ class PostgresKind:
     """Capture with ``pg_dump``, restore with ``pg_restore``, reset from a template."""
 
     name: ClassVar[str] = "postgres"
-    binding: ClassVar[Binding] = Binding(env="DATABASE_URL")
+    binding: ClassVar[KindBinding] = KindBinding(env="DATABASE_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="postgres",
         build=ImageBuild("sandbox-replayer/postgres:15", "postgres"),
