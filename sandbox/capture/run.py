@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
-from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
+from sandbox.capture.clock import SystemClock, TimeSource, local_timezone, start_datetime
 from sandbox.capture.discovery import (
     Discovery,
     ServicesMode,
@@ -140,7 +140,7 @@ class Capture:
     seed: int | None = None
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
-    clock: Clock | None = None
+    clock: TimeSource | None = None
     http: bool = True
     ids: bool = True
     environ: Mapping[str, str] | None = None
