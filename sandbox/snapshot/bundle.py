@@ -46,8 +46,8 @@ from sandbox.snapshot.events import SHA256_PATTERN, Strict
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes, sha256_file
 from sandbox.snapshot.integrity import (
     BlobInfo,
+    Integrity,
     Problem,
-    RunCheck,
     blob_member,
     check_run_files,
     check_store_run,
@@ -147,7 +147,7 @@ class BundleContents:
 
 
 def export_bundle(
-    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: RunCheck | None = None
+    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: Integrity | None = None
 ) -> Path:
     """Write run ``run_id`` of ``store`` and the blobs it references to one ``.tar.gz``.
 
@@ -432,7 +432,7 @@ def _stage(fileobj: IO[bytes], target: Path, size: int) -> Staged:
     return Staged(target, digest.hexdigest(), written)
 
 
-def check_bundle(contents: BundleContents) -> tuple[str | None, RunCheck | None, list[Problem]]:
+def check_bundle(contents: BundleContents) -> tuple[str | None, Integrity | None, list[Problem]]:
     """Check the contents of a bundle against its index, and the run inside it.
 
     Returns the run id, the run check, and the problems of the bundle's own structure."""
