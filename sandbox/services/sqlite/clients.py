@@ -10,6 +10,7 @@ from typing import Any
 
 from sandbox.seam.clients import ClientHook, Connect, Router, patch_attribute, route
 from sandbox.services.sqlite.filepath import sqlite_path
+from sandbox.services.sqlite.frozennow import frozen_now
 
 
 def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
@@ -30,4 +31,4 @@ def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
         patch_attribute(owner, "connect", lambda _o: connect, undo)
 
 
-SQLITE3 = ClientHook(module="sqlite3", patch=_sqlite, kind="sqlite")
+SQLITE3 = ClientHook(module="sqlite3", patch=_sqlite, kind="sqlite", frozen_now=frozen_now)
