@@ -16,8 +16,8 @@ first statement; if the capture does not answer, the child connects where it mea
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -47,12 +47,7 @@ def _sqlite_path() -> Callable[[Any, bool], str | None]:
     """The sqlite kind's :func:`sandbox.services.sqlite.filepath.sqlite_path`, loaded by its
     file (standard library only): this module runs where the package cannot be imported."""
     file = Path(__file__).resolve().parents[2] / "services" / "sqlite" / "filepath.py"
-    spec = importlib.util.spec_from_file_location("_sandbox_sqlite_filepath", file)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {file}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    found: Callable[[Any, bool], str | None] = module.sqlite_path
+    found: Callable[[Any, bool], str | None] = runpy.run_path(str(file))["sqlite_path"]
     return found
 
 
