@@ -38,7 +38,7 @@ from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.images import image_tag
 from sandbox.containers.specs import container_spec
 from sandbox.services import get_kind
-from sandbox.services.redis.kind import unpack_rdb
+from sandbox.services.redis import unpack_rdb
 
 QUICK = ["--keys", "10000", "--repeat", "2"]
 MEMBERS = 1000

@@ -22,7 +22,7 @@ BUILTIN: dict[str, dict[str, str]] = {
     SERVICES_GROUP: {
         "files": "sandbox.services.files:KIND",
         "postgres": "sandbox.services.postgres.kind:KIND",
-        "redis": "sandbox.services.redis.kind:KIND",
+        "redis": "sandbox.services.redis:KIND",
         "sqlite": "sandbox.services.sqlite:KIND",
         "mysql": "sandbox.services.mysql:KIND",
     },

@@ -11,7 +11,7 @@ from test_services_containers import redis_server
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services import get_kind
-from sandbox.services.redis.kind import FORMAT, parse_dump
+from sandbox.services.redis import FORMAT, parse_dump
 
 pytestmark = pytest.mark.docker
 

@@ -12,7 +12,7 @@ from test_services_containers import redis_server
 
 from sandbox.containers import Environment, RestoreSpec, bring_up
 from sandbox.services import get_kind
-from sandbox.services.redis.kind import MEDIA_TYPE, RDB_MEDIA_TYPE, parse_dump, unpack_rdb
+from sandbox.services.redis import MEDIA_TYPE, RDB_MEDIA_TYPE, parse_dump, unpack_rdb
 
 pytestmark = pytest.mark.docker
 

@@ -8,8 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.errors import ServiceError
-from sandbox.services.redis import rdbfile, redisstate
-from sandbox.services.redis.kind import RDB_MAGIC, pack_rdb, unpack_rdb
+from sandbox.services.redis import RDB_MAGIC, pack_rdb, rdbfile, redisstate, unpack_rdb
 
 
 def _string_payload(value: bytes) -> bytes:
