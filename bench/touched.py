@@ -26,7 +26,7 @@ import psycopg
 
 from bench.compare import compare, ratios, record
 from bench.pgscale import MIB, pg_server
-from sandbox.services.postgres.kind import PostgresKind
+from sandbox.services.postgres import PostgresKind
 
 QUICK = ["--size", "20", "--repeat", "3"]
 ROW_BYTES = 230

@@ -21,7 +21,7 @@ CLIENTS_GROUP = "sandbox_replayer.clients"
 BUILTIN: dict[str, dict[str, str]] = {
     SERVICES_GROUP: {
         "files": "sandbox.services.files:KIND",
-        "postgres": "sandbox.services.postgres.kind:KIND",
+        "postgres": "sandbox.services.postgres:KIND",
         "redis": "sandbox.services.redis:KIND",
         "sqlite": "sandbox.services.sqlite:KIND",
         "mysql": "sandbox.services.mysql:KIND",

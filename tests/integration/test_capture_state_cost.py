@@ -19,7 +19,7 @@ import pytest
 from test_services_containers import create_database, postgres_server
 
 from cli.main import main
-from sandbox.services.postgres.kind import PINS
+from sandbox.services.postgres import PINS
 from sandbox.services.postgres.pgtouched import FLUSH_IDLE_S, PINNED_AT_META, ROWS_META, STATE_META
 from sandbox.snapshot.store import DirectoryStore
 

@@ -12,7 +12,7 @@ from test_services_containers import create_database, postgres_server
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services import get_kind
-from sandbox.services.postgres.kind import MAGIC, pack_dump, unpack_dump
+from sandbox.services.postgres import MAGIC, pack_dump, unpack_dump
 
 pytestmark = pytest.mark.docker
 

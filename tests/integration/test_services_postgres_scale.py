@@ -13,7 +13,7 @@ import pytest
 from test_services_containers import create_database, postgres_server
 
 from sandbox.services import get_kind
-from sandbox.services.postgres.kind import pg_tool, unpack_dump
+from sandbox.services.postgres import pg_tool, unpack_dump
 from sandbox.services.postgres.pgstate import logical_state, rows_digest, state_fingerprint
 
 pytestmark = pytest.mark.docker

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.errors import ServiceError
-from sandbox.services.postgres.kind import (
+from sandbox.services.postgres import (
     MAGIC,
     _Endpoint,
     _major,

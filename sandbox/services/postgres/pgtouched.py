@@ -2,7 +2,7 @@
 schema of all, so that a run touching three tables of a large database captures in about a
 second and still replays.
 
-How (the kind's :meth:`~sandbox.services.postgres.kind.PostgresKind.pin`):
+How (the kind's :meth:`~sandbox.services.postgres.PostgresKind.pin`):
 
 1. Where a whole capture would dump the restore point, a REPEATABLE READ transaction is
    opened instead and its snapshot exported (``pg_export_snapshot()``); it stays open during
