@@ -16,7 +16,7 @@ from importlib.metadata import EntryPoint, entry_points
 SERVICES_GROUP = "sandbox_replayer.services"
 """Entry points naming a service kind object (see :class:`sandbox.services.base.ServiceKind`)."""
 CLIENTS_GROUP = "sandbox_replayer.clients"
-"""Entry points naming a :class:`sandbox.capture.clients.ClientHook`."""
+"""Entry points naming a :class:`sandbox.seam.clients.ClientHook`."""
 
 BUILTIN: dict[str, dict[str, str]] = {
     SERVICES_GROUP: {
@@ -26,7 +26,15 @@ BUILTIN: dict[str, dict[str, str]] = {
         "sqlite": "sandbox.services.sqlite:KIND",
         "mysql": "sandbox.services.mysql:KIND",
     },
-    CLIENTS_GROUP: {"pymysql": "sandbox.services.mysql.clients:PYMYSQL"},
+    CLIENTS_GROUP: {
+        "psycopg": "sandbox.services.postgres.clients:PSYCOPG",
+        "psycopg2": "sandbox.services.postgres.clients:PSYCOPG2",
+        "asyncpg": "sandbox.services.postgres.clients:ASYNCPG",
+        "redis": "sandbox.services.redis.clients:REDIS",
+        "redis.asyncio": "sandbox.services.redis.clients:REDIS_ASYNCIO",
+        "sqlite3": "sandbox.services.sqlite.clients:SQLITE3",
+        "pymysql": "sandbox.services.mysql.clients:PYMYSQL",
+    },
 }
 """The project's own entry points (as ``pyproject.toml`` declares them)."""
 

@@ -14,7 +14,7 @@ from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
 from sandbox.snapshot.events import ClockRead, Event
 
 
-class Clock(Protocol):
+class TimeSource(Protocol):
     """Where the capture reads time. Inject a fake in tests; never reach for globals."""
 
     def time(self) -> float: ...
@@ -54,7 +54,7 @@ class FakeClock:
         return self.mono
 
 
-def start_datetime(clock: Clock) -> datetime:
+def start_datetime(clock: TimeSource) -> datetime:
     return datetime.fromtimestamp(clock.time(), tz=UTC)
 
 
@@ -87,13 +87,13 @@ class ClockAdapter:
 _ADAPTER = ClockAdapter()
 
 
-def now(clock: Clock | None = None) -> float:
+def now(clock: TimeSource | None = None) -> float:
     """Read the wall clock through the seam: recorded during capture, served on replay."""
     source = clock or _active_clock()
     return boundary.through("clock", "time.time", None, source.time, _ADAPTER)
 
 
-def _active_clock() -> Clock:
+def _active_clock() -> TimeSource:
     active = boundary.current()
     found = getattr(active, "clock", None)
     return found if found is not None else _SYSTEM

@@ -17,8 +17,6 @@ reach them; the other services found are then recorded only.
 from __future__ import annotations
 
 import contextlib
-import os
-import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -90,7 +88,7 @@ class Discovery:
         self._lock = threading.Lock()
         self.state: StateMode = state
         """``"touched"``: capture only what the run touched (see
-        :mod:`sandbox.services.capture`)."""
+        :mod:`sandbox.services.statecapture`)."""
         self._pins: dict[str, PinnedState] = {}
         """Captured service name -> its state held since the first connection (touched)."""
 
@@ -136,7 +134,9 @@ class Discovery:
         )
 
     def _capture(self, connect: Connect) -> str | None:
-        from sandbox.services.capture import begin_service_capture
+        from sandbox.services.base import CreatedByClient
+        from sandbox.services.registry import get_kind
+        from sandbox.services.statecapture import begin_service_capture
 
         taken = {s.name for s in self.writer.manifest.services}
         name = connect.kind
@@ -148,12 +148,12 @@ class Discovery:
             (k for k, v in sorted(self._environ.items()) if connect.given and v == connect.given),
             None,
         )
-        if connect.kind == "sqlite" and not os.path.exists(connect.endpoint):
-            with contextlib.suppress(sqlite3.Error):  # the agent's connect creates it anyway
-                sqlite3.connect(connect.endpoint).close()
         address = address_of(connect.kind, connect.endpoint)
         self._capturing.add(address)
         try:
+            kind = get_kind(connect.kind)
+            if isinstance(kind, CreatedByClient):  # the agent's connect creates it anyway
+                kind.create_missing(connect.endpoint)
             mask = self.redactor.config.mask_for(name, connect.kind)
             state, pinned = begin_service_capture(
                 connect.kind,
@@ -181,7 +181,7 @@ class Discovery:
         return {"mask": mask, "key": self.store.placeholder_key()} if mask else {}
 
     def _redacted(self, endpoint: str) -> str:
-        from sandbox.services.capture import redact_endpoint
+        from sandbox.services.statecapture import redact_endpoint
 
         return self.redactor.text(redact_endpoint(endpoint))
 
@@ -200,7 +200,7 @@ class Discovery:
 
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""
-        from sandbox.services.capture import capture_end_state
+        from sandbox.services.statecapture import capture_end_state
 
         out = []
         for state in self.writer.manifest.services:

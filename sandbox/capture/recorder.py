@@ -27,7 +27,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
-from sandbox.capture.clock import Clock, SystemClock
+from sandbox.capture.clock import SystemClock, TimeSource
 from sandbox.errors import CaptureError
 from sandbox.redaction import Redactor, sensitive_header
 from sandbox.seam.boundary import (
@@ -185,14 +185,14 @@ class Recorder:
         store: Store,
         *,
         redactor: Redactor | None = None,
-        clock: Clock | None = None,
+        clock: TimeSource | None = None,
         blob_threshold: int = BLOB_THRESHOLD,
         start_seq: int = 0,
     ) -> None:
         self.writer = writer
         self.store = store
         self.redactor = redactor or Redactor()
-        self.clock: Clock = clock or SystemClock()
+        self.clock: TimeSource = clock or SystemClock()
         self.blob_threshold = blob_threshold
         self.t0 = self.clock.monotonic()
         self.failure: Failure | None = None

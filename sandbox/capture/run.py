@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
-from sandbox.capture.clock import Clock, SystemClock, local_timezone, start_datetime
+from sandbox.capture.clock import SystemClock, TimeSource, local_timezone, start_datetime
 from sandbox.capture.discovery import (
     Discovery,
     ServicesMode,
@@ -140,7 +140,7 @@ class Capture:
     seed: int | None = None
     run_id: str | None = None
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
-    clock: Clock | None = None
+    clock: TimeSource | None = None
     http: bool = True
     ids: bool = True
     environ: Mapping[str, str] | None = None
@@ -279,7 +279,7 @@ class Capture:
         return recorder
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
-        from sandbox.services.capture import begin_service_capture
+        from sandbox.services.statecapture import begin_service_capture
 
         mask = spec.mask or self.redaction.mask_for(spec.name, spec.kind)
         key = store.placeholder_key()
@@ -392,7 +392,7 @@ class Capture:
     ) -> Manifest:
         """Capture the services' end states and complete the manifest (synced unless not
         ``durable``; ``sealed``: the manifest was redacted by :func:`seal` just before)."""
-        from sandbox.services.capture import capture_end_state
+        from sandbox.services.statecapture import capture_end_state
 
         store = recorder.store
         if self._discovery is not None:

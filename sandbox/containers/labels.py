@@ -12,6 +12,8 @@ import socket
 import uuid
 from dataclasses import dataclass
 
+from sandbox.processes import pid_alive, process_start
+
 PREFIX = "org.sandbox-replayer"
 MANAGED = f"{PREFIX}.managed"
 SESSION = f"{PREFIX}.session"
@@ -28,35 +30,6 @@ CONTEXT_HASH = f"{PREFIX}.context-hash"
 
 def new_session_id() -> str:
     return uuid.uuid4().hex[:12]
-
-
-def process_start(pid: int) -> str | None:
-    """The start time of ``pid`` in clock ticks since boot (Linux), or None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def pid_alive(pid: int, start: str | None = None) -> bool:
-    """Whether ``pid`` runs and, when ``start`` is given, is the same process as then."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    if start is not None:
-        now = process_start(pid)
-        if now is not None and now != start:
-            return False
-    return True
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """How each service kind runs in the sandbox, read from the kind's own descriptor
 (:mod:`sandbox.services.descriptor`): a server kind declares its :class:`ContainerSpec`
-(image, port, user, limits, readiness), a kind on a path its :class:`Binding`. Adding a kind
+(image, port, user, limits, readiness), a kind on a path its :class:`KindBinding`. Adding a kind
 touches its own module only.
 """
 

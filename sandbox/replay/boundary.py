@@ -43,7 +43,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import JsonValue
 
-from sandbox.capture.clock import Clock
+from sandbox.capture.clock import TimeSource
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError
 from sandbox.redaction import Redactor
@@ -142,7 +142,7 @@ class ReplayBoundary(Recorder):
         miss: MissMode | str = MissMode.FAIL,
         turnstile: Turnstile | None = None,
         replay_clock: ReplayClock | None = None,
-        clock: Clock | None = None,
+        clock: TimeSource | None = None,
         blob_threshold: int = BLOB_THRESHOLD,
         fork: ForkEdits | None = None,
         inject_faults: bool = True,

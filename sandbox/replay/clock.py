@@ -7,10 +7,10 @@ the C functions behind ``time.time``, ``time.localtime``, ``time.strftime``,
 that builds a schema for it at import, as pydantic does, or subclasses it, works), names
 imported before the freeze (``from time import time``) are frozen too, and local time follows
 the process's time zone (``TZ``). Monotonic clocks stay real, so event loops keep waking.
-SQLite's ``'now'`` (``datetime('now')``, ``date()``, ``strftime('%s', 'now')`` ... in the
-connections ``sqlite3.connect`` opens while the clock is frozen) is the frozen time too; its
-``CURRENT_TIMESTAMP`` keywords are not (they cannot be overridden), nor is the clock of a
-process other than a Python one the replay starts (:mod:`sandbox.replay.liveprocess`).
+A client's own idea of now is the frozen time too where the kind's client hook says how
+(:attr:`~sandbox.seam.clients.ClientHook.frozen_now`: SQLite's ``'now'`` in the connections
+``sqlite3.connect`` opens while the clock is frozen); the clock of a process other than a
+Python one the replay starts is not (:mod:`sandbox.replay.liveprocess`).
 :class:`LiveClock` leaves the real clock alone (``clocks="live"``). Both make tenacity's
 default sleep virtual while the replay runs: the recorded waits are kept in the events, but
 nobody waits for them; under a frozen clock tenacity's own timer (``stop_after_delay``) sees
@@ -19,14 +19,14 @@ them pass.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from sandbox.capture.clients import client_hooks
 
 
 class ReplayClock(Protocol):
@@ -81,79 +81,6 @@ class _TenacitySleep:
             self._saved = None
 
 
-class _SQLiteNow:
-    """SQLite's date and time functions, in the connections opened while it runs, read
-    ``'now'`` (or no time value) as this process's ``time.time()``: each call is evaluated
-    by SQLite itself, on a private connection, with the frozen instant in place of
-    ``'now'``."""
-
-    FUNCTIONS = {"date": 0, "time": 0, "datetime": 0, "julianday": 0, "unixepoch": 0}
-    FUNCTIONS_WITH_FORMAT = {"strftime": 1}
-
-    def __init__(self) -> None:
-        self._active = False
-        self._undo: list[Callable[[], None]] = []
-        self._private: Any = None
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        import sqlite3
-        import sqlite3.dbapi2
-
-        self._active = True
-        for owner in {sqlite3, sqlite3.dbapi2}:
-            self._wrap(owner)
-
-    def _wrap(self, owner: Any) -> None:
-        original = owner.connect
-
-        def connect(*args: Any, **kwargs: Any) -> Any:
-            conn = original(*args, **kwargs)
-            if self._active:
-                self._freeze(conn, original)
-            return conn
-
-        owner.connect = connect
-
-        def undo() -> None:
-            if owner.connect is connect:
-                owner.connect = original
-
-        self._undo.append(undo)
-
-    def _freeze(self, conn: Any, connect: Any) -> None:
-        with self._lock:
-            if self._private is None:
-                self._private = connect(":memory:", check_same_thread=False)
-        for name, at in {**self.FUNCTIONS, **self.FUNCTIONS_WITH_FORMAT}.items():
-            conn.create_function(name, -1, self._function(name, at))
-
-    def _function(self, name: str, at: int) -> Callable[..., Any]:
-        def evaluate(*args: Any) -> Any:
-            values = list(args)
-            now = datetime.fromtimestamp(time.time(), UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-            if len(values) <= at:
-                values.append(now)
-            elif isinstance(values[at], str) and values[at].strip().lower() == "now":
-                values[at] = now
-            marks = ", ".join("?" * len(values))
-            with self._lock:
-                return self._private.execute(f"SELECT {name}({marks})", values).fetchone()[0]
-
-        return evaluate
-
-    def stop(self) -> None:
-        self._active = False  # a wrapper someone wrapped again stays, and does nothing
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-        with self._lock:
-            if self._private is not None:
-                with contextlib.suppress(Exception):
-                    self._private.close()
-                self._private = None
-
-
 class FrozenClock:
     """time-machine at ``start``, not ticking, local time in the process's time zone; moves
     forward only."""
@@ -164,7 +91,7 @@ class FrozenClock:
         self._traveller: Any = None
         self._lock = threading.Lock()
         self._nap = _TenacitySleep(self.sleep, self.monotonic)
-        self._sqlite = _SQLiteNow()
+        self._clients: list[Callable[[], None]] = []
 
     @property
     def now(self) -> float:
@@ -175,12 +102,14 @@ class FrozenClock:
         time_machine = _time_machine()
         self._travel = time_machine.travel(_instant(self._now), tick=False)
         self._traveller = self._travel.start()
-        self._sqlite.start()
+        self._clients = [hook.frozen_now() for hook in client_hooks() if hook.frozen_now]
         self._nap.start()
 
     def stop(self) -> None:
         self._nap.stop()
-        self._sqlite.stop()
+        for undo in reversed(self._clients):
+            undo()
+        self._clients = []
         if self._travel is not None:
             self._travel.stop()
             self._travel = self._traveller = None

@@ -326,7 +326,7 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
     shows its rows against another run's)."""
     endpoint = endpoints.get(state.name)
     if s.fork is not None and endpoint is not None:
-        from sandbox.services.capture import capture_end_state
+        from sandbox.services.statecapture import capture_end_state
 
         with contextlib.suppress(SandboxError):
             return capture_end_state(state, endpoint, s.store)

@@ -45,7 +45,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit, urlunsplit
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
 from sandbox.replay.coverage import Coverage, boundary_calls, exercised, raised_types
@@ -53,6 +52,7 @@ from sandbox.replay.deadline import describe as describe_timeout
 from sandbox.replay.divergence import Divergence
 from sandbox.replay.jsondiff import json_equal, short
 from sandbox.replay.unexpected import REASON_TEXT, REASONS, Reason, explain
+from sandbox.services.statecapture import redact_endpoint
 from sandbox.snapshot.events import ErrorInfo, Event, FinalResult
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
@@ -272,15 +272,6 @@ def _named(invariant: SQLInvariant, error: Exception, endpoint: str | None = Non
         f"SQL invariant {short(invariant.query, 80)} on service {invariant.service!r}{where}: "
         f"{error}"
     )
-
-
-def redact_endpoint(endpoint: str) -> str:
-    """The endpoint without its password."""
-    parts = urlsplit(endpoint)
-    if parts.password is None:
-        return endpoint
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def evaluate(

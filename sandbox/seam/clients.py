@@ -46,6 +46,11 @@ class ClientHook:
     kind: str
     default_port: int | None = None
     """The kind's port when an endpoint names none."""
+    default_path: str = ""
+    """The path an endpoint that names none means (redis: database ``0``)."""
+    frozen_now: Callable[[], Callable[[], None]] | None = None
+    """Under the replay's frozen clock, make the client's own idea of now (a database's
+    ``'now'``) read ``time.time()``, which the clock freezes; returns the undo."""
 
 
 _state = threading.local()

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
-from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.descriptor import ContainerSpec, KindBinding
 
 DESCRIBE_LIMIT = 1000
 """Items a description holds per table, per Redis database or per folder (see
@@ -47,7 +47,7 @@ class ServiceKind(Protocol):
     a server how it runs in a container. Implementations register with :func:`register`."""
 
     name: ClassVar[str]
-    binding: ClassVar[Binding]
+    binding: ClassVar[KindBinding]
     """How an agent usually finds a service of this kind (a variable, or a path)."""
     container: ClassVar[ContainerSpec | None]
     """How the server runs in a sandbox container; ``None`` for a kind on a path."""
@@ -99,6 +99,18 @@ class ServerFileLoad(Protocol):
     def load_server_file(self, endpoint: str, data: bytes) -> bool:
         """Load the placed file as the state and restore point (no :meth:`ServiceKind.restore`
         needed); ``False`` when it cannot be, nothing done."""
+        ...
+
+
+@runtime_checkable
+class CreatedByClient(Protocol):
+    """A kind whose client creates the service where it is missing (SQLite:
+    ``sqlite3.connect`` makes the file): the capture before the client's first connection
+    creates it as the client would, so that the state before the run is the empty one."""
+
+    def create_missing(self, endpoint: str) -> None:
+        """Create the service behind ``endpoint`` if there is none (never failing: the
+        client's own connection creates it anyway)."""
         ...
 
 

@@ -1,5 +1,5 @@
 """What a service kind declares besides its state operations, so that everything a kind needs
-lives with the kind: how an agent finds it (:class:`Binding`) and, for a server, how it runs
+lives with the kind: how an agent finds it (:class:`KindBinding`) and, for a server, how it runs
 in a sandbox container (:class:`ContainerSpec`: image, port, user, limits, readiness).
 
 The sandbox (:mod:`sandbox.containers`) and a replay against services already up
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 
 @dataclass(frozen=True)
-class Binding:
+class KindBinding:
     """How an agent usually finds a service of this kind."""
 
     env: str | None = None

@@ -37,7 +37,7 @@ from sandbox.redaction import (
 )
 from sandbox.services.dumptext import Place, dump_places, text_places
 from sandbox.snapshot.bundle import export_bundle
-from sandbox.snapshot.integrity import RunCheck, check_store_run
+from sandbox.snapshot.integrity import Integrity, check_store_run
 from sandbox.snapshot.store import EVENTS, MANIFEST, Store
 
 SECRET_DETECTORS: tuple[str, ...] = (
@@ -440,7 +440,7 @@ def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
         yield from _scan_chunk(chunk, gates)
 
 
-def run_places(store: Store, run_id: str, check: RunCheck | None = None) -> Iterator[Place]:
+def run_places(store: Store, run_id: str, check: Integrity | None = None) -> Iterator[Place]:
     """Every piece of text a bundle of the run would hold, with where it is (``check``: the
     run's check, when the caller made it already)."""
     if check is None:
@@ -466,7 +466,7 @@ def run_places(store: Store, run_id: str, check: RunCheck | None = None) -> Iter
             yield from text_places(where, data)
 
 
-def scan_run(store: Store, run_id: str, check: RunCheck | None = None) -> list[Finding]:
+def scan_run(store: Store, run_id: str, check: Integrity | None = None) -> list[Finding]:
     """What :func:`export_shareable` would refuse (before ``--allow``)."""
     return list(dict.fromkeys(scan_places(run_places(store, run_id, check))))
 

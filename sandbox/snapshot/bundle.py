@@ -43,11 +43,11 @@ from sandbox.errors import (
     StoreError,
 )
 from sandbox.snapshot.events import SHA256_PATTERN, Strict
-from sandbox.snapshot.hashing import canonical_json, sha256_bytes
+from sandbox.snapshot.hashing import canonical_json, sha256_bytes, sha256_file
 from sandbox.snapshot.integrity import (
     BlobInfo,
+    Integrity,
     Problem,
-    RunCheck,
     blob_member,
     check_run_files,
     check_store_run,
@@ -147,7 +147,7 @@ class BundleContents:
 
 
 def export_bundle(
-    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: RunCheck | None = None
+    store: Store, run_id: str, out_path: str | os.PathLike[str], *, check: Integrity | None = None
 ) -> Path:
     """Write run ``run_id`` of ``store`` and the blobs it references to one ``.tar.gz``.
 
@@ -432,7 +432,7 @@ def _stage(fileobj: IO[bytes], target: Path, size: int) -> Staged:
     return Staged(target, digest.hexdigest(), written)
 
 
-def check_bundle(contents: BundleContents) -> tuple[str | None, RunCheck | None, list[Problem]]:
+def check_bundle(contents: BundleContents) -> tuple[str | None, Integrity | None, list[Problem]]:
     """Check the contents of a bundle against its index, and the run inside it.
 
     Returns the run id, the run check, and the problems of the bundle's own structure."""
@@ -490,11 +490,6 @@ def _summary(problems: list[Problem], limit: int = 3) -> str:
 # --- import --------------------------------------------------------------------------------
 
 
-def _file_sha256(path: str | os.PathLike[str]) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def import_bundle(
     store: Store,
     path: str | os.PathLike[str],
@@ -530,7 +525,7 @@ def _import_checked(
         raise IntegrityError(f"{contents.source} is refused: {_summary(problems)}")
     assert check.manifest is not None
     events = contents.files[run_path(run_id, EVENTS)]
-    provenance = Provenance(imported_from=Path(path).name, bundle_sha256=_file_sha256(path))
+    provenance = Provenance(imported_from=Path(path).name, bundle_sha256=sha256_file(path))
     manifest = check.manifest.model_copy(update={"provenance": provenance})
     if manifest.status == "complete":
         blobs = sum(contents.files[blob_member(key)].size for key in check.blob_keys)

@@ -1,9 +1,10 @@
-"""Content addressing: SHA-256 of bytes and of canonical JSON."""
+"""Content addressing: SHA-256 of bytes, of a file and of canonical JSON."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -14,6 +15,12 @@ bytes are the same)."""
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def canonical_json(value: Any) -> bytes:

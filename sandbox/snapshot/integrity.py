@@ -60,8 +60,8 @@ def blob_member(key: str) -> str:
 
 
 @dataclass
-class RunCheck:
-    """What :func:`check_run_files` found."""
+class Integrity:
+    """What :func:`check_run_files` found in a run's files."""
 
     run_id: str
     problems: list[Problem] = field(default_factory=list)
@@ -89,11 +89,11 @@ def check_run_files(
     manifest_bytes: bytes | None,
     events: EventSource | None,
     blob: BlobLookup,
-) -> RunCheck:
+) -> Integrity:
     """Check a run: the manifest (schema and version), every event line, ``seq`` contiguous
     from 0, ``events_sha256``/``event_count`` when present, and every referenced blob present
     with content matching its SHA-256 and size."""
-    check = RunCheck(run_id)
+    check = Integrity(run_id)
     m_path, e_path = run_path(run_id, MANIFEST), run_path(run_id, EVENTS)
 
     if manifest_bytes is None:
@@ -170,7 +170,7 @@ def _lines(stream: IO[bytes], digest: Any) -> Iterator[tuple[bytes, bool]]:
 
 
 def _check_events(
-    check: RunCheck,
+    check: Integrity,
     path: str,
     stream: IO[bytes],
     manifest: Manifest | None,
@@ -281,18 +281,18 @@ def store_blob_lookup(store: Store) -> BlobLookup:
     return lookup
 
 
-def check_store_run(store: Store, run_id: str) -> RunCheck:
+def check_store_run(store: Store, run_id: str) -> Integrity:
     """Check a run kept in a store (raises :class:`UnknownRunError` if absent)."""
     if not store.exists(run_id):
         store.load_manifest(run_id)  # raises UnknownRunError with near matches, or damaged
     try:
         manifest_bytes = store.read_manifest_bytes(run_id)
     except NotRegularFileError as exc:
-        check = RunCheck(run_id)
+        check = Integrity(run_id)
         check.problems.append(Problem(run_path(run_id, MANIFEST), exc.reason))
         return check
     except (OSError, SnapshotError) as exc:
-        check = RunCheck(run_id)
+        check = Integrity(run_id)
         check.problems.append(Problem(run_path(run_id, MANIFEST), f"unreadable: {exc}"))
         return check
     try:

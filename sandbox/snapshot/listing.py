@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,25 +10,13 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sandbox.errors import SnapshotError, UnknownRunError
+from sandbox.processes import pid_alive
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.snapshot import iter_blob_refs
 from sandbox.snapshot.store import MANIFEST, Store
 
 RunState = Literal["running", "incomplete", "complete", "damaged"]
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id runs on this host."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, owned by someone else
-        return True
-    except (OverflowError, OSError):
-        return False
-    return True
 
 
 def run_state(

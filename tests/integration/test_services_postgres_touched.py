@@ -18,9 +18,9 @@ from test_services_containers import create_database, postgres_server
 
 from cli.main import main
 from sandbox.services import get_kind
-from sandbox.services.capture import begin_service_capture, capture_end_state
 from sandbox.services.postgres import PostgresKind, pg_tool, unpack_dump
 from sandbox.services.postgres.pgtouched import FLUSH_IDLE_S, NOTE_META, ROWS_META, STATE_META
+from sandbox.services.statecapture import begin_service_capture, capture_end_state
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ import redis
 from pydantic import JsonValue
 
 from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register, unregister
-from sandbox.services.descriptor import Binding, ContainerSpec, Storage
+from sandbox.services.descriptor import ContainerSpec, KindBinding, Storage
 from sandbox.snapshot.hashing import sha256_bytes
 
 KEY = "memo"
@@ -50,7 +50,7 @@ class MemoKind:
     """The memo's bytes are its dump; no memo is the empty dump."""
 
     name: ClassVar[str] = "memo"
-    binding: ClassVar[Binding] = Binding(env="MEMO_URL")
+    binding: ClassVar[KindBinding] = KindBinding(env="MEMO_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="redis",
         port=6379,

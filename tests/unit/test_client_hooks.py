@@ -48,7 +48,6 @@ def _distribution(root: Path, value: str) -> None:
 @pytest.fixture
 def fresh_hooks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(clients, "_hooks", None)
-    monkeypatch.setattr(clients, "DEFAULT_PORTS", dict(clients.DEFAULT_PORTS))
     yield
     for name in ("note_hook", "note_client"):
         sys.modules.pop(name, None)
@@ -86,4 +85,62 @@ def test_a_hook_that_cannot_be_loaded_is_left_out_with_a_warning(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.warns(RuntimeWarning, match=r"client hook 'note' \(note_hook:NO_SUCH_HOOK\)"):
         hooks = clients.client_hooks()
-    assert [h.kind for h in hooks] == ["mysql"]  # the built-in ones still load
+    # the built-in ones still load
+    assert {h.kind for h in hooks} == {"postgres", "redis", "sqlite", "mysql"}
+
+
+CHILD = """
+import sqlite3, sys
+sys.path.insert(0, sys.argv[1])
+import _sandbox_report
+_sandbox_report.watch_sqlite3(sys.argv[2])
+sqlite3.connect(sys.argv[3]).execute("create table t (x)")
+print(sorted(m for m in sys.modules if m.split(".")[0] == "sandbox"))
+"""
+
+
+def test_a_foreign_interpreter_reports_its_sqlite_files_with_the_kinds_path_rule(
+    tmp_path: Path,
+) -> None:
+    """The child-side reporter (standard library only, for an interpreter where the package
+    cannot be imported) finds the file an ``sqlite3.connect`` names with the sqlite kind's
+    own rule, and connects where the capture answers."""
+    import json
+    import socket
+    import subprocess
+    import threading
+
+    import sandbox.capture._site as site
+
+    sock_path = str(tmp_path / "s.sock")
+    moved = tmp_path / "moved.db"
+    seen: list[dict[str, str]] = []
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(sock_path)
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            seen.append(json.loads(conn.makefile("rb").readline()))
+            conn.sendall(json.dumps({"endpoint": str(moved)}).encode() + b"\n")
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", CHILD, site.__path__[0], sock_path, "asked.db"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        thread.join(timeout=60)
+        server.close()
+    assert out.stdout.strip() == "[]"  # nothing of the package imported
+    assert [(s["kind"], s["client"], s["endpoint"]) for s in seen] == [
+        ("sqlite", "sqlite3", str(tmp_path / "asked.db"))
+    ]
+    assert moved.exists() and not (tmp_path / "asked.db").exists()

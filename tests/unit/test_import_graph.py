@@ -1,8 +1,10 @@
 """The import graph of ``sandbox/``, read from the source (every import statement, including
-those inside functions): the lower layers never import ``sandbox.replay``, the seam
-(``sandbox.seam``, the contract capture and replay share) stands below both, the seam, the
-snapshot store and the services never import the capture (redaction, which they share, is
-``sandbox.redaction``, below them all), and no module imports itself back through any chain.
+those inside functions): every module belongs to one layer of :data:`LAYERS` and imports
+none above its own, the package never imports ``cli``; in particular the lower layers never
+import ``sandbox.replay``, the seam (``sandbox.seam``, the contract capture and replay share)
+stands below both, the seam, the snapshot store and the services never import the capture
+(redaction, which they share, is ``sandbox.redaction``, below them all), and no module
+imports itself back through any chain.
 
 The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
 put on ``PYTHONPATH`` of a wrapped command and starts either the capture or, for the replay of
@@ -18,6 +20,39 @@ import graphlib
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sandbox"
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (
+        "sandbox.redaction",
+        "sandbox.errors",
+        "sandbox.names",
+        "sandbox.sizes",
+        "sandbox.processes",
+        "sandbox.plugins",
+    ),
+    ("sandbox.snapshot",),
+    ("sandbox.seam",),
+    ("sandbox.services",),
+    ("sandbox.containers",),
+    ("sandbox.capture",),
+    ("sandbox.replay",),
+    (
+        "sandbox.report",
+        "sandbox.regress",
+        "sandbox.explain",
+        "sandbox.otel",
+        "sandbox.sweep",
+        "sandbox.k8s",
+        "sandbox.doctor",
+        "sandbox.pytest_plugin",
+        "sandbox",
+    ),
+)
+"""Every module of the package, by layer, lowest first (the order of ``ARCHITECTURE.md``):
+the modules every layer uses and that use none (redaction, errors, names, sizes, process
+liveness, the entry-point groups), the snapshot model and store, the seam, the services,
+the containers, the capture, the replay, and what stands on the replay (reports, regression
+checks, explanations, OpenTelemetry, sweeps, Kubernetes, doctor, the pytest plugin, the
+package's own ``__init__``). ``cli/`` stands above them all."""
 LOWER = (
     "sandbox.capture",
     "sandbox.seam",
@@ -91,6 +126,49 @@ def test_the_graph_is_read_from_the_source() -> None:
     assert "sandbox.services.registry" in graph["sandbox.services"]
     assert "sandbox.explain.parts" in graph["sandbox.explain.trials"]
     assert "sandbox.replay.command" in graph["sandbox.capture._site.sitecustomize"]  # lazy
+
+
+def _layer(module: str) -> int | None:
+    """The index in :data:`LAYERS` of the layer ``module`` belongs to (``sandbox`` itself
+    names the package's ``__init__`` only)."""
+    for index, layer in enumerate(LAYERS):
+        for name in layer:
+            if module == name or (name != "sandbox" and module.startswith(name + ".")):
+                return index
+    return None
+
+
+def test_every_module_has_its_layer() -> None:
+    """A new module or package is placed in :data:`LAYERS` (no module falls outside it)."""
+    assert [m for m in import_graph() if _layer(m) is None] == []
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    """The full order: a module imports only modules of its own layer or lower ones (the
+    boot hook's edges to the replay child are the one exception)."""
+    upward = {
+        (module, target)
+        for module, targets in import_graph().items()
+        for target in targets
+        if (_layer(target) or 0) > (_layer(module) or 0)
+    }
+    assert upward == ALLOWED_UPWARD
+
+
+def test_the_package_never_imports_the_cli() -> None:
+    """``cli/`` is the top: the package never imports it, lazily or not."""
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            found |= {(str(path), n) for n in names if n == "cli" or n.startswith("cli.")}
+    assert found == set()
 
 
 def test_lower_layers_never_import_replay() -> None:

@@ -19,11 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 KIND_MODULE = """
 from typing import ClassVar
-from sandbox.services.descriptor import Binding
+from sandbox.services.descriptor import KindBinding
 
 class NoteKind:
     name: ClassVar[str] = "note"
-    binding: ClassVar[Binding] = Binding(path="file")
+    binding: ClassVar[KindBinding] = KindBinding(path="file")
     container = None
 
 KIND = NoteKind()

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox.errors import UnknownNameError
 from sandbox.services import capture_end_state, capture_service, get_kind
-from sandbox.services.capture import redact_endpoint
+from sandbox.services.statecapture import redact_endpoint
 from sandbox.snapshot.manifest import ServiceState
 from sandbox.snapshot.store import DirectoryStore
 
@@ -59,7 +59,7 @@ def test_redact_endpoint() -> None:
 def test_a_touched_capture_of_a_kind_without_it_says_which_kinds_have_it(
     tmp_path: Path, store: DirectoryStore
 ) -> None:
-    from sandbox.services.capture import begin_service_capture
+    from sandbox.services.statecapture import begin_service_capture
 
     (tmp_path / "a.txt").write_text("a")
     service, pinned = begin_service_capture(

@@ -17,10 +17,11 @@ first statement; if the capture does not answer, the child connects where it mea
 from __future__ import annotations
 
 import json
-import os
+import runpy
 import socket
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 TIMEOUT = 120.0
 """Seconds the child waits for the capture to take the service's state."""
@@ -42,17 +43,12 @@ def report(path: str, kind: str, client: str, endpoint: str, given: str | None) 
     return found if isinstance(found, str) else endpoint
 
 
-def sqlite_path(database: Any, uri: bool) -> str | None:
-    """The absolute path of a file database (``None``: in memory)."""
-    text = os.fsdecode(database) if isinstance(database, bytes | os.PathLike) else str(database)
-    if uri or text.startswith("file:"):
-        parts = urlsplit(text)
-        if "mode=memory" in parts.query:
-            return None
-        text = parts.path
-    if not text or text == ":memory:":
-        return None
-    return os.path.abspath(text)
+def _sqlite_path() -> Callable[[Any, bool], str | None]:
+    """The sqlite kind's :func:`sandbox.services.sqlite.filepath.sqlite_path`, loaded by its
+    file (standard library only): this module runs where the package cannot be imported."""
+    file = Path(__file__).resolve().parents[2] / "services" / "sqlite" / "filepath.py"
+    found: Callable[[Any, bool], str | None] = runpy.run_path(str(file))["sqlite_path"]
+    return found
 
 
 def watch_sqlite3(path: str) -> None:
@@ -61,6 +57,7 @@ def watch_sqlite3(path: str) -> None:
     import sqlite3.dbapi2
 
     original = sqlite3.connect
+    sqlite_path = _sqlite_path()
 
     def connect(database: Any, *args: Any, **kwargs: Any) -> Any:
         file = sqlite_path(database, bool(kwargs.get("uri")))

@@ -41,9 +41,9 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.descriptor import ContainerSpec, KindBinding
 from sandbox.services.dumptext import Place
-from sandbox.snapshot.hashing import fingerprint
+from sandbox.snapshot.hashing import fingerprint, sha256_file
 
 if TYPE_CHECKING:
     from sandbox.services.masking import Masker, MaskRule
@@ -87,14 +87,6 @@ def _clean_patterns(patterns: Iterable[str]) -> list[str]:
     return out
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def walk(root: Path, patterns: Sequence[str]) -> tuple[list[Entry], list[str]]:
     """Every directory and regular file under ``root`` not ignored, in path order, and the
     relative paths of the special files skipped."""
@@ -118,7 +110,7 @@ def walk(root: Path, patterns: Sequence[str]) -> tuple[list[Entry], list[str]]:
                 entries.append(Entry(rel, mode, None, Path(child.path)))
                 visit(Path(child.path), rel + "/")
             elif stat.S_ISREG(st.st_mode):
-                entries.append(Entry(rel, mode, _file_sha256(Path(child.path)), Path(child.path)))
+                entries.append(Entry(rel, mode, sha256_file(child.path), Path(child.path)))
             else:
                 skipped.append(rel)
 
@@ -183,7 +175,7 @@ class FilesKind:
     """Capture a folder as a tar; restore it safely; hash paths, modes and contents."""
 
     name: ClassVar[str] = "files"
-    binding: ClassVar[Binding] = Binding(path="folder")
+    binding: ClassVar[KindBinding] = KindBinding(path="folder")
     container: ClassVar[ContainerSpec | None] = None
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})

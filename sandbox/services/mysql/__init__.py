@@ -17,9 +17,9 @@ from pydantic import JsonValue
 from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, CapturedState, register, table_parts
 from sandbox.services.descriptor import (
-    Binding,
     ContainerSpec,
     ImageBuild,
+    KindBinding,
     Storage,
     database_in_url,
 )
@@ -72,7 +72,7 @@ class MySQLKind:
     restore point."""
 
     name: ClassVar[str] = "mysql"
-    binding: ClassVar[Binding] = Binding(env="MYSQL_URL")
+    binding: ClassVar[KindBinding] = KindBinding(env="MYSQL_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="mariadb",
         port=3306,

@@ -56,7 +56,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
-from sandbox.services.descriptor import Binding, ContainerSpec, ImageBuild, Storage
+from sandbox.services.descriptor import ContainerSpec, ImageBuild, KindBinding, Storage
 from sandbox.services.dumptext import Place
 from sandbox.services.redis import rdbfile, rdbhash, redisstate
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
@@ -416,7 +416,7 @@ class RedisKind:
     ``RESTORE``), reset by reloading the server's RDB file."""
 
     name: ClassVar[str] = "redis"
-    binding: ClassVar[Binding] = Binding(env="REDIS_URL")
+    binding: ClassVar[KindBinding] = KindBinding(env="REDIS_URL")
     container: ClassVar[ContainerSpec | None] = ContainerSpec(
         image="redis",
         build=ImageBuild("sandbox-replayer/redis:7", "redis"),

@@ -33,7 +33,7 @@ from pydantic import JsonValue
 
 from sandbox.errors import QueryRefusedError, ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register, table_parts
-from sandbox.services.descriptor import Binding, ContainerSpec
+from sandbox.services.descriptor import ContainerSpec, KindBinding
 from sandbox.services.dumptext import Place
 from sandbox.services.sqlquery import TIMEOUT_S, read_statement
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
@@ -215,7 +215,7 @@ class SQLiteKind:
     """Capture with the backup API, restore by an atomic replace of the file."""
 
     name: ClassVar[str] = "sqlite"
-    binding: ClassVar[Binding] = Binding(path="file")
+    binding: ClassVar[KindBinding] = KindBinding(path="file")
     container: ClassVar[ContainerSpec | None] = None
 
     dump_media_types: ClassVar[frozenset[str]] = frozenset({MEDIA_TYPE})
@@ -250,6 +250,12 @@ class SQLiteKind:
 
     def __init__(self) -> None:
         self._points: dict[str, bytes] = {}
+
+    def create_missing(self, endpoint: str) -> None:
+        path = db_path(endpoint)
+        if not path.exists():
+            with contextlib.suppress(sqlite3.Error):
+                sqlite3.connect(path).close()
 
     def capture(self, endpoint: str) -> CapturedState:
         path = db_path(endpoint)

@@ -76,3 +76,25 @@ def test_found_sqlite_is_captured_and_replays_leave_the_users_file_alone(
     with sqlite3.connect(live) as conn:
         assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] == 2
     conn.close()
+
+
+def test_a_file_the_agent_creates_is_captured_empty_before_its_first_connection(
+    tmp_path: Path,
+) -> None:
+    """A database file that does not exist yet is made empty for the capture before the
+    agent's first connection (as its ``sqlite3.connect`` would): its state before is an
+    empty database, after holds what the agent wrote."""
+    from sandbox.services.registry import get_kind
+
+    live = tmp_path / "new.db"
+    store = DirectoryStore(tmp_path / "store")
+    with capture.run("new", store=store, services="auto", packages=False) as rec:
+        with sqlite3.connect(live) as conn:
+            conn.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, sku TEXT)")
+        conn.close()
+    (state,) = store.load_manifest(rec.run_id).services
+    assert state.kind == "sqlite" and state.before is not None and state.after is not None
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    assert state.hash_before == get_kind("sqlite").state_hash(str(empty))
+    assert state.hash_after != state.hash_before

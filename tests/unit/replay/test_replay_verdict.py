@@ -15,7 +15,6 @@ from sandbox.replay.verdict import (
     evaluate,
     judge,
     predicate_for,
-    redact_endpoint,
     resolve_path,
     run_sql,
     type_name_matches,
@@ -173,14 +172,6 @@ def test_predicate_for_failure() -> None:
         predicate_for(Failure())
     with pytest.raises(ReplayError):
         predicate_for(None)
-
-
-def test_redact_endpoint() -> None:
-    assert (
-        redact_endpoint("postgresql://app:s3cret@db:5432/shop")
-        == "postgresql://app:***@db:5432/shop"
-    )
-    assert redact_endpoint("postgresql://app@db/shop") == "postgresql://app@db/shop"
 
 
 # --- a real Postgres -------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""Redis connections seen at capture and routed on replay: redis-py's connection pools, sync
+and asyncio (every client opens its connections through one), named in the
+``sandbox_replayer.clients`` entry-point group (:class:`~sandbox.seam.clients.ClientHook`)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from sandbox.seam.clients import ClientHook, Connect, Router, patch_attribute, route
+
+PORT = 6379
+
+
+def _url(kwargs: dict[str, Any]) -> str:
+    user = kwargs.get("username") or ""
+    password = kwargs.get("password") or ""
+    auth = quote(str(user), safe="") + (f":{quote(str(password), safe='')}" if password else "")
+    auth = f"{auth}@" if auth else ""
+    db = kwargs.get("db") or 0
+    if kwargs.get("path"):
+        return f"unix://{auth}{kwargs['path']}?db={db}"
+    host = str(kwargs.get("host") or "localhost")
+    return f"redis://{auth}{host}:{kwargs.get('port') or PORT}/{db}"
+
+
+def _redis(router: Router, undo: list[Callable[[], None]], module: str, client: str) -> None:
+    conn = importlib.import_module(module)
+    address = ("host", "port", "db", "username", "password", "path")
+    parse_url = importlib.import_module("redis.connection").parse_url
+
+    def make(original: Any) -> Any:
+        def __init__(self: Any, connection_class: Any = None, *args: Any, **kwargs: Any) -> None:
+            connection_class = connection_class or conn.Connection
+            endpoint = _url(kwargs)
+            target = route(router, Connect("redis", client, endpoint))
+            if target != endpoint:
+                kwargs = {k: v for k, v in kwargs.items() if k not in address}
+                parsed = dict(parse_url(target))
+                parsed.pop("connection_class", None)
+                kwargs.update(parsed)
+                connection_class = conn.Connection
+            original(self, connection_class, *args, **kwargs)
+
+        return __init__
+
+    patch_attribute(conn.ConnectionPool, "__init__", make, undo)
+
+
+def _sync(router: Router, undo: list[Callable[[], None]]) -> None:
+    _redis(router, undo, "redis.connection", "redis")
+
+
+def _asyncio(router: Router, undo: list[Callable[[], None]]) -> None:
+    _redis(router, undo, "redis.asyncio.connection", "redis.asyncio")
+
+
+REDIS = ClientHook(
+    module="redis.connection", patch=_sync, kind="redis", default_port=PORT, default_path="0"
+)
+REDIS_ASYNCIO = ClientHook(
+    module="redis.asyncio.connection",
+    patch=_asyncio,
+    kind="redis",
+    default_port=PORT,
+    default_path="0",
+)
