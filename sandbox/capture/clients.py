@@ -243,6 +243,15 @@ def _redis(router: Router, undo: list[Callable[[], None]], module: str, client: 
     _patch(conn.ConnectionPool, "__init__", make, undo)
 
 
+def _redis_commands(router: Router, undo: list[Callable[[], None]], module: str) -> None:
+    """The commands of redis-py's clients, noted before they are sent (touched state)."""
+    from sandbox.services.redis.commands import patch_commands
+
+    client = "redis.asyncio" if module.startswith("redis.asyncio") else "redis"
+    seen = lambda kwargs: _route(router, Connect("redis", client, _redis_url(dict(kwargs))))  # noqa: E731
+    patch_commands(module, seen, undo)
+
+
 def _sqlite(router: Router, undo: list[Callable[[], None]]) -> None:
     sqlite3 = importlib.import_module("sqlite3")
     dbapi2 = importlib.import_module("sqlite3.dbapi2")
@@ -269,6 +278,8 @@ _CLIENTS: dict[str, ClientPatch] = {
     "redis.asyncio.connection": lambda r, u: _redis(
         r, u, "redis.asyncio.connection", "redis.asyncio"
     ),
+    "redis.client": lambda r, u: _redis_commands(r, u, "redis.client"),
+    "redis.asyncio.client": lambda r, u: _redis_commands(r, u, "redis.asyncio.client"),
     "sqlite3": _sqlite,
 }
 """Module -> its patch, applied when the agent imports it (:mod:`sandbox.capture.onimport`)."""
