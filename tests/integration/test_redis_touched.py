@@ -20,7 +20,8 @@ import redis
 from test_services_containers import redis_server
 
 from cli.main import main
-from sandbox.services.redis.touched import COUNT_META, KEYS_META, STATE_META
+from sandbox.services.redis import RedisKind, keys_capture
+from sandbox.services.redis.touched import COUNT_META, DOC_KEY, KEYS_META, STATE_META, pin_for
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore
 
@@ -47,6 +48,13 @@ def coupon():
     r.set("order:1", total)
     if total != price - 10:
         raise AssertionError(f"coupon applied twice: {{total}}")
+
+
+@capture.run("fine", store={store!r}, keep="failed")
+def fine():
+    r = redis.Redis.from_url(os.environ["REDIS_URL"])
+    r.get("price:7")
+    r.set("order:1", 90)
 
 
 @capture.run("a", store={store!r}, keep="failed")
@@ -185,3 +193,52 @@ def test_two_tasks_sharing_one_client_each_keep_only_their_own_keys(
     assert _kept(store, runs["b"]) == {}, "b's keys did not exist before it"
     assert sorted(runs["b"].services[0].meta[KEYS_META]) == ["b:0", "b:1"]
     assert sorted(runs["a"].services[0].meta[KEYS_META]) == ["a:0", "a:1", "a:2"]
+
+
+def test_a_run_that_ends_well_keeps_nothing_and_leaves_no_pin(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    agent = _agent(tmp_path, store.root, monkeypatch)
+    agent.fine()
+    assert store.list() == []
+    assert list(store.iter_blobs()) == []
+    from sandbox.services.redis import touched
+
+    assert touched._pins == {}
+    assert pin_for(None, "127.0.0.1:0/0") is None
+
+
+def test_a_restored_touched_capture_confines_the_server_to_its_keys(shop: str) -> None:
+    """Kept keys (glob characters matched literally) answer; any other key, and SCAN, are
+    refused and named; the kind's own connections still reach everything."""
+    import base64
+
+    kept = [b"cart:[1]*", b"gone"]
+    entry = {"key": base64.b64encode(kept[0]).decode(), "dump": None, "pttl": None}
+    client = redis.Redis.from_url(shop)
+    client.set(kept[0], "v")
+    entry["dump"] = base64.b64encode(client.dump(kept[0])).decode()  # type: ignore[arg-type]
+    extra = {DOC_KEY: {"keys": [base64.b64encode(k).decode() for k in kept], "wide": []}}
+    state = keys_capture([entry], 0, 0, "7", {}, extra=extra)
+    kind = RedisKind()
+    kind.restore(shop, state.data)
+    try:
+        agent = redis.Redis.from_url(shop)
+        assert agent.get(kept[0]) == b"v"
+        assert agent.get("gone") is None
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            agent.get("cart:[1]x")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            agent.scan()
+        found = kind.outside_capture(shop, [])
+        assert found == [
+            "reached key 'cart:[1]x', which the capture did not keep",
+            "sent SCAN, which reads keys the capture did not keep",
+        ]
+        assert kind.describe(shop)["keys"] == {
+            "cart:[1]*": {"type": "string", "value": "v", "has_ttl": False}
+        }
+        assert kind.state_hash(shop) == state.state_hash
+    finally:
+        client.execute_command("ACL", "SETUSER", "default", "~*", "+@all")

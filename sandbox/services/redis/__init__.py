@@ -487,6 +487,12 @@ class PinnedKeys:
         self._endpoint = endpoint
         self.pin = touched.PinnedRedis(endpoint, boundary.current())
 
+    def bind(self) -> None:
+        """Take the commands of the run serving the current context."""
+        from sandbox.seam import boundary
+
+        self.pin.bind(boundary.current())
+
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The kept keys as at their first touch, and as they are now (absent ones left out
         of both: a sandbox restores them absent)."""

@@ -107,6 +107,12 @@ class PinnedRedis:
         self._owner = owner
         _register(self)
 
+    def bind(self, owner: object | None) -> None:
+        """Take the commands of the run ``owner`` from now on (instead of the one before)."""
+        _unregister(self)
+        self._owner = owner
+        _register(self)
+
     # --- first touches ------------------------------------------------------------------
 
     def touch_command(self, args: Sequence[object]) -> None:
