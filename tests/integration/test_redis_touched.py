@@ -57,6 +57,23 @@ def fine():
     r.set("order:1", 90)
 
 
+@capture.run(
+    "masked",
+    store={store!r},
+    keep="failed",
+    services=[
+        capture.ServiceSpec(
+            "cache", "redis", os.environ["REDIS_URL"], env="REDIS_URL", mask={{"session:*": "hash"}}
+        )
+    ],
+)
+def masked():
+    r = redis.Redis.from_url(os.environ["REDIS_URL"])
+    r.get("session:1")
+    r.get("price:7")
+    raise AssertionError("kept")
+
+
 @capture.run("a", store={store!r}, keep="failed")
 async def task_a():
     client = SHARED[0]
@@ -93,6 +110,7 @@ def shop(server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     pipe.set("price:7", 100)
     pipe.set("coupon:SAVE10", "yes", px=600_000)
     pipe.set("order:1", "old")
+    pipe.set("session:1", "secret-token")
     for i in range(3):
         pipe.set(f"a:{i}", f"va{i}")
     pipe.execute()
@@ -242,3 +260,26 @@ def test_a_restored_touched_capture_confines_the_server_to_its_keys(shop: str) -
         assert kind.state_hash(shop) == state.state_hash
     finally:
         client.execute_command("ACL", "SETUSER", "default", "~*", "+@all")
+
+
+def test_a_masked_touched_capture_keeps_its_keys_masked_and_leaves_the_live_server_open(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    agent = _agent(tmp_path, store.root, monkeypatch)
+    with pytest.raises(AssertionError):
+        agent.masked()
+    (manifest,) = store.list()
+    (service,) = manifest.services
+    assert service.meta["masked"] == ["session:*"]
+    assert sorted(service.meta[KEYS_META]) == ["price:7", "session:1"]
+    assert service.before is not None
+    data = store.get_blob(service.before.sha256)
+    assert DOC_KEY in json.loads(data), "still the keys a replay confines to"
+    keys = RedisKind().describe_data(shop, data)["keys"]
+    assert isinstance(keys, dict) and set(keys) == {"price:7", "session:1"}
+    assert keys["session:1"]["value"] != "secret-token"  # type: ignore[index,call-overload]
+    assert b"secret-token" not in data
+    live = redis.Redis.from_url(shop)
+    assert live.get("session:1") == b"secret-token"
+    assert live.dbsize() > 1000, "the live server's default user is not confined"
