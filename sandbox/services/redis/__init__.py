@@ -577,7 +577,25 @@ class RedisKind:
         """See :mod:`sandbox.services.redis.masking`."""
         from sandbox.services.redis.masking import mask_redis
 
-        return mask_redis(self, endpoint, state, rules, masker)
+        kept = None if is_rdb(state.data) else parse_dump(state.data).get(touched.DOC_KEY)
+
+        def recapture(scratch: str) -> CapturedState:
+            if kept is None:
+                return self.capture(scratch)
+            with _connect(scratch) as client:  # a touched capture stays one, key by key
+                entries, now = _dump_entries(client)
+                version = _server_version(client)
+            db = int(str(state.meta.get("database", 0)))
+            return keys_capture(
+                entries, now, db, version, state.meta, extra={touched.DOC_KEY: kept}
+            )
+
+        def restore(scratch: str, data: bytes) -> None:
+            self._restore(scratch, data, confine=False)  # the live server stays as it is
+
+        return mask_redis(
+            self, endpoint, state, rules, masker, restore=restore, recapture=recapture
+        )
 
     part_label: ClassVar[str] = "key "
 
