@@ -27,15 +27,19 @@ import os
 from sandbox import capture
 
 EXTRA: list[str] = []
+SKIP: list[bool] = []
 SPEC = [capture.ServiceSpec("ws", "files", {workspace!r}, env="WORKSPACE")]
 
 
 @capture.run("notes", store={store!r}, keep="failed", services=SPEC)
 def notes():
     root = os.environ["WORKSPACE"]
-    with open(os.path.join(root, "price.txt")) as f:
-        price = int(f.read())
-    coupon = open(os.path.join(root, "sub", "coupon.txt"), "rb").read()
+    if SKIP:  # the state read elsewhere (another process, unseen): assumed
+        price, coupon = 100, b"SAVE10"
+    else:
+        with open(os.path.join(root, "price.txt")) as f:
+            price = int(f.read())
+        coupon = open(os.path.join(root, "sub", "coupon.txt"), "rb").read()
     for rel in EXTRA:
         open(os.path.join(root, rel)).read()
     total = price - 10 if coupon else price
@@ -141,3 +145,26 @@ def test_a_run_that_ends_well_keeps_no_file(
     from sandbox.services.files import touched
 
     assert touched._pins == {}
+
+
+def test_a_replay_whose_reads_were_not_seen_is_inconclusive(
+    workspace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A replayed run that opens none of the kept files in the replaying process (its reads
+    happen where they cannot be watched) is never judged on them."""
+    store = DirectoryStore(tmp_path / "store")
+    agent = _agent(tmp_path, workspace, store.root, monkeypatch)
+    with pytest.raises(AssertionError):
+        agent.notes()
+    (manifest,) = store.list()
+    agent.SKIP.append(True)
+    monkeypatch.setenv("COLUMNS", "300")
+    capsys.readouterr()
+    code = main(["replay", manifest.run_id, "--store", str(store.root)])
+    seen = capsys.readouterr()
+    out = seen.out + seen.err
+    assert code == 2, out
+    assert "opened none of the 2 file(s) the capture kept in this process" in out

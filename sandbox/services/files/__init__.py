@@ -256,9 +256,10 @@ class FilesKind:
         opened in this process (the watch then stops)."""
         found = touched.watch_of(endpoint)
         if found is None:
-            return []
-        found.active = False
-        return [f"read file {rel!r}, which the capture did not keep" for rel in found.outside]
+            return [
+                "read the workspace restored by another process: its reads could not be watched"
+            ]
+        return found.stop()
 
     def touched_state(
         self,
@@ -535,8 +536,7 @@ class FilesKind:
         self._points[str(self._root(endpoint).absolute())] = self.capture(endpoint).data
         found = touched.watch_of(endpoint)
         if found is not None:  # a restored touched capture: the run is watched from here
-            found.outside.clear()
-            found.active = True
+            found.start()
 
     def reset(self, endpoint: str) -> None:
         try:
@@ -548,8 +548,7 @@ class FilesKind:
         self.restore(endpoint, data)
         found = touched.watch_of(endpoint)
         if found is not None:
-            found.outside.clear()
-            found.active = True
+            found.start()
 
 
 def kept_paths(data: bytes) -> list[str] | None:

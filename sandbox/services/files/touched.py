@@ -191,13 +191,37 @@ class Watch:
         self.kept = frozenset(kept)
         self.active = False
         self.outside: list[str] = []
+        self.seen = False
+        """Whether anything under the workspace was opened (by this process) since."""
+
+    def start(self) -> None:
+        self.outside.clear()
+        self.seen = False
+        self.active = True
 
     def opened(self, real: str) -> None:
         if not self.active:
             return
         rel = _relative(self.root, real)
-        if rel is not None and rel not in self.kept and rel not in self.outside:
+        if rel is None:
+            return
+        self.seen = True
+        if rel not in self.kept and rel not in self.outside:
             self.outside.append(rel)
+
+    def stop(self) -> list[str]:
+        """Stop watching; what the run reached that was not kept, described. A run that
+        opened nothing under the workspace, where the capture kept files, was not watched
+        (it ran in another process): that is said too, since a read that was not kept
+        could not be seen."""
+        self.active = False
+        out = [f"read file {rel!r}, which the capture did not keep" for rel in self.outside]
+        if not self.seen and self.kept:
+            out.append(
+                f"opened none of the {len(self.kept)} file(s) the capture kept in this "
+                "process: its reads of the workspace could not be watched (another process?)"
+            )
+        return out
 
 
 def watch(root: str, kept: Sequence[str]) -> Watch:
