@@ -496,6 +496,7 @@ class PinnedKeys:
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The kept keys as at their first touch, and as they are now (absent ones left out
         of both: a sandbox restores them absent)."""
+        inside = touched.own()  # the capture's own commands are no touches
         try:
             db = _db(self._endpoint)
             with _connect(self._endpoint) as client:
@@ -510,6 +511,7 @@ class PinnedKeys:
             before = keys_capture(_entries(self.pin.first), now_ms, db, version, meta, extra=extra)
             after = keys_capture(_entries(ended), now_ms, db, version, meta, extra=extra)
         finally:
+            touched.release(inside)
             self.close()
         return before, after
 

@@ -230,6 +230,15 @@ def pin_for(owner: object, where: str) -> PinnedRedis | None:
     return _pins.get((id(owner), where))
 
 
+def own() -> contextvars.Token[bool]:
+    """Mark this context's commands as the capture's own (reset with :func:`release`)."""
+    return _inside.set(True)
+
+
+def release(token: contextvars.Token[bool]) -> None:
+    _inside.reset(token)
+
+
 def inside() -> bool:
     """Whether a pin is reading first touches in this context (its commands are not)."""
     return _inside.get()
