@@ -32,6 +32,8 @@ BUILTIN: dict[str, dict[str, str]] = {
         "asyncpg": "sandbox.services.postgres.clients:ASYNCPG",
         "redis": "sandbox.services.redis.clients:REDIS",
         "redis.asyncio": "sandbox.services.redis.clients:REDIS_ASYNCIO",
+        "redis.client": "sandbox.services.redis.clients:REDIS_COMMANDS",
+        "redis.asyncio.client": "sandbox.services.redis.clients:REDIS_ASYNCIO_COMMANDS",
         "sqlite3": "sandbox.services.sqlite.clients:SQLITE3",
         "pymysql": "sandbox.services.mysql.clients:PYMYSQL",
     },

@@ -256,6 +256,7 @@ class Capture:
         self._recorder = recorder
         self._undo.append(boundary.enter(recorder))
         try:
+            self._bind_pins()
             self._discovery = Discovery(
                 recorder.writer,
                 store,
@@ -277,6 +278,14 @@ class Capture:
         except Exception as exc:
             recorder.damage(exc)
         return recorder
+
+    def _bind_pins(self) -> None:
+        """Declared services pinned before the run served its context observe it now."""
+        from sandbox.services.base import RunBound
+
+        for pinned in self._pins.values():
+            if isinstance(pinned, RunBound):
+                pinned.bind()
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
         from sandbox.services.statecapture import begin_service_capture

@@ -371,7 +371,7 @@ def partial_notes(states: Sequence[ServiceState]) -> list[str]:
         if said is not None and said.startswith("partial"):
             notes.append(
                 f"{state.name}'s state was captured {said}: a run that reads or writes "
-                "another table cannot be judged."
+                "state outside it (another table, key or file) cannot be judged."
             )
     return notes
 

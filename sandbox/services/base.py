@@ -128,6 +128,17 @@ class PinnedState(Protocol):
 
 
 @runtime_checkable
+class RunBound(Protocol):
+    """A :class:`PinnedState` that observes the run serving a context (Redis: the commands
+    it sends): made before the run serves its context (a declared service), it is bound
+    once it does."""
+
+    def bind(self) -> None:
+        """Observe the run serving the current context from now on."""
+        ...
+
+
+@runtime_checkable
 class TouchedCapture(Protocol):
     """A kind that can capture only the part of its state a run touched (Postgres: the rows
     of the tables it read or wrote, see :mod:`sandbox.services.postgres.pgtouched`)."""

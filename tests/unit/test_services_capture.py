@@ -59,11 +59,16 @@ def test_redact_endpoint() -> None:
 def test_a_touched_capture_of_a_kind_without_it_says_which_kinds_have_it(
     tmp_path: Path, store: DirectoryStore
 ) -> None:
+    import sqlite3
+
     from sandbox.services.statecapture import begin_service_capture
 
-    (tmp_path / "a.txt").write_text("a")
+    sqlite3.connect(tmp_path / "app.db").close()
     service, pinned = begin_service_capture(
-        "files", "ws", str(tmp_path), store, None, state="touched"
+        "sqlite", "db", str(tmp_path / "app.db"), store, None, state="touched"
     )
     assert pinned is None
-    assert service.meta["note"] == "the files kind captures its whole state (touched: postgres)"
+    note = str(service.meta["note"])
+    assert note.startswith("the sqlite kind captures its whole state (touched: ")
+    named = set(note.rpartition(": ")[2].rstrip(")").split(", "))
+    assert named == {"files", "postgres", "redis"}

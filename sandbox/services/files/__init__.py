@@ -19,6 +19,10 @@ Files get the time of the restore as mtime.
 
 The state hash is the SHA-256 of the sorted ``(relative path, mode, sha256 of content)``
 triples (``None`` as content hash for a directory).
+
+A touched capture (``--state touched``, ``keep="failed"``: :mod:`sandbox.services.files.touched`)
+holds only the files the run opened for reading, each as at its first read, in the same tar
+with their list in a header; a replay reaching another file is inconclusive.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,6 +47,7 @@ from sandbox.errors import ServiceError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import ContainerSpec, KindBinding
 from sandbox.services.dumptext import Place
+from sandbox.services.files import touched
 from sandbox.snapshot.hashing import fingerprint, sha256_file
 
 if TYPE_CHECKING:
@@ -186,7 +191,12 @@ class FilesKind:
         """See :mod:`sandbox.services.files.masking`."""
         from sandbox.services.files.masking import mask_files
 
-        return mask_files(self, endpoint, state, rules, masker)
+        kept = kept_paths(state.data)  # a touched capture stays one
+
+        def recapture(root: str) -> CapturedState:
+            return self.capture(root, kept=kept)
+
+        return mask_files(self, endpoint, state, rules, masker, recapture=recapture)
 
     part_label: ClassVar[str] = "file "
 
@@ -214,6 +224,79 @@ class FilesKind:
         from sandbox.services.files.dumptext import files_places
 
         return files_places(data)
+
+    # --- touched state -------------------------------------------------------------------
+
+    def pin(self, endpoint: str) -> PinnedWorkspace:
+        """Keep the files the run in context reads, each at its first read (see
+        :mod:`sandbox.services.files.touched`)."""
+        root = self._existing_root(endpoint)
+        base = self._base_patterns(root, None)
+        patterns = self._effective(root, base)
+        return PinnedWorkspace(self, str(root), base, lambda rel: is_ignored(rel, patterns))
+
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        if meta.get(touched.STATE_META) != "touched" or touched.COUNT_META not in meta:
+            return None
+        return [str(p) for p in meta.get(touched.FILES_META) or []]
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        return touched.describe_meta(meta)
+
+    def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
+        """The files under the workspace, outside the touched capture, that the replay
+        opened in this process (the watch then stops)."""
+        found = touched.watch_of(endpoint)
+        if found is None:
+            return [
+                "read the workspace restored by another process: its reads could not be watched"
+            ]
+        return found.stop()
+
+    def touched_state(
+        self,
+        base: Sequence[str],
+        files: Mapping[str, tuple[int, bytes] | None],
+        dirs: Mapping[str, int],
+        meta: Mapping[str, JsonValue],
+    ) -> CapturedState:
+        """A tar of the present ``files`` (relative path -> mode and content) in the folders
+        ``dirs``, listing every path of ``files`` as kept."""
+        kept = sorted(files)
+        headers = {
+            FORMAT_KEY: FORMAT,
+            IGNORE_KEY: json.dumps(list(base)),
+            touched.TOUCHED_KEY: json.dumps(kept),
+        }
+        entries: list[Entry] = []
+        buf = io.BytesIO()
+        with tarfile.open(
+            fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers=headers
+        ) as tar:
+            items: list[tuple[str, int, bytes | None]] = [(d, m, None) for d, m in dirs.items()]
+            items += [(rel, f[0], f[1]) for rel, f in files.items() if f is not None]
+            for rel, mode, content in sorted(items):
+                info = tarfile.TarInfo(rel)
+                info.mode, info.mtime, info.uid, info.gid = mode, 0, 0, 0
+                info.uname = info.gname = ""
+                if content is None:
+                    info.type = tarfile.DIRTYPE
+                    tar.addfile(info)
+                    entries.append(Entry(rel, mode, None, Path(rel)))
+                    continue
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+                entries.append(Entry(rel, mode, touched.sha256(content), Path(rel)))
+        out: dict[str, JsonValue] = {
+            **meta,
+            "files": sum(not e.is_dir for e in entries),
+            "dirs": sum(e.is_dir for e in entries),
+            "bytes": sum(len(f[1]) for f in files.values() if f is not None),
+            "ignore": list(base),
+        }
+        return CapturedState(
+            data=buf.getvalue(), state_hash=tree_hash(entries), media_type=MEDIA_TYPE, meta=out
+        )
 
     def __init__(self, ignore: Sequence[str] = DEFAULT_IGNORE) -> None:
         self.ignore = tuple(_clean_patterns(ignore))
@@ -249,13 +332,32 @@ class FilesKind:
 
     # --- the protocol --------------------------------------------------------------------
 
-    def capture(self, endpoint: str, *, ignore: Sequence[str] | None = None) -> CapturedState:
+    def capture(
+        self,
+        endpoint: str,
+        *,
+        ignore: Sequence[str] | None = None,
+        kept: Sequence[str] | None = None,
+    ) -> CapturedState:
+        """The whole folder; ``kept``: as a touched capture keeping those paths (masking
+        one)."""
+        token = touched.own()
+        try:
+            return self._capture(endpoint, ignore, kept)
+        finally:
+            touched.release(token)
+
+    def _capture(
+        self, endpoint: str, ignore: Sequence[str] | None, kept: Sequence[str] | None
+    ) -> CapturedState:
         root = self._existing_root(endpoint)
         base = self._base_patterns(root, ignore)
         self._ignore_used[str(root.absolute())] = base
         entries, skipped = walk(root, self._effective(root, base))
         buf = io.BytesIO()
         headers = {FORMAT_KEY: FORMAT, IGNORE_KEY: json.dumps(list(base))}
+        if kept is not None:
+            headers[touched.TOUCHED_KEY] = json.dumps(sorted(kept))
         total = 0
         with tarfile.open(
             fileobj=buf, mode="w", format=tarfile.PAX_FORMAT, pax_headers=headers
@@ -342,6 +444,15 @@ class FilesKind:
         except OSError as exc:
             raise ServiceError(f"files restore into {root} failed: {exc}") from None
         self._ignore_used[str(root.absolute())] = tuple(_clean_patterns(base))
+        kept = tar.pax_headers.get(touched.TOUCHED_KEY)
+        if kept is not None:
+            try:
+                paths = json.loads(kept)
+                if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+                    raise ValueError
+            except ValueError:
+                raise ServiceError("files capture has an unreadable list of kept files") from None
+            touched.watch(str(root), paths)
 
     def _clear(self, folder: Path, prefix: str, keep: Sequence[str], dirs: set[str]) -> None:
         """Remove everything under ``folder`` but ignored entries; a directory the archive
@@ -365,7 +476,11 @@ class FilesKind:
 
     def state_hash(self, endpoint: str, *, ignore: Sequence[str] | None = None) -> str:
         root = self._existing_root(endpoint)
-        entries, _ = walk(root, self._effective(root, self._base_patterns(root, ignore)))
+        token = touched.own()
+        try:
+            entries, _ = walk(root, self._effective(root, self._base_patterns(root, ignore)))
+        finally:
+            touched.release(token)
         return tree_hash(entries)
 
     def describe(
@@ -404,12 +519,16 @@ class FilesKind:
                 self.restore(str(root), data)
                 return self.describe(str(root), limit=limit)
             finally:
+                touched.unwatch(str(root))
                 self._ignore_used.pop(str(root.absolute()), None)
                 if root.exists():
                     _make_writable(root)
 
     def mark_restore_point(self, endpoint: str) -> None:
         self._points[str(self._root(endpoint).absolute())] = self.capture(endpoint).data
+        found = touched.watch_of(endpoint)
+        if found is not None:  # a restored touched capture: the run is watched from here
+            found.start()
 
     def reset(self, endpoint: str) -> None:
         try:
@@ -419,6 +538,62 @@ class FilesKind:
                 f"no restore point for workspace {endpoint}: call mark_restore_point first"
             ) from None
         self.restore(endpoint, data)
+        found = touched.watch_of(endpoint)
+        if found is not None:
+            found.start()
+
+
+def kept_paths(data: bytes) -> list[str] | None:
+    """The paths a touched capture kept (its header), or ``None`` for a whole one."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            raw = tar.pax_headers.get(touched.TOUCHED_KEY)
+    except (tarfile.TarError, EOFError) as exc:
+        raise ServiceError(f"files capture is not a readable tar: {exc}") from None
+    if raw is None:
+        return None
+    try:
+        paths = json.loads(raw)
+    except ValueError:
+        paths = None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise ServiceError("files capture has an unreadable list of kept files")
+    return paths
+
+
+class PinnedWorkspace:
+    """A run's first reads of a workspace as the kind's
+    :class:`~sandbox.services.base.PinnedState`."""
+
+    def __init__(
+        self, kind: FilesKind, root: str, base: Sequence[str], ignored: Callable[[str], bool]
+    ) -> None:
+        from sandbox.seam import boundary
+
+        self._kind = kind
+        self._base = tuple(base)
+        self.pin = touched.PinnedFiles(root, ignored, boundary.current())
+
+    def bind(self) -> None:
+        from sandbox.seam import boundary
+
+        self.pin.bind(boundary.current())
+
+    def finish(self) -> tuple[CapturedState, CapturedState]:
+        """The files read as at their first read, and the same paths as they are now."""
+        try:
+            meta = self.pin.meta()
+            before = self._kind.touched_state(self._base, self.pin.first, self.pin.dirs, meta)
+            ended = self.pin.now()
+            after = self._kind.touched_state(self._base, ended, self.pin.dirs, meta)
+        except OSError as exc:
+            raise ServiceError(f"cannot read workspace {self.pin.root}: {exc}") from None
+        finally:
+            self.close()
+        return before, after
+
+    def close(self) -> None:
+        self.pin.close()
 
 
 KIND = register(FilesKind())

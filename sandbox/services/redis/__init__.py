@@ -27,6 +27,10 @@ A capture is one of two formats (:func:`unpack_rdb` and :func:`parse_dump` read 
 
 Either way a key that had 5 s left at capture has 5 s left after the restore.
 
+A touched capture (``--state touched``, ``keep="failed"``: :mod:`sandbox.services.redis.touched`)
+is a key-by-key one holding only the keys the run touched, each as at its first touch; its
+restore confines the server to those keys, so that a replay reaching another is inconclusive.
+
 The state hash: version 2 (:mod:`sandbox.services.redis.redisstate`) is computed from an RDB, the
 server's snapshot (or one built from ``DUMP`` payloads); version 1, for captures made before
 it and for databases holding streams or module types, covers, for every key in byte order,
@@ -45,7 +49,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -58,7 +62,7 @@ from sandbox.errors import ServiceError, ServiceVersionError
 from sandbox.services.base import DESCRIBE_LIMIT, TRUNCATED, CapturedState, register
 from sandbox.services.descriptor import ContainerSpec, ImageBuild, KindBinding, Storage
 from sandbox.services.dumptext import Place
-from sandbox.services.redis import rdbfile, rdbhash, redisstate
+from sandbox.services.redis import rdbfile, rdbhash, redisstate, touched
 from sandbox.snapshot.hashing import canonical_json, fingerprint, sha256_bytes
 
 if TYPE_CHECKING:
@@ -92,14 +96,43 @@ def _where(endpoint: str) -> str:
     return f"{parts.hostname}:{parts.port or 6379}{parts.path or '/0'}"
 
 
+_ADMIN: dict[str, str] = {}
+"""``host:port`` of a server confined to a touched capture's keys -> the password of the
+kind's own user there (:data:`~sandbox.services.redis.touched.ADMIN_USER`), in memory only."""
+
+
+def _server(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    return f"{parts.hostname}:{parts.port or 6379}"
+
+
+def _admin_url(endpoint: str) -> str:
+    """``endpoint`` as the kind's own user where the server is confined, else itself."""
+    password = _ADMIN.get(_server(endpoint))
+    if password is None:
+        return endpoint
+    parts = urlsplit(endpoint)
+    netloc = f"{touched.ADMIN_USER}:{password}@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 @contextmanager
 def _connect(endpoint: str) -> Iterator[redis.Redis]:
     try:
-        client = redis.Redis.from_url(endpoint, decode_responses=False, socket_timeout=30)
+        client = redis.Redis.from_url(
+            _admin_url(endpoint), decode_responses=False, socket_timeout=30
+        )
     except ValueError as exc:
         raise ServiceError(f"invalid redis endpoint: {exc}") from None
     try:
-        client.ping()
+        try:
+            client.ping()
+        except redis.AuthenticationError:
+            if _ADMIN.pop(_server(endpoint), None) is None:
+                raise
+            client.close()  # a new server at the address of one confined before
+            client = redis.Redis.from_url(endpoint, decode_responses=False, socket_timeout=30)
+            client.ping()
         yield client
     except redis.RedisError as exc:
         raise ServiceError(f"redis at {_where(endpoint)}: {exc}") from None
@@ -324,7 +357,9 @@ def _snapshot(
     """The server's RDB, byte-stable (:func:`rdbfile.stable`), and the summary of database
     ``db`` (:func:`rdbhash.summarize`), walked while the RDB comes."""
     walk = rdbhash.Walk(db, strict=strict)
-    rdb = rdbfile.stable(rdbfile.fetch(endpoint, diskless=_diskless(client), sink=walk.feed))
+    rdb = rdbfile.stable(
+        rdbfile.fetch(_admin_url(endpoint), diskless=_diskless(client), sink=walk.feed)
+    )
     return rdb, walk.result(rdb)
 
 
@@ -395,6 +430,95 @@ class _Point:
     """Set by a load: the file is the restore point already."""
 
 
+def keys_capture(
+    entries: list[dict[str, Any]],
+    now: int,
+    db: int,
+    version: str,
+    meta: Mapping[str, JsonValue],
+    *,
+    fallback: Any = None,
+    extra: Mapping[str, Any] | None = None,
+) -> CapturedState:
+    """A key-by-key capture (format 1) of ``entries`` read at the server time ``now``;
+    ``extra`` goes into its document (a touched capture's list of keys). The version-1 hash
+    (``fallback()``) stands in when an entry is one an RDB reader skips."""
+    try:
+        rdb = _entries_rdb(db, entries, now)
+        state_hash = _digest(rdbfile.keys(rdb, db, expected=len(entries)), db)
+        hash_version = redisstate.HASH_VERSION
+    except rdbfile.Unreadable:
+        if fallback is None:
+            raise ServiceError("redis capture holds keys whose state cannot be hashed") from None
+        state_hash, hash_version = str(fallback()), 1
+    doc = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "redis_version": version,
+        "hash_version": hash_version,
+        "keys": entries,
+        **(extra or {}),
+    }
+    return CapturedState(
+        data=canonical_json(doc),
+        state_hash=state_hash,
+        version=version,
+        media_type=MEDIA_TYPE,
+        meta={**meta, "keys": len(entries)},
+    )
+
+
+def _entries(found: Mapping[bytes, tuple[bytes | None, int | None]]) -> list[dict[str, Any]]:
+    """Key-by-key entries of the present keys of ``found`` (payload and PTTL), in byte order."""
+    return [
+        {"key": _b64(key), "dump": _b64(payload), "pttl": pttl}
+        for key, (payload, pttl) in sorted(found.items())
+        if payload is not None
+    ]
+
+
+class PinnedKeys:
+    """A run's first touches of a database (:class:`~sandbox.services.redis.touched.PinnedRedis`)
+    as the kind's :class:`~sandbox.services.base.PinnedState`."""
+
+    def __init__(self, endpoint: str) -> None:
+        from sandbox.seam import boundary
+
+        self._endpoint = endpoint
+        self.pin = touched.PinnedRedis(endpoint, boundary.current())
+
+    def bind(self) -> None:
+        """Take the commands of the run serving the current context."""
+        from sandbox.seam import boundary
+
+        self.pin.bind(boundary.current())
+
+    def finish(self) -> tuple[CapturedState, CapturedState]:
+        """The kept keys as at their first touch, and as they are now (absent ones left out
+        of both: a sandbox restores them absent)."""
+        inside = touched.own()  # the capture's own commands are no touches
+        try:
+            db = _db(self._endpoint)
+            with _connect(self._endpoint) as client:
+                version = _server_version(client)
+                now_ms = _now_ms(client)
+            ended = self.pin.now()
+            keys = sorted(self.pin.first)
+            extra = {
+                touched.DOC_KEY: {"keys": [_b64(k) for k in keys], "wide": list(self.pin.wide)}
+            }
+            meta: dict[str, JsonValue] = {"database": str(db), **self.pin.meta()}
+            before = keys_capture(_entries(self.pin.first), now_ms, db, version, meta, extra=extra)
+            after = keys_capture(_entries(ended), now_ms, db, version, meta, extra=extra)
+        finally:
+            touched.release(inside)
+            self.close()
+        return before, after
+
+    def close(self) -> None:
+        self.pin.close()
+
+
 def _redis_url(host: str, port: int, database: str) -> str:
     return f"redis://{host}:{port}/{database or '0'}"
 
@@ -455,7 +579,25 @@ class RedisKind:
         """See :mod:`sandbox.services.redis.masking`."""
         from sandbox.services.redis.masking import mask_redis
 
-        return mask_redis(self, endpoint, state, rules, masker)
+        kept = None if is_rdb(state.data) else parse_dump(state.data).get(touched.DOC_KEY)
+
+        def recapture(scratch: str) -> CapturedState:
+            if kept is None:
+                return self.capture(scratch)
+            with _connect(scratch) as client:  # a touched capture stays one, key by key
+                entries, now = _dump_entries(client)
+                version = _server_version(client)
+            db = int(str(state.meta.get("database", 0)))
+            return keys_capture(
+                entries, now, db, version, state.meta, extra={touched.DOC_KEY: kept}
+            )
+
+        def restore(scratch: str, data: bytes) -> None:
+            self._restore(scratch, data, confine=False)  # the live server stays as it is
+
+        return mask_redis(
+            self, endpoint, state, rules, masker, restore=restore, recapture=recapture
+        )
 
     part_label: ClassVar[str] = "key "
 
@@ -470,9 +612,9 @@ class RedisKind:
             for n in names
         ]
         try:
-            with redis.Redis.from_url(endpoint, socket_timeout=30) as client:
+            with _connect(endpoint) as client:
                 client.delete(*keys)
-        except redis.RedisError as exc:
+        except (redis.RedisError, ServiceError) as exc:
             raise ServiceError(f"cannot remove redis keys: {exc}") from None
 
     def dump_places(self, media_type: str, data: bytes) -> Iterator[Place]:
@@ -549,32 +691,39 @@ class RedisKind:
         meta: dict[str, JsonValue],
     ) -> CapturedState:
         entries, now = _dump_entries(client)
-        try:
-            rdb = _entries_rdb(db, entries, now)
-            state_hash = _digest(rdbfile.keys(rdb, db, expected=len(entries)), db)
-            hash_version = redisstate.HASH_VERSION
-        except rdbfile.Unreadable:
-            state_hash, hash_version = _hash(client), 1
-        doc = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "redis_version": version,
-            "hash_version": hash_version,
-            "keys": entries,
-        }
-        return CapturedState(
-            data=canonical_json(doc),
-            state_hash=state_hash,
-            version=version,
-            media_type=MEDIA_TYPE,
-            meta={**meta, "keys": len(entries)},
-        )
+        return keys_capture(entries, now, db, version, meta, fallback=lambda: _hash(client))
+
+    # --- touched state -----------------------------------------------------------------------
+
+    def pin(self, endpoint: str) -> PinnedKeys:
+        """Keep the keys the run in context touches, each at its first touch (see
+        :mod:`sandbox.services.redis.touched`)."""
+        return PinnedKeys(endpoint)
+
+    def captured_parts(self, meta: Mapping[str, Any]) -> list[str] | None:
+        """The keys a touched capture kept (as the meta lists them)."""
+        if meta.get(touched.STATE_META) != "touched" or touched.COUNT_META not in meta:
+            return None
+        return [str(k) for k in meta.get(touched.KEYS_META) or []]
+
+    def describe_capture(self, meta: Mapping[str, Any]) -> str | None:
+        return touched.describe_meta(meta)
+
+    def outside_capture(self, endpoint: str, captured: Collection[str]) -> list[str]:
+        """The keys outside the touched capture that the replayed run reached (and the
+        keyspace-wide commands it sent), as the confined server refused and logged them."""
+        with _connect(endpoint) as client:
+            return touched.outside(client)
 
     # --- restore ---------------------------------------------------------------------------
 
     def restore(self, endpoint: str, data: bytes) -> None:
         """Replace the endpoint's database with a capture, with commands (``RESTORE`` for
-        format 1, ordinary writes for format 2); TTLs run from now."""
+        format 1, ordinary writes for format 2); TTLs run from now. A touched capture then
+        confines the server to its keys (:func:`~sandbox.services.redis.touched.lock`)."""
+        self._restore(endpoint, data, confine=True)
+
+    def _restore(self, endpoint: str, data: bytes, *, confine: bool) -> None:
         if is_rdb(data):
             header, rdb = unpack_rdb(data)
             keys = rdbfile.keys(rdb, header["db"], expected=header.get("keys"))
@@ -585,6 +734,7 @@ class RedisKind:
             return
         doc = parse_dump(data)
         entries = _restore_entries(doc)
+        kept = touched.touched_keys(doc) if confine else None
         with _connect(endpoint) as client:
             client.flushdb()
             for start in range(0, len(entries), _BATCH):
@@ -595,6 +745,16 @@ class RedisKind:
                     pipe.execute()
                 except redis.ResponseError as exc:
                     raise _restore_error(client, endpoint, doc, exc) from None
+            if kept is not None:
+                password = _ADMIN.get(_server(endpoint)) or touched.new_password()
+                try:
+                    touched.lock(client, kept, password)
+                except redis.ResponseError as exc:
+                    raise ServiceError(
+                        f"redis at {_where(endpoint)} cannot be confined to the touched "
+                        f"capture's keys (ACL): {exc}"
+                    ) from None
+                _ADMIN[_server(endpoint)] = password
         self._hash_versions[endpoint] = int(doc.get("hash_version", 1))
 
     def server_file(self, data: bytes) -> bytes | None:
@@ -648,7 +808,7 @@ class RedisKind:
         scratch = urlunsplit(parts._replace(path=f"/{number}"))
         versions = dict(self._hash_versions)
         try:
-            self.restore(scratch, data)
+            self._restore(scratch, data, confine=False)
             return self.describe(scratch, limit=limit)
         finally:
             self._hash_versions = versions
@@ -665,6 +825,7 @@ class RedisKind:
             point.fresh = False
             return
         with _connect(endpoint) as client:
+            _forget_refusals(client, endpoint)
             if _config(client, "enable-debug-command") != "yes":
                 entries, _ = _dump_entries(client)
                 doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "keys": entries}
@@ -687,10 +848,19 @@ class RedisKind:
             self.restore(endpoint, point)
             if versions is not None:
                 self._hash_versions[endpoint] = versions
+            with _connect(endpoint) as client:
+                _forget_refusals(client, endpoint)
             return
         with _connect(endpoint) as client:
             _reload(client)
             _expire(client, point.ttls)
+            _forget_refusals(client, endpoint)
+
+
+def _forget_refusals(client: redis.Redis, endpoint: str) -> None:
+    """Empty the ACL log of a confined server: what a run is refused is its own."""
+    if _server(endpoint) in _ADMIN:
+        client.execute_command("ACL", "LOG", "RESET")  # type: ignore[no-untyped-call]
 
 
 def _restore_entries(doc: dict[str, Any]) -> list[tuple[bytes, int, bytes]]:

@@ -1,5 +1,6 @@
 """Redis connections seen at capture and routed on replay: redis-py's connection pools, sync
-and asyncio (every client opens its connections through one), named in the
+and asyncio (every client opens its connections through one), and its clients' commands
+(noted before they are sent, for touched state: :mod:`.commands`), named in the
 ``sandbox_replayer.clients`` entry-point group (:class:`~sandbox.seam.clients.ClientHook`)."""
 
 from __future__ import annotations
@@ -63,6 +64,32 @@ REDIS = ClientHook(
 REDIS_ASYNCIO = ClientHook(
     module="redis.asyncio.connection",
     patch=_asyncio,
+    kind="redis",
+    default_port=PORT,
+    default_path="0",
+)
+
+
+def _commands(router: Router, undo: list[Callable[[], None]], module: str, client: str) -> None:
+    """The commands of redis-py's clients, noted before they are sent (touched state)."""
+    from sandbox.services.redis.commands import patch_commands
+
+    def seen(kwargs: Any) -> str:
+        return route(router, Connect("redis", client, _url(dict(kwargs))))
+
+    patch_commands(module, seen, undo)
+
+
+REDIS_COMMANDS = ClientHook(
+    module="redis.client",
+    patch=lambda r, u: _commands(r, u, "redis.client", "redis"),
+    kind="redis",
+    default_port=PORT,
+    default_path="0",
+)
+REDIS_ASYNCIO_COMMANDS = ClientHook(
+    module="redis.asyncio.client",
+    patch=lambda r, u: _commands(r, u, "redis.asyncio.client", "redis.asyncio"),
     kind="redis",
     default_port=PORT,
     default_path="0",

@@ -5,6 +5,7 @@ database of the same server, the values of the keys a target's pattern matches c
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import redis
 
@@ -16,13 +17,22 @@ REDIS_SCRATCH_DB = 14
 
 
 def mask_redis(
-    kind: ServiceKind, endpoint: str, state: CapturedState, rules: list[MaskRule], m: Masker
+    kind: ServiceKind,
+    endpoint: str,
+    state: CapturedState,
+    rules: list[MaskRule],
+    m: Masker,
+    *,
+    restore: Callable[[str, bytes], None] | None = None,
+    recapture: Callable[[str], CapturedState] | None = None,
 ) -> CapturedState:
+    """``restore`` and ``recapture`` (default: the kind's ``restore`` and ``capture``) put
+    the capture into the scratch database and take it back masked."""
     base = endpoint.rsplit("/", 1)[0] if endpoint.count("/") > 2 else endpoint.rstrip("/")
     scratch = f"{base}/{REDIS_SCRATCH_DB}"
     if scratch == endpoint:
         raise ServiceError(f"redis database {REDIS_SCRATCH_DB} is the masking scratch database")
-    kind.restore(scratch, state.data)
+    (restore or kind.restore)(scratch, state.data)
     client: redis.Redis = redis.Redis.from_url(scratch, decode_responses=False)
     try:
         for rule in rules:
@@ -36,7 +46,7 @@ def mask_redis(
                 elif kind_of == b"hash":
                     for field, value in client.hgetall(raw).items():
                         client.hset(raw, field, m.apply_field(rule.method, field, value))
-        masked = kind.capture(scratch)
+        masked = (recapture or kind.capture)(scratch)
     finally:
         with contextlib.suppress(redis.RedisError):
             client.flushdb()

@@ -1,0 +1,100 @@
+"""redis-py's commands seen before they are sent, for a touched capture
+(:mod:`sandbox.services.redis.touched`): a client's commands (sync and asyncio), a
+pipeline's or transaction's when it executes, a watching pipeline's immediate ones.
+
+Each command is given to the pin of the run in whose context it is sent, for the client's
+database. A run whose context sends a command through a client it did not connect itself
+(one client or pool shared among runs) is first made to see the connection (``seen``, the
+capture's router), so that it captures that service as well. Outside any run, on a replay
+(no pins) and for the pins' own commands this costs one lookup. Capture fails open: an
+error of its own never reaches the agent's command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from sandbox.seam import boundary
+from sandbox.seam.clients import patch_attribute
+from sandbox.services.redis import touched
+
+Seen = Callable[[Mapping[str, Any]], object]
+"""Make the run in context see a connection with these connection keywords."""
+
+_routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""Run (its boundary) -> the databases it was made to see once."""
+_routed_lock = threading.Lock()
+
+
+def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> None:
+    if touched.inside():
+        return
+    run = boundary.current()
+    if run is None:
+        return
+    try:
+        kwargs = client.connection_pool.connection_kwargs
+        if kwargs.get("path"):
+            return  # a unix socket: no pin keys it
+        where = touched.address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
+        pin = touched.pin_for(run, where)
+        if pin is None:
+            with _routed_lock:
+                done = _routed.setdefault(run, set())
+                first = where not in done
+                done.add(where)
+            if not first:
+                return
+            seen(kwargs)
+            pin = touched.pin_for(run, where)
+            if pin is None:
+                return
+        for args in commands:
+            pin.touch_command(args)
+    except Exception:  # capture fails open: the agent's command goes on
+        return
+
+
+def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> None:
+    """Patch the client classes of ``module`` (``redis.client`` or ``redis.asyncio.client``)
+    so that their commands are noted first (each change undone by a function in ``undo``)."""
+    mod = importlib.import_module(module)
+    asynchronous = module.startswith("redis.asyncio")
+
+    def one(original: Any) -> Any:
+        if asynchronous:
+
+            async def run_async(self: Any, *args: Any, **options: Any) -> Any:
+                _before(self, [args], seen)
+                return await original(self, *args, **options)
+
+            return run_async
+
+        def run(self: Any, *args: Any, **options: Any) -> Any:
+            _before(self, [args], seen)
+            return original(self, *args, **options)
+
+        return run
+
+    def stack(original: Any) -> Any:
+        if asynchronous:
+
+            async def execute_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+                _before(self, [c[0] for c in self.command_stack], seen)
+                return await original(self, *args, **kwargs)
+
+            return execute_async
+
+        def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _before(self, [c[0] for c in self.command_stack], seen)
+            return original(self, *args, **kwargs)
+
+        return execute
+
+    patch_attribute(mod.Redis, "execute_command", one, undo)
+    patch_attribute(mod.Pipeline, "immediate_execute_command", one, undo)
+    patch_attribute(mod.Pipeline, "execute", stack, undo)
