@@ -166,23 +166,21 @@ class ObjectStore:
         return found
 
     def check_bucket(self) -> None:
-        """Raise :class:`StoreError` unless the bucket is there (one ``HEAD``)."""
-        from botocore.exceptions import ClientError
+        """Raise :class:`StoreError` when the store answers that the bucket does not exist
+        (one ``HEAD``); any other answer (an outage, no permission to look) is left to the
+        writes that follow."""
+        from botocore.exceptions import BotoCoreError, ClientError
 
-        def head() -> bool:
-            try:
-                self.client.head_bucket(Bucket=self.location.bucket)
-            except ClientError as exc:
-                if _status(exc) == 404:
-                    return False
-                raise
-            return True
-
-        if not self._call(f"look up the bucket {self.location.bucket}", head):
-            where = self.endpoint or "boto3's endpoint"
-            raise StoreError(
-                f"{self.location}: there is no bucket {self.location.bucket!r} at {where}"
-            )
+        try:
+            self.client.head_bucket(Bucket=self.location.bucket)
+        except ClientError as exc:
+            if _status(exc) == 404:
+                where = self.endpoint or "boto3's endpoint"
+                raise StoreError(
+                    f"{self.location}: there is no bucket {self.location.bucket!r} at {where}"
+                ) from None
+        except BotoCoreError:
+            pass
 
     def _keys(self, prefix: str) -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")

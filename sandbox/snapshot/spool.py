@@ -274,9 +274,9 @@ class SpooledStore(DirectoryStore):
     def save_raw(
         self, manifest: Manifest, events: bytes | Path, *, overwrite: bool = False
     ) -> None:
-        self.remote.check_bucket()
         if not overwrite and self.remote.exists(manifest.run_id):
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.url}")
+        self.remote.check_bucket()
         claimed = self._claim(manifest.run_id)
         try:
             super().save_raw(manifest, events, overwrite=overwrite)
