@@ -96,12 +96,20 @@ class S3Server:
     def puts(self, suffix: str = "") -> list[str]:
         return [r for r in self.requests() if r.startswith("PUT ") and r.endswith(suffix)]
 
-    def hold(self, suffix: str) -> None:
-        """Hold every request whose path ends with ``suffix`` (an outage) until :meth:`release`."""
-        Path(f"{self.log}.hold").write_text(suffix)
+    def hold(self, suffix: str, method: str = "") -> None:
+        """Hold every request (of ``method`` only, when given) whose path ends with ``suffix``
+        (an outage) until :meth:`release`."""
+        Path(f"{self.log}.hold").write_text(f"{method} {suffix}")
 
     def release(self) -> None:
         Path(f"{self.log}.hold").unlink(missing_ok=True)
+
+    def down(self, down: bool = True) -> None:
+        """Refuse every request with 503 at once (an outage) until ``down(False)``."""
+        if down:
+            Path(f"{self.log}.down").write_text("")
+        else:
+            Path(f"{self.log}.down").unlink(missing_ok=True)
 
     def env(self) -> dict[str, str]:
         """boto3's usual variables pointing at this server."""
@@ -162,10 +170,12 @@ def s3(s3_process: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> Iterato
     log.write_text("")
     server = S3Server(endpoint, log)
     server.release()
+    server.down(False)
     for name, value in server.env().items():
         monkeypatch.setenv(name, value)
     yield server
     server.release()
+    server.down(False)
 
 
 @pytest.fixture

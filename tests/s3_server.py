@@ -2,9 +2,11 @@
 
 ``python tests/s3_server.py PORT LOG`` serves moto's S3 API on 127.0.0.1:PORT and appends
 ``METHOD PATH`` to LOG for every request before it is answered. While the file ``LOG.hold``
-exists and a request's path ends with the text it holds, that request waits (logged as
-``HELD METHOD PATH``); when the file goes away it is refused with 503: a write that never
-landed, as in an outage. Used by the fixtures of ``tests/conftest.py``.
+exists and a request's path ends with the text it holds (``METHOD SUFFIX``: that method
+only), that request waits (logged as ``HELD METHOD PATH``); when the file goes away it is
+refused with 503: a write that never landed, as in an outage. While ``LOG.down`` exists every
+request is refused with 503 at once (logged as ``DOWN METHOD PATH``). Used by the fixtures of
+``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ StartResponse = Callable[..., Any]
 
 
 def logged(app: Any, log: Path) -> Callable[[Environ, StartResponse], Iterable[bytes]]:
-    hold = Path(f"{log}.hold")
+    hold, down = Path(f"{log}.hold"), Path(f"{log}.down")
 
     def note(line: str) -> None:
         with log.open("a") as f:
@@ -35,11 +37,15 @@ def logged(app: Any, log: Path) -> Callable[[Environ, StartResponse], Iterable[b
 
     def wsgi(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+        if down.exists():
+            note(f"DOWN {method} {path}")
+            start_response("503 Service Unavailable", [("Content-Length", "0")])
+            return [b""]
         try:
-            suffix = hold.read_text().strip()
+            only, _, suffix = hold.read_text().strip().rpartition(" ")
         except OSError:
-            suffix = ""
-        if suffix and path.endswith(suffix):
+            only, suffix = "", ""
+        if suffix and path.endswith(suffix) and only in ("", method):
             note(f"HELD {method} {path}")
             while hold.exists():
                 time.sleep(0.05)

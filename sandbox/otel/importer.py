@@ -17,14 +17,18 @@ exception the root span ended with, or the predicate given to :func:`import_otlp
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import json_format
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status, TracesData
 from pydantic import JsonValue, ValidationError
 
 from sandbox.errors import OTelImportError
@@ -80,51 +84,56 @@ class SpanRecord:
     error: ErrorInfo | None = None
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+_FAILED_FIELD = r"Failed to parse (\w+) field: "
+_ID_FIELDS = frozenset(
+    {"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"}
+)
 
 
-def _any_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` as Python (``None`` for what is not one)."""
-    value = _obj(value)
-    if "stringValue" in value:
-        return str(value["stringValue"])
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "boolValue" in value:
-        return value["boolValue"] is True
-    if "arrayValue" in value:
-        items = _obj(value["arrayValue"]).get("values")
-        return [_any_value(v) for v in items] if isinstance(items, list) else []
-    if "kvlistValue" in value:
-        return _attributes(_obj(value["kvlistValue"]).get("values"))
-    return None
+def _base64_ids(value: Any) -> Any:
+    """OTLP/JSON writes trace and span ids as hex, where protobuf's JSON mapping reads base64
+    (the inverse of :func:`sandbox.otel.export.otlp_json`)."""
+    if isinstance(value, list):
+        return [_base64_ids(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: _base64_id(v) if k in _ID_FIELDS and isinstance(v, str) else _base64_ids(v)
+            for k, v in value.items()
+        }
+    return value
 
 
-def _attributes(items: Any) -> dict[str, Any]:
-    if not isinstance(items, list):
-        return {}
-    return {
-        str(kv["key"]): _any_value(kv.get("value"))
-        for kv in items
-        if isinstance(kv, dict) and "key" in kv
-    }
+def _base64_id(text: str) -> str:
+    try:
+        return base64.b64encode(bytes.fromhex(text)).decode()
+    except ValueError:
+        raise OTelImportError(f"not OTLP/JSON: the id {text[:40]!r} is not hex") from None
 
 
-def _error_of(span: Mapping[str, Any]) -> ErrorInfo | None:
+def _any_value(value: AnyValue) -> Any:
+    """An OTLP ``AnyValue`` as Python (``None`` for an empty one or bytes)."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_any_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return _attributes(value.kvlist_value.values)
+    return None if kind in (None, "bytes_value") else getattr(value, kind)
+
+
+def _attributes(items: Iterable[KeyValue]) -> dict[str, Any]:
+    return {kv.key: _any_value(kv.value) for kv in items}
+
+
+def _error_of(span: Span) -> ErrorInfo | None:
     """The exception a span ended with: its ``exception`` event, else its ``ERROR`` status.
     A run whose failure a predicate observed (``sandbox otel export`` marks its exception
     event :data:`FAILURE_EXCEPTION`) ended with no exception."""
-    status = _obj(span.get("status"))
-    if status.get("code") not in (2, "STATUS_CODE_ERROR"):
+    if span.status.code != Status.STATUS_CODE_ERROR:
         return None
-    events = span.get("events")
     observed = False
-    for event in events if isinstance(events, list) else []:
-        if isinstance(event, dict) and event.get("name") == "exception":
-            attrs = _attributes(event.get("attributes"))
+    for event in span.events:
+        if event.name == "exception":
+            attrs = _attributes(event.attributes)
             kind = str(attrs.get("exception.type", "Exception"))
             if kind == FAILURE_EXCEPTION:
                 observed = True
@@ -132,12 +141,12 @@ def _error_of(span: Mapping[str, Any]) -> ErrorInfo | None:
             return ErrorInfo(type=kind, message=str(attrs.get("exception.message", "")))
     if observed:
         return None
-    return ErrorInfo(type="Exception", message=str(status.get("message", "")))
+    return ErrorInfo(type="Exception", message=span.status.message)
 
 
 def read_spans(data: bytes) -> list[SpanRecord]:
     """Every span of an OTLP/JSON ``ExportTraceServiceRequest`` (or a JSON Lines file of
-    them, as a collector's file exporter writes)."""
+    them, as a collector's file exporter writes), read by protobuf's JSON mapping."""
     if len(data) > MAX_TRACE_BYTES:
         raise OTelImportError(f"the trace file is larger than {MAX_TRACE_BYTES} bytes")
     documents: list[Any] = []
@@ -153,47 +162,41 @@ def read_spans(data: bytes) -> list[SpanRecord]:
     for doc in documents:
         if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
             raise OTelImportError("not OTLP/JSON: expected an object with 'resourceSpans'")
-        for resource in _objects(doc["resourceSpans"]):
-            for scope in _objects(resource.get("scopeSpans")):
-                spans.extend(_span(raw) for raw in _objects(scope.get("spans")))
+        traces = TracesData()
+        try:
+            json_format.ParseDict(_base64_ids(doc), traces, ignore_unknown_fields=True)
+        except (json_format.ParseError, RecursionError) as exc:
+            raise OTelImportError(f"not OTLP/JSON: {_parse_error(exc)}") from None
+        for resource in traces.resource_spans:
+            for scope in resource.scope_spans:
+                spans.extend(_span(raw) for raw in scope.spans)
     if not spans:
         raise OTelImportError("the file holds no spans")
     return spans
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
-    """The objects of a JSON list (anything else in it is not OTLP)."""
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        raise OTelImportError("not OTLP/JSON: expected a list of objects")
-    return value
+def _parse_error(exc: Exception) -> str:
+    """protobuf's nested "Failed to parse A field: Failed to parse B field: why" as
+    ``A.B: why``, on one line."""
+    text = " ".join(str(exc).split())
+    path = ".".join(re.findall(_FAILED_FIELD, text))
+    reason = re.sub(f"(?:{_FAILED_FIELD})+", "", text).rstrip(".")
+    return f"{path}: {reason}" if path else reason
 
 
-def _seconds(nanos: Any) -> float:
-    """Nanoseconds since the epoch (a JSON string or number) as seconds, 0 when absent."""
-    value = int(nanos or 0)
-    if not 0 <= value < 2**63:
-        raise ValueError(f"time {value} ns is out of range")
-    return value / 1e9
-
-
-def _span(raw: dict[str, Any]) -> SpanRecord:
-    if not raw.get("spanId"):
+def _span(raw: Span) -> SpanRecord:
+    if not raw.span_id:
         raise OTelImportError("not OTLP/JSON: a span without a spanId")
-    try:
-        return SpanRecord(
-            span_id=str(raw["spanId"]),
-            parent_id=str(raw.get("parentSpanId") or ""),
-            trace_id=str(raw.get("traceId") or ""),
-            name=str(raw.get("name", "")),
-            start=_seconds(raw.get("startTimeUnixNano")),
-            end=_seconds(raw.get("endTimeUnixNano")),
-            attributes=_attributes(raw.get("attributes")),
-            error=_error_of(raw),
-        )
-    except (TypeError, ValueError) as exc:
-        raise OTelImportError(f"span {raw.get('spanId')}: {exc}") from None
+    return SpanRecord(
+        span_id=raw.span_id.hex(),
+        parent_id=raw.parent_span_id.hex(),
+        trace_id=raw.trace_id.hex(),
+        name=raw.name,
+        start=raw.start_time_unix_nano / 1e9,
+        end=raw.end_time_unix_nano / 1e9,
+        attributes=_attributes(raw.attributes),
+        error=_error_of(raw),
+    )
 
 
 def _json(value: Any, default: Any = None) -> Any:
@@ -296,16 +299,10 @@ class ModelCall:
 
     provider: str
     api: str
-    model: str
-    messages: list[JsonValue]
-    params: dict[str, JsonValue]
-    tools: list[JsonValue]
-    response: dict[str, Any]
-    usage: dict[str, JsonValue]
-    response_id: str
     url: str
     via: llm.LLMApi
     """The API the call is rebuilt as an exchange of: the first one of its provider."""
+    call: llm.Imported
 
 
 def model_call(span: SpanRecord) -> ModelCall:
@@ -335,41 +332,17 @@ def model_call(span: SpanRecord) -> ModelCall:
     host, port = attrs.get("server.address"), attrs.get("server.port")
     origin = f"https://{host}{f':{port}' if port else ''}" if isinstance(host, str) else None
     url = str(attrs.get("url.full") or via.imported_url(model, origin))
-    return ModelCall(
-        provider=provider,
-        api=api,
+    imported = llm.Imported(
         model=model,
         messages=wire_messages,
         params=_params(attrs),
         tools=_tools(attrs),
-        response=response,
+        answer=response,
         usage=_usage(attrs, via),
         response_id=str(attrs.get("gen_ai.response.id") or f"imported-{span.span_id}"),
-        url=url,
-        via=via,
+        created=int(span.start),
     )
-
-
-def _imported(call: ModelCall, created: int) -> llm.Imported:
-    return llm.Imported(
-        model=call.model,
-        messages=call.messages,
-        params=call.params,
-        tools=call.tools,
-        answer=call.response,
-        usage=call.usage,
-        response_id=call.response_id,
-        created=created,
-    )
-
-
-def response_body(call: ModelCall, created: int) -> dict[str, JsonValue]:
-    """The provider's response body for a recorded answer (what the SDK client parses)."""
-    return call.via.imported_response(_imported(call, created))
-
-
-def _request_body(call: ModelCall) -> dict[str, JsonValue]:
-    return call.via.imported_request(_imported(call, 0))
+    return ModelCall(provider=provider, api=api, url=url, via=via, call=imported)
 
 
 def pick_trace(spans: list[SpanRecord], trace_id: str | None) -> list[SpanRecord]:
@@ -416,8 +389,8 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
             call = model_call(s)
             calls.append(call)
             http_span = log.span()
-            body = response_body(call, int(s.start))
-            request = _request_body(call)
+            body = call.via.imported_response(call.call)
+            request = call.via.imported_request(call.call)
             sent = call.via.parse_request(call.url, request)  # as replay reads the live call
             log.add(
                 HTTPExchange,
@@ -439,17 +412,21 @@ def _boundaries(root: SpanRecord | None, spans: list[SpanRecord], log: _Events) 
                 LLMCall,
                 s.end,
                 task=task,
-                name=call.model,
+                name=call.call.model,
                 span=log.span(),
                 parent_span=http_span,
                 provider=call.provider,
-                model=call.model,
+                model=call.call.model,
                 messages=sent.messages,
                 params=sent.params,
                 tools=sent.tools,
-                response=call.response if s.error is None else None,
-                usage=call.usage,
-                provider_meta={"api": call.api, "id": call.response_id, "model": call.model},
+                response=call.call.answer if s.error is None else None,
+                usage=call.call.usage,
+                provider_meta={
+                    "api": call.api,
+                    "id": call.call.response_id,
+                    "model": call.call.model,
+                },
                 error=s.error,
                 duration=duration,
             )
@@ -531,7 +508,7 @@ def snapshot_from_spans(
         )
     started = datetime.fromtimestamp(begin, UTC)
     target = entrypoint or (root.attributes.get("sandbox.entrypoint") if root else None)
-    models = {(c.provider, c.model): c.params for c in calls}
+    models = {(c.provider, c.call.model): c.call.params for c in calls}
     try:
         manifest = Manifest(
             run_id=_run_id(root, spans[0].trace_id, run_id),

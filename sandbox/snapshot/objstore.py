@@ -13,11 +13,14 @@ never sent again (one ``HEAD`` first). Listing reads the manifests only, never t
 The client is boto3: the reference S3 client, the one MinIO and Google Cloud Storage (its
 XML API with HMAC keys) document, and the one moto serves in tests. Credentials, region and
 endpoint come from boto3's usual environment (``AWS_ACCESS_KEY_ID``, ``AWS_PROFILE``,
-``AWS_ENDPOINT_URL_S3``, ...), never from a manifest or a store URL.
+``AWS_ENDPOINT_URL_S3``, ...), never from a manifest or a store URL. The endpoint is read
+once, when the store is opened: with its bucket and prefix it is the store's
+:attr:`ObjectStore.destination`, which the spool records for every run it holds.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 SCHEME = "s3"
+ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+"""boto3's variables naming the endpoint, the first one set wins (as in boto3)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,13 @@ class S3Location:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
 
-def _client() -> S3Client:
+def configured_endpoint() -> str | None:
+    """The endpoint boto3's environment names, ``None`` for boto3's own (AWS, or the
+    profile's ``endpoint_url``)."""
+    return next((os.environ[name] for name in ENDPOINT_ENV if os.environ.get(name)), None)
+
+
+def _client(endpoint: str | None) -> S3Client:
     try:
         import boto3
         from botocore.config import Config
@@ -70,7 +81,7 @@ def _client() -> S3Client:
     # Short connect timeout, few retries: an unreachable store is reported (and the spool
     # keeps the run) rather than waited on for minutes.
     config = Config(connect_timeout=5, read_timeout=60, retries={"max_attempts": 3})
-    return boto3.session.Session().client("s3", config=config)
+    return boto3.session.Session().client("s3", endpoint_url=endpoint, config=config)
 
 
 def _status(exc: Exception) -> int:
@@ -84,6 +95,14 @@ class ObjectStore:
     def __init__(self, url: str, client: S3Client | None = None) -> None:
         self.location = S3Location.parse(url)
         self._client = client
+        self.endpoint = client.meta.endpoint_url if client is not None else configured_endpoint()
+
+    @property
+    def destination(self) -> str:
+        """Where runs go: the endpoint, the bucket and the prefix, as one line."""
+        profile = os.environ.get("AWS_PROFILE") or "default"
+        endpoint = self.endpoint or f"boto3's endpoint of profile {profile}"
+        return f"{self.location} at {endpoint}"
 
     def __repr__(self) -> str:
         return f"ObjectStore({str(self.location)!r})"
@@ -91,7 +110,7 @@ class ObjectStore:
     @property
     def client(self) -> S3Client:
         if self._client is None:
-            self._client = _client()
+            self._client = _client(self.endpoint)
         return self._client
 
     # --- objects -------------------------------------------------------------------------
@@ -146,6 +165,23 @@ class ObjectStore:
         found: bool = self._call(f"look up {key}", head)
         return found
 
+    def check_bucket(self) -> None:
+        """Raise :class:`StoreError` when the store answers that the bucket does not exist
+        (one ``HEAD``); any other answer (an outage, no permission to look) is left to the
+        writes that follow."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.location.bucket)
+        except ClientError as exc:
+            if _status(exc) == 404:
+                where = self.endpoint or "boto3's endpoint"
+                raise StoreError(
+                    f"{self.location}: there is no bucket {self.location.bucket!r} at {where}"
+                ) from None
+        except BotoCoreError:
+            pass
+
     def _keys(self, prefix: str) -> Iterator[str]:
         paginator = self.client.get_paginator("list_objects_v2")
         pages = self._call(
@@ -197,8 +233,12 @@ class ObjectStore:
     def exists(self, run_id: str) -> bool:
         return self._has(self.run_key(run_id, MANIFEST))
 
+    def published_manifest(self, run_id: str) -> bytes | None:
+        """The run's manifest as published, ``None`` when the run is not there."""
+        return self._get(self.run_key(run_id, MANIFEST), MAX_MANIFEST_BYTES)
+
     def manifest_bytes(self, run_id: str) -> bytes:
-        data = self._get(self.run_key(run_id, MANIFEST), MAX_MANIFEST_BYTES)
+        data = self.published_manifest(run_id)
         if data is None:
             raise UnknownRunError(f"no run {run_id!r} in store {self.location}")
         return data

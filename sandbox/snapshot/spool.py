@@ -8,6 +8,12 @@ manifest last (:meth:`ObjectStore.publish`). A run is uploaded while its spooled
 differs from the one last sent (``.synced/<run_id>`` holds that manifest's SHA-256), so a
 crash or an outage loses nothing: the next process that opens the store sends what is left.
 
+A spooled run belongs to one store: ``.destination/<run_id>`` records it (endpoint, bucket and
+prefix: :attr:`ObjectStore.destination`), written before the run itself. A store sees, sends
+and deletes only the spooled runs recorded for it, so one ``$SANDBOX_SPOOL`` may serve several
+stores; a run spooled for another is refused by name. An upload never replaces a run
+published by someone else (one whose manifest is not the one this spool last sent).
+
 Reads come from the spool when the run is there and from the object store otherwise: a
 manifest alone for listings, the whole run (event log and blobs, checked by their SHA-256)
 when its events are asked for. Commands that hand the store's folder to a child process or a
@@ -39,9 +45,12 @@ from sandbox.snapshot.store import (
     parse_events,
     parse_manifest,
     read_manifest_bytes,
+    store_writes,
+    unknown_run,
 )
 
 SYNCED = ".synced"
+DESTINATION = ".destination"
 RETRY_EVERY = 5.0
 """Seconds between two attempts of the uploader while the object store cannot be reached."""
 EXIT_WAIT = 60.0
@@ -86,6 +95,7 @@ class SpooledStore(DirectoryStore):
         self.url = url
         self.location = url
         self.remote = remote or ObjectStore(url)
+        self.destination = self.remote.destination
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -106,8 +116,50 @@ class SpooledStore(DirectoryStore):
     def _synced_path(self, run_id: str) -> Path:
         return self.root / SYNCED / run_id
 
+    def _destination_path(self, run_id: str) -> Path:
+        return self.root / DESTINATION / run_id
+
+    def _recorded_destination(self, run_id: str) -> str | None:
+        try:
+            return self._destination_path(run_id).read_text().strip()
+        except OSError:
+            return None
+
+    def _owns(self, run_id: str) -> bool:
+        """The run is in the spool, recorded for this store."""
+        return (
+            os.path.lexists(self.run_dir(run_id))
+            and self._recorded_destination(run_id) == self.destination
+        )
+
+    def _claim(self, run_id: str) -> bool:
+        """Record the run for this store before it is written; False when it was already.
+        A run spooled for another store is refused."""
+        if os.path.lexists(self.run_dir(run_id)):
+            recorded = self._recorded_destination(run_id)
+            if recorded != self.destination:
+                raise StoreError(
+                    f"run {run_id!r} is spooled in {self.root} for "
+                    f"{recorded or 'an unrecorded store'}, not for {self.destination}: "
+                    f"give each store a spool of its own (${SPOOL_ENV})"
+                )
+            return False
+        path = self._destination_path(run_id)
+        if self._recorded_destination(run_id) == self.destination:
+            return False
+        with store_writes(self.root):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, self.destination.encode() + b"\n")
+        return True
+
+    def _unclaim(self, run_id: str) -> None:
+        """Forget the record of a run that was not written after all."""
+        if not os.path.lexists(self.run_dir(run_id)):
+            with contextlib.suppress(FileNotFoundError):
+                self._destination_path(run_id).unlink()
+
     def _local_ids(self) -> list[str]:
-        return DirectoryStore.run_ids(self)
+        return [r for r in DirectoryStore.run_ids(self) if self._owns(r)]
 
     def _local_manifest_bytes(self, run_id: str) -> bytes | None:
         try:
@@ -137,16 +189,26 @@ class SpooledStore(DirectoryStore):
         return run_state(manifest) != "running"
 
     def upload(self, run_id: str) -> bool:
-        """Send one spooled run (blobs, events, manifest last); False when it was unchanged."""
+        """Send one spooled run (blobs, events, manifest last); False when it was unchanged.
+        A run spooled for another store, or published here by someone else, is not sent."""
         with self._lock:
             data = self._local_manifest_bytes(run_id)
-            if data is None:
+            if data is None or not self._owns(run_id):
                 return False
             digest = sha256_bytes(data)
             marker = self._synced_path(run_id)
-            with contextlib.suppress(OSError):
-                if marker.read_text().strip() == digest:
-                    return False
+            try:
+                synced = marker.read_text().strip()
+            except OSError:
+                synced = ""
+            if synced == digest:
+                return False
+            published = self.remote.published_manifest(run_id)
+            if published is not None and sha256_bytes(published) != synced:
+                raise StoreError(
+                    f"run {run_id!r} in {self.url} is not the one spooled in {self.root}: "
+                    "not replaced (it stays in the spool)"
+                )
             snapshot = DirectoryStore.load(self, run_id)
             events = DirectoryStore.read_events_bytes(self, run_id)
             self.remote.publish(
@@ -200,7 +262,13 @@ class SpooledStore(DirectoryStore):
 
     def begin(self, manifest: Manifest) -> RunWriter:
         # No look-up in the object store here: a capture must not wait on the network.
-        writer = super().begin(manifest)
+        claimed = self._claim(manifest.run_id)
+        try:
+            writer = super().begin(manifest)
+        except BaseException:
+            if claimed:
+                self._unclaim(manifest.run_id)
+            raise
         return SpoolWriter(writer.folder, writer.manifest, self.kick)
 
     def save_raw(
@@ -208,7 +276,14 @@ class SpooledStore(DirectoryStore):
     ) -> None:
         if not overwrite and self.remote.exists(manifest.run_id):
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.url}")
-        super().save_raw(manifest, events, overwrite=overwrite)
+        self.remote.check_bucket()
+        claimed = self._claim(manifest.run_id)
+        try:
+            super().save_raw(manifest, events, overwrite=overwrite)
+        except BaseException:
+            if claimed:
+                self._unclaim(manifest.run_id)
+            raise
         self.kick()
 
     def delete(self, run_id: str) -> None:
@@ -216,18 +291,21 @@ class SpooledStore(DirectoryStore):
         if self.remote.exists(run_id):
             self.remote.delete(run_id)
             found = True
-        if DirectoryStore.exists(self, run_id):
+        if self._owns(run_id):
             DirectoryStore.delete(self, run_id)
             found = True
-        with contextlib.suppress(FileNotFoundError):
-            self._synced_path(run_id).unlink()
+            for marker in (self._synced_path(run_id), self._destination_path(run_id)):
+                with contextlib.suppress(FileNotFoundError):
+                    marker.unlink()
         if not found:
             raise UnknownRunError(f"no run {run_id!r} in store {self.url}")
 
     # --- reads ---------------------------------------------------------------------------
 
     def exists(self, run_id: str) -> bool:
-        return DirectoryStore.exists(self, run_id) or self.remote.exists(run_id)
+        return (DirectoryStore.exists(self, run_id) and self._owns(run_id)) or self.remote.exists(
+            run_id
+        )
 
     def run_ids(self) -> list[str]:
         return sorted(set(self._local_ids()) | set(self.remote.run_ids()))
@@ -246,7 +324,9 @@ class SpooledStore(DirectoryStore):
         return parse_manifest(self.read_manifest_bytes(run_id), f"{run_id}/{MANIFEST}")
 
     def _require(self, run_id: str) -> Path:
-        if not DirectoryStore.exists(self, run_id) and self.remote.exists(run_id):
+        if not self._owns(run_id):
+            if not self.remote.exists(run_id):
+                raise unknown_run(self, run_id)
             self.pull(run_id)
         return super()._require(run_id)
 
@@ -260,6 +340,7 @@ class SpooledStore(DirectoryStore):
         for key in sorted(Snapshot(manifest, parsed).blob_refs()):
             self.get_blob(key)
         with self._lock:
+            self._claim(run_id)
             DirectoryStore.save_raw(self, manifest, events, overwrite=True)
             marker = self._synced_path(run_id)
             marker.parent.mkdir(parents=True, exist_ok=True)
@@ -287,14 +368,14 @@ class SpooledStore(DirectoryStore):
 
     def read_manifest_bytes(self, run_id: str) -> bytes:
         """The manifest as stored: the spool's copy, else the object store's (alone)."""
-        if DirectoryStore.exists(self, run_id):
-            return read_manifest_bytes(self.run_dir(run_id) / MANIFEST)
+        if self._owns(run_id):
+            return read_manifest_bytes(self._require(run_id) / MANIFEST)
         return self.remote.manifest_bytes(run_id)
 
     def run_bytes(self, run_id: str) -> int:
         """Bytes of the run's files in the spool (0 for a run only in the object store:
         measuring it would read its event log)."""
-        if not DirectoryStore.exists(self, run_id):
+        if not self._owns(run_id):
             return 0
         return sum(p.stat().st_size for p in self.run_dir(run_id).iterdir() if p.is_file())
 

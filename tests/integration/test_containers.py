@@ -90,8 +90,8 @@ def test_postgres_clock_is_frozen_and_bindings_point_at_it(client: Any) -> None:
 
 
 def test_redis_clock_is_frozen_and_restored_ttls_hold(client: Any) -> None:
-    """Redis starts under libfaketime (no jemalloc in the image): TIME is the capture time,
-    and a restored key keeps its remaining TTL on the frozen clock."""
+    """Redis starts under libfaketime (glibc's malloc in front of jemalloc): TIME is the
+    capture time, and a restored key keeps its remaining TTL on the frozen clock."""
     rd = get_kind("redis")
     with bring_up([RestoreSpec("cache", "redis")], client=client) as source:
         r = redis.Redis.from_url(source.env["REDIS_URL"])

@@ -14,7 +14,6 @@ from sandbox import errors
 ROOT = Path(__file__).resolve().parents[2]
 CAUGHT_BY_CALLER = {
     ("sandbox/services/redis/dumptext.py", "lzf_decompress"),
-    ("sandbox/otel/importer.py", "_seconds"),
 }
 """Helpers whose ``ValueError`` the one caller in the same module turns into its own answer."""
 PROTOCOL = {("__getattr__", "AttributeError")}

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -22,8 +23,9 @@ from sandbox import capture
 from sandbox.capture.run import ServiceSpec
 from sandbox.errors import IntegrityError, StoreError, UnknownRunError
 from sandbox.snapshot.objstore import S3Location
+from sandbox.snapshot.snapshot import Snapshot
 from sandbox.snapshot.spool import SpooledStore
-from sandbox.snapshot.store import DirectoryStore, open_store
+from sandbox.snapshot.store import DirectoryStore, Store, open_store
 from tests.conftest import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,17 +122,14 @@ def test_delete_removes_the_run_everywhere(s3_url: str, tmp_path: Path) -> None:
     assert not any("/runs/" in k for k in keys(s3_url))
 
 
-def test_an_outage_keeps_runs_spooled(
-    s3_url: str, s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_outage_keeps_runs_spooled(s3_url: str, s3: S3Server, tmp_path: Path) -> None:
     store = SpooledStore(s3_url, tmp_path / "spool", background=False)
     build_snapshot(store, "run-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")  # nothing listens there
-    down = SpooledStore(s3_url, tmp_path / "spool", background=False)
+    s3.down()
     with pytest.raises(StoreError, match="cannot"):
-        down.flush()
-    assert down.pending() == ["run-1"]
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.endpoint)
+        store.flush()
+    assert store.pending() == ["run-1"]
+    s3.down(False)
     assert SpooledStore(s3_url, tmp_path / "spool", background=False).flush() == ["run-1"]
 
 
@@ -157,7 +156,7 @@ def test_a_capture_killed_mid_upload_leaves_no_half_run_and_the_next_start_sends
 ) -> None:
     spool = tmp_path / "spool"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDBOX_SPOOL": str(spool)}
-    s3.hold("/runs/spooled-1/manifest.json")  # the last write of the upload never lands
+    s3.hold("/runs/spooled-1/manifest.json", "PUT")  # the last write of the upload never lands
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED, s3_url],
         stdout=subprocess.PIPE,
@@ -266,3 +265,91 @@ def test_push_and_pull_move_a_run_between_a_folder_and_s3(
     assert desk.read_events_bytes("run-1") == laptop.read_events_bytes("run-1")
     assert main(["pull", "nope", s3_url, "--store", str(desk.root)]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def run_cli(args: list[str], spool: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """A ``sandbox`` command in a process of its own on ``spool`` (its uploader's last flush
+    at exit included)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SANDBOX_SPOOL": str(spool)}
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_run_spooled_for_one_store_is_never_listed_or_sent_by_another(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another prefix of the bucket, or the same one at another endpoint, is another store."""
+    spool = tmp_path / "shared-spool"
+    loc = S3Location.parse(s3_url)
+    other_url = f"s3://{loc.bucket}/another/prefix"
+    mine = SpooledStore(s3_url, spool, background=False)
+    build_snapshot(mine, "run-1")
+    other = SpooledStore(other_url, spool, background=False)
+    assert other.run_ids() == [] and not other.exists("run-1")
+    assert other.pending() == [] and other.flush() == []
+    assert not any("/another/prefix/runs/" in k for k in keys(s3_url))
+    with pytest.raises(StoreError, match=r"spooled .* for s3://.* not for s3://.*another"):
+        other.save(build_snapshot(other, "run-1", save=False))
+    with monkeypatch.context() as env:
+        env.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+        assert SpooledStore(s3_url, spool, background=False).pending() == []
+    assert mine.flush() == ["run-1"]
+    assert reader(s3_url, tmp_path).run_ids() == ["run-1"]
+
+
+@pytest.mark.timeout(300)
+def test_a_push_to_a_missing_bucket_spools_nothing_another_store_could_publish(
+    s3_url: str, s3: S3Server, tmp_path: Path
+) -> None:
+    spool = tmp_path / "shared-spool"
+    laptop = DirectoryStore(tmp_path / "laptop")
+    build_snapshot(laptop, "run-1")
+    missing = "s3://no-such-bucket-here/team"
+    failed = run_cli(["push", "run-1", missing, "--store", str(laptop.root)], spool, tmp_path)
+    assert failed.returncode == 2
+    assert "no-such-bucket-here" in failed.stderr and len(failed.stderr.splitlines()) == 1
+
+    # A plain listing of another store on the same spool publishes nothing into it.
+    listed = run_cli(["list", "--store", s3_url], spool, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert not any("/runs/" in k for k in keys(s3_url))
+
+    # The push to the right bucket is a push like any other: said and done.
+    pushed = run_cli(["push", "run-1", s3_url, "--store", str(laptop.root)], spool, tmp_path)
+    assert pushed.returncode == 0, pushed.stderr
+    assert f"pushed run-1 to {s3_url}" in pushed.stdout
+    assert reader(s3_url, tmp_path).load("run-1") == laptop.load("run-1")
+
+
+@pytest.mark.timeout(300)
+def test_a_push_finding_the_run_in_the_bucket_says_so_and_uploads_nothing(
+    s3_url: str, s3: S3Server, tmp_path: Path
+) -> None:
+    spool = tmp_path / "shared-spool"
+
+    def ours(store: Store) -> Snapshot:
+        snapshot = build_snapshot(store, "run-1", save=False)
+        return replace(snapshot, manifest=snapshot.manifest.model_copy(update={"name": "ours"}))
+
+    # A copy of run-1 waits in the spool for this bucket (a push during an outage) ...
+    spooled = SpooledStore(s3_url, spool, background=False)
+    spooled.save(ours(spooled))
+    # ... while another host publishes its own run-1 there.
+    theirs = SpooledStore(s3_url, tmp_path / "their-spool", background=False)
+    snapshot = build_snapshot(theirs, "run-1")
+    assert theirs.flush() == ["run-1"]
+    s3.log.write_text("")
+
+    laptop = DirectoryStore(tmp_path / "laptop")
+    laptop.save(ours(laptop))
+    pushed = run_cli(["push", "run-1", s3_url, "--store", str(laptop.root)], spool, tmp_path)
+    assert pushed.returncode == 2
+    assert "already exists" in pushed.stderr and len(pushed.stderr.splitlines()) == 1
+    assert not [p for p in s3.puts() if "/runs/run-1/" in p]
+    assert reader(s3_url, tmp_path).load_manifest("run-1").name == snapshot.manifest.name

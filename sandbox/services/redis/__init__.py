@@ -550,9 +550,9 @@ class RedisKind:
         default_database="0",
         url=_redis_url,
         ready=_redis_ready,
-        # The image rebuilds Debian's redis with glibc's malloc: Debian's own binary links
-        # jemalloc, whose start-up clock_gettime call recurses into libfaketime before it
-        # is initialised, and never starts (images/redis/Dockerfile). Keys' TTLs are
+        # The image preloads glibc's malloc in front of the jemalloc Debian's redis links:
+        # jemalloc's start-up clock_gettime call recurses into libfaketime before it is
+        # initialised, and the server never starts (images/redis/Dockerfile). Keys' TTLs are
         # restored relative to the restore, so they run out as they would have.
         faketime=True,
         # The data folder (a tmpfs sized to the state) holds the RDB file: the captured

@@ -215,6 +215,12 @@ def test_import_of_a_trace_from_the_openai_v2_instrumentation_replays_the_agent(
         (b'{"spans": []}', "expected an object with 'resourceSpans'"),
         (b'{"resourceSpans": []}', "the file holds no spans"),
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "x"}]}]}]}', "without a spanId"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "zz"}]}]}]}', "is not hex"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "0102030405060708",'
+            b' "attributes": [{"key": "a", "value": {"intValue": "x"}}]}]}]}]}',
+            "resourceSpans.scopeSpans.spans.attributes.value.intValue: invalid literal",
+        ),
     ],
 )
 def test_a_file_that_is_no_trace_is_one_error_line(
