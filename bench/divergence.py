@@ -3,7 +3,7 @@
 Builds an original trace of N events (four tasks of LLM calls, tool calls and clock reads)
 and a replay of it as another run would log it (new sequence numbers and times, and another
 interleaving of the tasks), with one tool output changed near the end. Then times
-:func:`sandbox.replay.divergence.first_divergence` against a baseline measured in the same
+:func:`sandbox.replay.judging.divergence.first_divergence` against a baseline measured in the same
 run: a plain loop comparing the events' ``model_dump()`` dicts (volatile fields excluded)
 position by position, on a replay with the *same* interleaving (the baseline cannot align
 tasks, so on the reshuffled replay it would stop at a false divergence at once).
@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from bench.compare import compare, ratios, record
-from sandbox.replay.divergence import first_divergence
+from sandbox.replay.judging.divergence import first_divergence
 from sandbox.snapshot.events import ClockRead, Event, LLMCall, ToolCall
 
 VOLATILE = {"seq", "parent", "wall", "mono", "fingerprint", "duration", "started"}

@@ -93,7 +93,7 @@ def capture(
     """
     jsonout.requested(as_json)
     from sandbox.redaction import RedactionConfig
-    from sandbox.replay.failif import capture_failing_if
+    from sandbox.replay.judging.failif import capture_failing_if
     from sandbox.services.masking import load_mask_file, parse_mask_options
     from sandbox.snapshot.predicate_syntax import parse_predicate
 

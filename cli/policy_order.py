@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperCommand
 
 if TYPE_CHECKING:
-    from sandbox.replay.policy import PolicySet
+    from sandbox.replay.serving.policy import PolicySet
 
 POLICY_OPTIONS = ("live", "recorded", "spy", "policy")
 """The parameters that carry policy rules (``policy`` as ``POLICY=KIND[:GLOB]``)."""
@@ -76,6 +76,6 @@ def ordered_policies(order: Sequence[str], values: Mapping[str, Sequence[str] | 
             tokens.append(f"--{name}={pending[name].pop(0)}")
     for name in POLICY_OPTIONS:
         tokens.extend(f"--{name}={value}" for value in pending[name])
-    from sandbox.replay.policy import PolicySet
+    from sandbox.replay.serving.policy import PolicySet
 
     return PolicySet.from_argv(tokens)

@@ -144,8 +144,8 @@ def replay_command(
     """
     from sandbox.replay.attached import load_services
     from sandbox.replay.engine import replay as run_replay
-    from sandbox.replay.environment import given_variable
     from sandbox.replay.fork import fork_edits
+    from sandbox.replay.isolation.environment import given_variable
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(

@@ -15,7 +15,7 @@ from cli.app import JsonOption, StoreOption, TimeoutOption, app, run_in, store_f
 
 if TYPE_CHECKING:
     from sandbox.regress.check import RunCheck
-    from sandbox.replay.incontainer import ContainerReplayReport
+    from sandbox.replay.isolation.incontainer import ContainerReplayReport
     from sandbox.snapshot.manifest import Manifest
 
 
@@ -113,7 +113,7 @@ def ci_repro(
     if in_container:
         options = {}
         limit = ["--timeout", repr(timeout)] if timeout is not None else []
-        from sandbox.replay.incontainer import ensure_runner_image, replay_in_container
+        from sandbox.replay.isolation.incontainer import ensure_runner_image, replay_in_container
 
         def step(line: str) -> None:
             if not as_json:

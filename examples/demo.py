@@ -39,7 +39,7 @@ from rich.text import Text
 from cli.crash import INTERNAL_ERROR, crash_line
 from sandbox.errors import SandboxError
 from sandbox.regress.check import CheckReport, RunCheck
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.judging.verdict import Verdict
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import Store, open_store
 

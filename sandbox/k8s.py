@@ -16,7 +16,7 @@ NetworkPolicy and one Job per replay. Each Job's pod:
 The NetworkPolicy selects the run's pods and denies all egress except DNS and the object
 store's address range (``store_cidr``, which ``pull`` needs: a NetworkPolicy applies to the
 whole pod, not to one container); the replay inside the runner refuses any other address
-itself (:mod:`sandbox.replay.netguard`). Ingress is denied too.
+itself (:mod:`sandbox.replay.isolation.netguard`). Ingress is denied too.
 """
 
 from __future__ import annotations

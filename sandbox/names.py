@@ -17,7 +17,7 @@ PREDICATE_FORMS = (
 """The one-line failure predicate forms (:mod:`sandbox.snapshot.predicate_syntax`)."""
 TIMEOUT_FACTOR = 10.0
 """A replayed run's default wall-clock limit is this many times the recorded run's duration
-(:mod:`sandbox.replay.deadline`) ..."""
+(:mod:`sandbox.replay.conditions.deadline`) ..."""
 TIMEOUT_FLOOR = 60.0
 """... and at least this many seconds."""
 TIMEOUT_HELP = (

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.errors import SandboxError
-from sandbox.replay.verdict import RunVerdict, Verdict, predicate_for
+from sandbox.replay.judging.verdict import RunVerdict, Verdict, predicate_for
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.spool import SpooledStore, default_spool
 from sandbox.snapshot.store import Store, open_store

@@ -38,8 +38,8 @@ from sandbox.snapshot.store import RunWriter, Store, parse_events
 ENV_VAR = "SANDBOX_CAPTURE"
 """Starts the capture hook in a process (JSON: :func:`child_settings`)."""
 LIVE_VAR = "SANDBOX_REPLAY_LIVE"
-"""Marks a process a replay starts live (a stdio MCP server: :mod:`sandbox.replay.liveprocess`):
-not the program's child, so not followed."""
+"""Marks a process a replay starts live (a stdio MCP server:
+:mod:`sandbox.replay.isolation.liveprocess`): not the program's child, so not followed."""
 SITE_DIR = Path(__file__).parent / "_site"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 SPAN_BLOCK = 1_000_000

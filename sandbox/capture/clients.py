@@ -6,7 +6,7 @@ when the agent imports its client. Each connection is handed to a *router* as a
 :class:`Connect` (the kind, the client, the endpoint the agent asked for, credentials
 included, in memory only); the router returns the endpoint to really connect to: the same
 one at capture (:mod:`sandbox.capture.discovery`), the sandbox's on replay
-(:mod:`sandbox.replay.redirect`), or raises to refuse. Connections made by the router
+(:mod:`sandbox.replay.isolation.redirect`), or raises to refuse. Connections made by the router
 itself (capturing a service's state) pass through unseen.
 """
 

@@ -83,7 +83,7 @@ def capture_command(
 
     ``fail_if`` is the failure predicate of the run: ``judge`` (required with it) says
     whether it held when the program ended, which marks the run failed
-    (:func:`sandbox.replay.failif.capture_failing_if` gives both)."""
+    (:func:`sandbox.replay.judging.failif.capture_failing_if` gives both)."""
     if fail_if is not None and judge is None:
         raise CaptureError("a --fail-if predicate needs a judge to check it at capture")
     if not command:

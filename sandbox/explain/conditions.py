@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from sandbox.replay.mcp import policy_target
-from sandbox.replay.ordering import Turnstile
-from sandbox.replay.policy import PolicySet
-from sandbox.replay.routing import canonical_url
+from sandbox.replay.conditions.ordering import Turnstile
+from sandbox.replay.serving.mcp import policy_target
+from sandbox.replay.serving.policy import PolicySet
+from sandbox.replay.serving.routing import canonical_url
 from sandbox.snapshot.events import Event, HTTPExchange, RetryAttempt, Timeout
 from sandbox.snapshot.manifest import Manifest
 

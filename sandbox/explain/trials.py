@@ -40,8 +40,8 @@ from sandbox.explain.result import (
     save_explanation,
 )
 from sandbox.replay.engine import replay
-from sandbox.replay.policy import PolicySet
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.judging.verdict import Verdict
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.store import Store, as_store
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from sandbox.errors import SandboxError
 from sandbox.regress.shard import Shard
-from sandbox.replay.verdict import EXIT_CODES, Outcome, Verdict
+from sandbox.replay.judging.verdict import EXIT_CODES, Outcome, Verdict
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import Store
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sandbox.errors import RegressionError
 from sandbox.names import STORE_ENV
-from sandbox.replay.matcher import MissMode
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.matcher import MissMode
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.predicate_syntax import predicate_text
 from sandbox.snapshot.store import atomic_write
@@ -201,7 +201,7 @@ def regression_source(
         "import pytest",
         "",
         "from sandbox.replay.engine import replay",
-        "from sandbox.replay.policy import PolicySet",
+        "from sandbox.replay.serving.policy import PolicySet",
         "from sandbox.snapshot.predicate_syntax import parse_predicate",
         "from sandbox.snapshot.store import open_store",
         "",

@@ -2,7 +2,8 @@
 first divergent step, and judge whether the recorded failure came back."""
 
 from sandbox.replay.boundary import ReplayBoundary, ReplayStopped
-from sandbox.replay.divergence import (
+from sandbox.replay.engine import replay
+from sandbox.replay.judging.divergence import (
     Divergence,
     EventSummary,
     StateDiff,
@@ -10,13 +11,9 @@ from sandbox.replay.divergence import (
     diff_states,
     first_divergence,
 )
-from sandbox.replay.engine import replay
-from sandbox.replay.jsondiff import MISSING, FieldDiff, json_diff
-from sandbox.replay.matcher import Matcher, MissMode
-from sandbox.replay.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
-from sandbox.replay.report import ReplayReport
-from sandbox.replay.semantics import BOUNDARY_KINDS, request_of, response_of, semantic_view
-from sandbox.replay.verdict import (
+from sandbox.replay.judging.jsondiff import MISSING, FieldDiff, json_diff
+from sandbox.replay.judging.semantics import BOUNDARY_KINDS, request_of, response_of, semantic_view
+from sandbox.replay.judging.verdict import (
     Evaluation,
     ReplayOutcome,
     RunVerdict,
@@ -25,6 +22,9 @@ from sandbox.replay.verdict import (
     judge,
     predicate_for,
 )
+from sandbox.replay.report import ReplayReport
+from sandbox.replay.serving.matcher import Matcher, MissMode
+from sandbox.replay.serving.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
 
 __all__ = [
     "BOUNDARY_KINDS",

@@ -5,10 +5,10 @@ written exactly as a capture is, event by event, and the capture's markers ``res
 ``state`` and ``mark_failed`` work unchanged) whose :meth:`call` decides how each crossing
 is served:
 
-* **recorded**: the recorded event is found by the :class:`~sandbox.replay.matcher.Matcher`
+* **recorded**: the recorded event is found by the :class:`~sandbox.replay.serving.matcher.Matcher`
   and the adapter rebuilds the response (or the recorded error, as the original exception
-  type: see :mod:`sandbox.replay.faults`). What a crossing is matched as (a model call by
-  its meaning, HTTP by its canonical URL) is :mod:`sandbox.replay.routing`'s;
+  type: see :mod:`sandbox.replay.conditions.faults`). What a crossing is matched as (a model call by
+  its meaning, HTTP by its canonical URL) is :mod:`sandbox.replay.serving.routing`'s;
 * **live**: ``perform()`` runs (tools against the restored services);
 * **spy**: live, and a difference from the recorded output is kept in :attr:`drift`.
 
@@ -47,18 +47,18 @@ from sandbox.capture.clock import TimeSource
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder, jsonable_value
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError
 from sandbox.redaction import Redactor
-from sandbox.replay.clock import LiveClock, ReplayClock
-from sandbox.replay.faults import is_timeout_info, rebuild_error, stand_in_reason
+from sandbox.replay.conditions.clock import LiveClock, ReplayClock
+from sandbox.replay.conditions.faults import is_timeout_info, rebuild_error, stand_in_reason
+from sandbox.replay.conditions.ordering import Turnstile
 from sandbox.replay.fork import Fork
-from sandbox.replay.jsondiff import FieldDiff, json_diff
-from sandbox.replay.liveprocess import live_process_variables
-from sandbox.replay.matcher import Matcher, MissMode
-from sandbox.replay.mcp import RecordedServers, policy_target
-from sandbox.replay.netguard import live_crossing
-from sandbox.replay.ordering import Turnstile
-from sandbox.replay.policy import LIVE, Policy, PolicySet
+from sandbox.replay.isolation.liveprocess import live_process_variables
+from sandbox.replay.isolation.netguard import live_crossing
+from sandbox.replay.judging.jsondiff import FieldDiff, json_diff
 from sandbox.replay.report import mismatch_json
-from sandbox.replay.routing import Route, prepare_recording, route
+from sandbox.replay.serving.matcher import Matcher, MissMode
+from sandbox.replay.serving.mcp import RecordedServers, policy_target
+from sandbox.replay.serving.policy import LIVE, Policy, PolicySet
+from sandbox.replay.serving.routing import Route, prepare_recording, route
 from sandbox.seam.boundary import (
     Adapter,
     Call,
@@ -241,7 +241,7 @@ class ReplayBoundary(Recorder):
 
     def mcp_process_env(self, server: str) -> dict[str, str]:
         """:class:`sandbox.capture.mcp.MCPServing`: a live server's process runs under this
-        replay's clock and seeded entropy (:mod:`sandbox.replay.liveprocess`)."""
+        replay's clock and seeded entropy (:mod:`sandbox.replay.isolation.liveprocess`)."""
         return live_process_variables(self.replay_clock, self.seed, f"mcp:{server}")
 
     # --- serving -------------------------------------------------------------------------

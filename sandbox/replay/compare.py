@@ -9,7 +9,7 @@ pairing.
                              # one run has, the end-state differences
 
 The logs are aligned as a replay is compared with its original
-(:func:`~sandbox.replay.divergence.first_divergence`, by stream, by meaning).
+(:func:`~sandbox.replay.judging.divergence.first_divergence`, by stream, by meaning).
 
 End states are compared per service by their hashes; where both runs kept an end-state dump
 (a capture, a fork) the differing rows, keys and files are named, read from the dumps
@@ -24,7 +24,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sandbox.errors import SandboxError
-from sandbox.replay.divergence import (
+from sandbox.replay.engine import comparable
+from sandbox.replay.fork import describe_edits
+from sandbox.replay.judging.divergence import (
     Divergence,
     EventSummary,
     StateDiff,
@@ -32,9 +34,7 @@ from sandbox.replay.divergence import (
     first_divergence,
     unmatched_steps,
 )
-from sandbox.replay.engine import comparable
-from sandbox.replay.fork import describe_edits
-from sandbox.replay.jsondiff import MISSING
+from sandbox.replay.judging.jsondiff import MISSING
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import Manifest, ServiceState
 from sandbox.snapshot.store import Store

@@ -35,19 +35,25 @@ from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
-from sandbox.replay.deadline import Deadline, ReplayTimedOut, default_timeout
-from sandbox.replay.divergence import Divergence, StateDiff, first_divergence
-from sandbox.replay.endstate import end_state_diffs
-from sandbox.replay.environment import applied, restored_environment
+from sandbox.replay.conditions.deadline import Deadline, ReplayTimedOut, default_timeout
 from sandbox.replay.fork import stored_edits
-from sandbox.replay.matcher import MissMode
-from sandbox.replay.netguard import REFUSED_EVENT
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.isolation.environment import applied, restored_environment
+from sandbox.replay.isolation.netguard import REFUSED_EVENT
+from sandbox.replay.isolation.trust import check_callable, check_trusted
+from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
+from sandbox.replay.judging.endstate import end_state_diffs
+from sandbox.replay.judging.verdict import (
+    Expectation,
+    ReplayOutcome,
+    RunVerdict,
+    Verdict,
+    judge_run,
+)
 from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay_notes
-from sandbox.replay.routing import canonical_name, canonical_url
+from sandbox.replay.serving.matcher import MissMode
+from sandbox.replay.serving.policy import PolicySet
+from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
-from sandbox.replay.trust import check_callable, check_trusted
-from sandbox.replay.verdict import Expectation, ReplayOutcome, RunVerdict, Verdict, judge_run
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
     Entrypoint,
@@ -195,7 +201,7 @@ class _Settings:
     fork: ForkEdits | None = None
     inject_faults: bool = True
     timeout: float | None = None
-    """Seconds a run may take before it is stopped (:mod:`sandbox.replay.deadline`)."""
+    """Seconds a run may take before it is stopped (:mod:`sandbox.replay.conditions.deadline`)."""
 
 
 def _replay_once(
@@ -424,17 +430,18 @@ def replay(
     ``services`` (name -> endpoint) replays against services that are already up instead of
     bringing them up (no Docker): see :mod:`sandbox.replay.attached`. An imported run whose
     entrypoint is a command or code outside the project runs only with ``trust``
-    (:mod:`sandbox.replay.trust`). ``predicate`` judges the runs instead of the recorded
+    (:mod:`sandbox.replay.isolation.trust`). ``predicate`` judges the runs instead of the recorded
     failure's predicate (or gives one to a run that has none). ``fork`` makes each run a
     fork of ``run_id`` with these edits (:mod:`sandbox.replay.fork`). ``inject_faults=False``
-    does not inject the recorded timeouts and retry failures (:mod:`sandbox.replay.faults`).
+    does not inject the recorded timeouts and retry failures
+    (:mod:`sandbox.replay.conditions.faults`).
     ``empty`` names services brought up empty instead of with their captured state.
     ``services_up`` replays against services someone else brought up and resets
     (:class:`~sandbox.replay.attached.ServicesUp`: reset between runs, not before the
     first). ``timeout`` limits each run's wall-clock time (default: ten times the recorded
     run's duration, at least a minute); a run that reaches it is stopped and judged
-    inconclusive (:mod:`sandbox.replay.deadline`). ``env`` sets variables for the replayed
-    runs by hand, over the recorded ones (a redacted value, one the capture never saw); the
+    inconclusive (:mod:`sandbox.replay.conditions.deadline`). ``env`` sets variables for the
+    replayed runs by hand, over the recorded ones (a redacted value, one the capture never saw); the
     restored services' bindings still win."""
     if times < 1:
         raise ReplayError(f"times must be at least 1, got {times}")

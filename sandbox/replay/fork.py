@@ -18,7 +18,7 @@ at the fork when its recorded counterpart is at or after the fork step, or when 
 recording has no counterpart for it (the run has already left the recorded path); from
 then on the whole run is past the fork.
 
-**Overrides** (``--override STEP=VALUE``, see :mod:`sandbox.replay.overrides`) replace the
+**Overrides** (``--override STEP=VALUE``, see :mod:`sandbox.replay.serving.overrides`) replace the
 recorded response at STEP, which is served from the recording whatever its policy (a tool
 does not run); without ``--until`` the fork is the step after the last override.
 
@@ -38,8 +38,8 @@ from typing import Any
 from pydantic import JsonValue
 
 from sandbox.errors import ForkError
-from sandbox.replay.overrides import PutBlob, override_event
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.overrides import PutBlob, override_event
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall
 from sandbox.snapshot.manifest import ForkEdits, ForkOverride
 

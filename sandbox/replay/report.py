@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from sandbox.capture.recorder import jsonable_value
 from sandbox.errors import ReplayMismatchError
-from sandbox.replay.divergence import Divergence, StateDiff
 from sandbox.replay.fork import describe_edits
-from sandbox.replay.jsondiff import short
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.judging.divergence import Divergence, StateDiff
+from sandbox.replay.judging.jsondiff import short
+from sandbox.replay.judging.verdict import Verdict
 from sandbox.snapshot.manifest import ForkEdits
 
 ClockMode = Literal["frozen", "live"]
@@ -62,7 +62,7 @@ class ReplayReport:
     """First divergence from the original, per replayed run."""
     state_diffs: list[list[StateDiff]]
     """How each replayed run's end state differs from the original's: rows, keys and files
-    missing, extra or changed (:mod:`sandbox.replay.endstate`), per replayed run."""
+    missing, extra or changed (:mod:`sandbox.replay.judging.endstate`), per replayed run."""
     mismatch: dict[str, Any] | None
     """The request the recording could not answer (miss mode ``fail``), when one stopped it."""
     notes: list[str]
@@ -75,7 +75,7 @@ class ReplayReport:
     seconds: float = 0.0
     refused: list[str] = field(default_factory=list)
     """Connections outside the sandbox that were refused: the runs that saw one are
-    inconclusive (:mod:`sandbox.replay.netguard`)."""
+    inconclusive (:mod:`sandbox.replay.isolation.netguard`)."""
     fork: ForkEdits | None = None
     """The edits when the runs are forks (:mod:`sandbox.replay.fork`)."""
     stalls: int = 0

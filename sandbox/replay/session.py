@@ -21,15 +21,15 @@ from sandbox.capture.entropy import URANDOM
 from sandbox.capture.run import start_recording
 from sandbox.errors import NetworkRefusedError, ReplayMismatchError
 from sandbox.replay.boundary import Drift, Injection, ReplayBoundary
-from sandbox.replay.clock import FrozenClock, LiveClock, ReplayClock
-from sandbox.replay.jsondiff import MISSING, FieldDiff
-from sandbox.replay.matcher import MissMode
-from sandbox.replay.netguard import REFUSED_EVENT, NetGuard, endpoint_of
-from sandbox.replay.ordering import Turnstile
-from sandbox.replay.policy import PolicySet, parse_rule
-from sandbox.replay.redirect import Redirect
+from sandbox.replay.conditions.clock import FrozenClock, LiveClock, ReplayClock
+from sandbox.replay.conditions.ordering import Turnstile
+from sandbox.replay.isolation.netguard import REFUSED_EVENT, NetGuard, endpoint_of
+from sandbox.replay.isolation.redirect import Redirect
+from sandbox.replay.judging.jsondiff import MISSING, FieldDiff
 from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
-from sandbox.replay.routing import canonical_name
+from sandbox.replay.serving.matcher import MissMode
+from sandbox.replay.serving.policy import PolicySet, parse_rule
+from sandbox.replay.serving.routing import canonical_name
 from sandbox.seam import boundary as seam
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import ForkEdits, Manifest
@@ -97,12 +97,13 @@ class Served:
     exit_code: int | None = None
     """The exit code of a replayed command (``None`` in-process)."""
     refused: list[str] = field(default_factory=list)
-    """Connections outside the sandbox that were refused (:mod:`sandbox.replay.netguard`)."""
+    """Connections outside the sandbox that were refused
+    (:mod:`sandbox.replay.isolation.netguard`)."""
     timed_out: float | None = None
     """The wall-clock limit (seconds) the run reached and was stopped at
-    (:mod:`sandbox.replay.deadline`)."""
+    (:mod:`sandbox.replay.conditions.deadline`)."""
     stand_ins: list[str] = field(default_factory=list)
-    """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.faults`)."""
+    """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.conditions.faults`)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox.errors import StoreError
 from sandbox.explain.result import Explanation, load_explanation
-from sandbox.replay.divergence import Divergence, StateDiff
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.judging.divergence import Divergence, StateDiff
+from sandbox.replay.judging.verdict import Verdict
 from sandbox.snapshot.snapshot import Snapshot
 from sandbox.snapshot.store import DirectoryStore, Store
 
@@ -42,7 +42,7 @@ class Comparison:
     """The replayed, forked or other run (run B); ``None`` when its log is not at hand."""
     divergence: Divergence | None = None
     """The first divergent step of ``after`` from ``before``
-    (:func:`~sandbox.replay.divergence.first_divergence`)."""
+    (:func:`~sandbox.replay.judging.divergence.first_divergence`)."""
     state_diffs: Sequence[StateDiff] = ()
     """Rows, keys and files whose end state differs between the two runs."""
     labels: tuple[str, str] = ("original", "replay")

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from sandbox.replay.divergence import Divergence, EventSummary
-from sandbox.replay.jsondiff import MISSING, FieldDiff
-from sandbox.replay.unexpected import REASON_TEXT
-from sandbox.replay.verdict import Verdict
+from sandbox.replay.judging.divergence import Divergence, EventSummary
+from sandbox.replay.judging.jsondiff import MISSING, FieldDiff
+from sandbox.replay.judging.unexpected import REASON_TEXT
+from sandbox.replay.judging.verdict import Verdict
 from sandbox.report.comparison import Comparison, replay_comparison
 from sandbox.report.statetables import state_tables
 from sandbox.report.steps import page_data

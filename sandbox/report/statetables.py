@@ -3,7 +3,7 @@ table, the Redis keys and the files that differ, with the original's and the rep
 
 A service kind describes its state as ``{"tables": {name: [row, ...]}}``,
 ``{"keys": {key: {...}}}`` or ``{"files": {path: {...}}}``, and
-:func:`~sandbox.replay.divergence.diff_states` names each difference by a path into that
+:func:`~sandbox.replay.judging.divergence.diff_states` names each difference by a path into that
 description (``tables.orders[1]``, ``keys["cart:7"].value``, ``files["a/b.txt"].sha256``).
 Rows whose whole value was added or removed are shown with their columns; any other
 difference as one line (what, field, original, replay).
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.replay.divergence import StateDiff
-from sandbox.replay.jsondiff import MISSING
+from sandbox.replay.judging.divergence import StateDiff
+from sandbox.replay.judging.jsondiff import MISSING
 
 _HEAD = re.compile(r'^(tables|keys|files)(?:\.([A-Za-z_][A-Za-z0-9_-]*)|\[("(?:[^"\\]|\\.)*")\])')
 _ROW = re.compile(r"^\[(\d+)\]")

@@ -17,7 +17,7 @@ import pytest
 from examples import _refunds
 from sandbox import capture
 from sandbox.replay import replay
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.events import FinalResult, LLMCall, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ForkEdits, ForkOverride
 from sandbox.snapshot.store import DirectoryStore

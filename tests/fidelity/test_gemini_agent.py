@@ -20,8 +20,8 @@ from examples import _refunds, gemini_agent
 from examples._model import serve_model
 from sandbox import capture
 from sandbox.replay import replay
-from sandbox.replay.policy import PolicySet
-from sandbox.replay.semantics import request_of
+from sandbox.replay.judging.semantics import request_of
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.seam.apis import gemini
 from sandbox.snapshot.events import FinalResult, HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ForkEdits, ForkOverride

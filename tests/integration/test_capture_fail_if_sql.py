@@ -95,7 +95,7 @@ def test_a_fail_if_that_writes_is_refused_and_the_live_table_stays(
 @pytest.mark.docker
 def test_a_live_invariant_only_reads_and_makes_nothing_on_the_server() -> None:
     from sandbox.errors import QueryRefusedError
-    from sandbox.replay.verdict import run_sql_live
+    from sandbox.replay.judging.verdict import run_sql_live
     from sandbox.services.postgres.pgquery import ROLE
 
     with postgres_server() as server:

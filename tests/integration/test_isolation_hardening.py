@@ -15,7 +15,7 @@ import redis
 
 from sandbox.containers import RestoreSpec, bring_up, connect
 from sandbox.containers.runner import create_runner
-from sandbox.replay.incontainer import ensure_runner_image
+from sandbox.replay.isolation.incontainer import ensure_runner_image
 
 pytestmark = pytest.mark.docker
 

@@ -20,7 +20,7 @@ from examples.capture_demo import environ, production_db
 from sandbox import capture
 from sandbox.capture.mcp import recorded_result
 from sandbox.replay import replay
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.events import HTTPExchange, ToolCall
 from sandbox.snapshot.manifest import Entrypoint

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from sandbox.containers import Environment, RestoreSpec, bring_up, connect
-from sandbox.replay.verdict import Expectation, ReplayOutcome, judge_run, run_sql
+from sandbox.replay.judging.verdict import Expectation, ReplayOutcome, judge_run, run_sql
 from sandbox.services.postgres import pgquery
 from sandbox.snapshot.manifest import SQLInvariant
 

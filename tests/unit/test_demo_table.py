@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from examples.demo import DemoRow, demo_table
-from sandbox.replay.verdict import ReplayOutcome, judge
+from sandbox.replay.judging.verdict import ReplayOutcome, judge
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import ExceptionPredicate
 

@@ -9,8 +9,8 @@ imports itself back through any chain.
 The one allowed upward edge is the boot hook ``sandbox/capture/_site/sitecustomize.py``: it is
 put on ``PYTHONPATH`` of a wrapped command and starts either the capture or, for the replay of
 such a run, the replay child (``sandbox.replay.command``), or a process the replay runs live
-under its frozen clock (``sandbox.replay.liveprocess``); it is code run in another process,
-not a dependency of the capture package.
+under its frozen clock (``sandbox.replay.isolation.liveprocess``); it is code run in another
+process, not a dependency of the capture package.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ BELOW_CAPTURE = ("sandbox.seam", "sandbox.snapshot", "sandbox.services")
 REDACTION = "sandbox.redaction"
 ALLOWED_UPWARD = {
     ("sandbox.capture._site.sitecustomize", "sandbox.replay.command"),
-    ("sandbox.capture._site.sitecustomize", "sandbox.replay.liveprocess"),
+    ("sandbox.capture._site.sitecustomize", "sandbox.replay.isolation.liveprocess"),
 }
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from sandbox.errors import ReplayError, SandboxError
 from sandbox.regress import check_store, expected_reproductions
-from sandbox.replay.verdict import ReplayOutcome, Verdict, judge
+from sandbox.replay.judging.verdict import ReplayOutcome, Verdict, judge
 from sandbox.snapshot import DirectoryStore, Manifest, Snapshot
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import ExceptionPredicate, Failure
@@ -130,7 +130,7 @@ def test_empty_store_passes(store: DirectoryStore) -> None:
 
 PLUGIN_CONFTEST = """
 import sandbox.replay.engine
-from sandbox.replay.verdict import ReplayOutcome, judge
+from sandbox.replay.judging.verdict import ReplayOutcome, judge
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import ExceptionPredicate
 

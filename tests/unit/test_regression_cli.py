@@ -14,7 +14,7 @@ import pytest
 
 import sandbox.replay.engine
 from cli.main import main
-from sandbox.replay.verdict import ReplayOutcome, Verdict, judge
+from sandbox.replay.judging.verdict import ReplayOutcome, Verdict, judge
 from sandbox.snapshot import DirectoryStore, Manifest, Snapshot
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import ExceptionPredicate, Failure

@@ -275,7 +275,7 @@ def test_the_committed_demo_run_nests_retries_and_their_calls_under_the_tool() -
 def test_end_state_tables_name_keys_files_and_cells() -> None:
     """Redis keys, files and a changed cell, as :func:`diff_states` names them in the
     descriptions the service kinds write, become one table per service and kind."""
-    from sandbox.replay.divergence import diff_states
+    from sandbox.replay.judging.divergence import diff_states
     from sandbox.report.statetables import state_tables
 
     key = {"type": "string", "value": "2", "has_ttl": False}

@@ -6,7 +6,7 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
-from sandbox.replay.endstate import end_state_diffs
+from sandbox.replay.judging.endstate import end_state_diffs
 from sandbox.services import capture_end_state, capture_service, get_kind
 from sandbox.services.base import TRUNCATED
 from sandbox.snapshot.store import DirectoryStore

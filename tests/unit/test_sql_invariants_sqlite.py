@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.errors import QueryRefusedError
-from sandbox.replay.verdict import Expectation, ReplayOutcome, evaluate, judge_run
+from sandbox.replay.judging.verdict import Expectation, ReplayOutcome, evaluate, judge_run
 from sandbox.services.sqlquery import MAX_CHARS, READ_STATEMENTS, read_statement
 from sandbox.snapshot.manifest import SQLInvariant
 

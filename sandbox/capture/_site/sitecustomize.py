@@ -60,7 +60,7 @@ if os.environ.get("SANDBOX_REPLAY_OF"):
 
 if os.environ.get("SANDBOX_REPLAY_LIVE"):
     try:
-        from sandbox.replay.liveprocess import start_from_env as _start_live
+        from sandbox.replay.isolation.liveprocess import start_from_env as _start_live
 
         _start_live()
     except Exception as _exc:  # a live server of a replay must not run on the real clock

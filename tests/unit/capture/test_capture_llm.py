@@ -11,8 +11,8 @@ import httpx
 import openai
 
 from sandbox import capture
-from sandbox.replay.routing import legacy_llm_fingerprint
-from sandbox.replay.semantics import request_of
+from sandbox.replay.judging.semantics import request_of
+from sandbox.replay.serving.routing import legacy_llm_fingerprint
 from sandbox.seam import llm
 from sandbox.seam.apis import openai_responses
 from sandbox.snapshot.events import HTTPExchange, LLMCall

@@ -18,8 +18,8 @@ from sandbox.capture.mcp import (
     transport_key,
 )
 from sandbox.errors import ReplayMismatchError, UnknownNameError
-from sandbox.replay.mcp import RecordedServers, policy_target
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.mcp import RecordedServers, policy_target
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.events import MCPInfo, ToolCall
 
 

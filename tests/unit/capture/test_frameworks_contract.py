@@ -15,7 +15,7 @@ import pytest
 from sandbox import capture
 from sandbox.capture.frameworks import INTEGRATIONS
 from sandbox.replay import replay
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.events import ToolCall
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandbox.explain.conditions import conditions_of, release
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.store import DirectoryStore
 
 SNAPSHOTS = Path(__file__).resolve().parents[3] / "snapshots"

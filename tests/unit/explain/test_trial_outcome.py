@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sandbox.explain.trials import trial_outcome
-from sandbox.replay.verdict import Outcome, RunVerdict, Verdict
+from sandbox.replay.judging.verdict import Outcome, RunVerdict, Verdict
 from sandbox.snapshot.manifest import ResultPredicate
 
 

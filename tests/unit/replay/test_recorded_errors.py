@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
-from sandbox.replay.faults import STAND_IN_MODULE, rebuild_error, stand_in_reason
+from sandbox.replay.conditions.faults import STAND_IN_MODULE, rebuild_error, stand_in_reason
 from sandbox.seam.boundary import RecordedError, error_info
 from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate

@@ -12,7 +12,7 @@ import tenacity
 
 from sandbox import capture
 from sandbox.replay import replay
-from sandbox.replay.ordering import Turnstile
+from sandbox.replay.conditions.ordering import Turnstile
 from sandbox.snapshot.events import ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore

@@ -18,8 +18,8 @@ import tenacity
 from pydantic import BaseModel, TypeAdapter
 
 from sandbox.capture.children import hook_environment
-from sandbox.replay.clock import FrozenClock, LiveClock
-from sandbox.replay.liveprocess import LIVE_VAR, live_process_variables
+from sandbox.replay.conditions.clock import FrozenClock, LiveClock
+from sandbox.replay.isolation.liveprocess import LIVE_VAR, live_process_variables
 
 START = datetime(2024, 3, 1, 12, 0, 0, 250000, tzinfo=UTC)
 REAL_DATETIME = dt.datetime

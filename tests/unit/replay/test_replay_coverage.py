@@ -9,8 +9,8 @@ from replay_events import http, llm, result, tool
 
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
-from sandbox.replay.coverage import boundary_calls, exercised
-from sandbox.replay.verdict import Expectation, ReplayOutcome, judge_run
+from sandbox.replay.judging.coverage import boundary_calls, exercised
+from sandbox.replay.judging.verdict import Expectation, ReplayOutcome, judge_run
 from sandbox.snapshot.events import ErrorInfo, Event, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore

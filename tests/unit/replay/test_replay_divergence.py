@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from replay_events import clock, llm, reseq, result, tool
 
-from sandbox.replay.divergence import diff_state_hashes, diff_states, first_divergence
-from sandbox.replay.jsondiff import MISSING
+from sandbox.replay.judging.divergence import diff_state_hashes, diff_states, first_divergence
+from sandbox.replay.judging.jsondiff import MISSING
 from sandbox.snapshot.events import ErrorInfo, Event, ToolCall
 from sandbox.snapshot.manifest import ServiceState
 

@@ -15,8 +15,8 @@ import tenacity
 
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
-from sandbox.replay.faults import rebuild_error
-from sandbox.replay.ordering import Turnstile
+from sandbox.replay.conditions.faults import rebuild_error
+from sandbox.replay.conditions.ordering import Turnstile
 from sandbox.seam.boundary import RecordedError
 from sandbox.snapshot.events import ErrorInfo, ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate

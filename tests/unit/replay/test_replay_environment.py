@@ -9,8 +9,8 @@ from datetime import UTC, date, datetime
 import pytest
 
 from sandbox.errors import MissingEnvironmentError
-from sandbox.replay.clock import FrozenClock
-from sandbox.replay.environment import applied, restored_environment
+from sandbox.replay.conditions.clock import FrozenClock
+from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.snapshot.manifest import Clock, Manifest
 
 START = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)  # 07:00 in New York
@@ -88,7 +88,7 @@ def test_a_service_binding_redacted_at_capture_is_not_required() -> None:
 def test_the_redacted_values_the_user_sets_are_handed_to_another_process() -> None:
     """What ``ci-repro --in-container`` passes into the runner: the user's values of the
     variables redacted at capture, and nothing recorded or of this machine."""
-    from sandbox.replay.environment import redacted_values
+    from sandbox.replay.isolation.environment import redacted_values
 
     recorded = manifest(
         {"API_TOKEN": "<redacted:0123456789ab>", "MODE": "fast", "SANDBOX_X": "<x:0123456789ab>"}

@@ -11,7 +11,7 @@ import pytest
 
 from sandbox.errors import ForkError
 from sandbox.replay.fork import Fork, fork_edits, parse_override, parse_param
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.seam import llm
 from sandbox.seam.apis import anthropic_messages, gemini, openai_chat, openai_responses
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, ToolCall

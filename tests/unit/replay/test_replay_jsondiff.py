@@ -5,7 +5,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandbox.replay.jsondiff import MISSING, contrast, format_diffs, json_diff, json_equal
+from sandbox.replay.judging.jsondiff import MISSING, contrast, format_diffs, json_diff, json_equal
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5),

@@ -6,9 +6,9 @@ import pytest
 from replay_events import clock, http, llm, tool
 
 from sandbox.errors import ReplayMismatchError, UnknownNameError
-from sandbox.replay.matcher import Matcher, fingerprint_of
-from sandbox.replay.routing import legacy_llm_fingerprint, prepare_recording
-from sandbox.replay.semantics import request_of
+from sandbox.replay.judging.semantics import request_of
+from sandbox.replay.serving.matcher import Matcher, fingerprint_of
+from sandbox.replay.serving.routing import legacy_llm_fingerprint, prepare_recording
 from sandbox.seam.apis import openai_responses
 from sandbox.snapshot.events import Event, LLMCall
 from sandbox.snapshot.normalize import request_fingerprint

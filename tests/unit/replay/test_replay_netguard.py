@@ -25,7 +25,7 @@ import requests
 
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
-from sandbox.replay.netguard import REFUSED_EVENT
+from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from replay_events import result, tool
 
-from sandbox.replay.divergence import first_divergence
-from sandbox.replay.unexpected import explain
-from sandbox.replay.verdict import (
+from sandbox.replay.judging.divergence import first_divergence
+from sandbox.replay.judging.unexpected import explain
+from sandbox.replay.judging.verdict import (
     Expectation,
     ReplayOutcome,
     RunVerdict,

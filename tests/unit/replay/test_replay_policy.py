@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.errors import PolicyError, UnknownNameError
-from sandbox.replay.policy import (
+from sandbox.replay.judging.semantics import BOUNDARY_KINDS
+from sandbox.replay.serving.policy import (
     DEFAULT_POLICIES,
     PolicySet,
     get_policy,
@@ -15,7 +16,6 @@ from sandbox.replay.policy import (
     parse_target,
     policy_names,
 )
-from sandbox.replay.semantics import BOUNDARY_KINDS
 
 
 def test_registry_has_the_three_policies_with_distinct_behaviour() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.replay.divergence import same_meaning
-from sandbox.replay.semantics import RAW_GETTERS, semantic_view
+from sandbox.replay.judging.divergence import same_meaning
+from sandbox.replay.judging.semantics import RAW_GETTERS, semantic_view
 from sandbox.snapshot.events import (
     EVENT_ADAPTER,
     BlobRef,

@@ -18,7 +18,7 @@ import pytest
 
 from sandbox import capture
 from sandbox.replay import replay
-from sandbox.replay.deadline import default_timeout
+from sandbox.replay.conditions.deadline import default_timeout
 from sandbox.snapshot.events import ToolCall
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore

@@ -15,8 +15,8 @@ import pytest
 from cli.main import main
 from sandbox.errors import UntrustedRunError
 from sandbox.replay.engine import replay
-from sandbox.replay.environment import is_hook, restored_environment
-from sandbox.replay.trust import what_would_run
+from sandbox.replay.isolation.environment import is_hook, restored_environment
+from sandbox.replay.isolation.trust import what_would_run
 from sandbox.snapshot import DirectoryStore, Manifest
 from sandbox.snapshot.bundle import export_bundle, import_bundle
 from sandbox.snapshot.events import FinalResult, ToolCall

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from replay_events import result
 
 from sandbox.errors import PredicateError, QueryRefusedError, ReplayError, ServiceError
-from sandbox.replay.verdict import (
+from sandbox.replay.judging.verdict import (
     ReplayOutcome,
     evaluate,
     judge,

@@ -4,7 +4,7 @@ Recorded boundary events are indexed by ``(kind, name, fingerprint)``. The n-th 
 given fingerprint is answered by the n-th recorded event with that fingerprint, so a request
 repeated three times gets the three recorded answers in their order. A recorded event's
 fingerprint is the one the capture agent stored, or else the fingerprint of
-:func:`~sandbox.replay.semantics.request_of`.
+:func:`~sandbox.replay.judging.semantics.request_of`.
 
 When nothing matches, the miss mode decides:
 
@@ -28,8 +28,8 @@ from enum import StrEnum
 from typing import Any
 
 from sandbox.errors import ReplayMismatchError, UnknownNameError
-from sandbox.replay.jsondiff import FieldDiff, format_diffs, json_diff, short
-from sandbox.replay.semantics import BOUNDARY_KINDS, request_of
+from sandbox.replay.judging.jsondiff import FieldDiff, format_diffs, json_diff, short
+from sandbox.replay.judging.semantics import BOUNDARY_KINDS, request_of
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.hashing import canonical_json
 from sandbox.snapshot.normalize import normalize, request_fingerprint

@@ -29,7 +29,7 @@ from fnmatch import fnmatchcase
 from types import MappingProxyType
 
 from sandbox.errors import PolicyError, UnknownNameError
-from sandbox.replay.semantics import BOUNDARY_KINDS
+from sandbox.replay.judging.semantics import BOUNDARY_KINDS
 
 POLICY_KINDS: tuple[str, ...] = (*BOUNDARY_KINDS, "mcp")
 """What a rule can name: every boundary kind, and ``mcp`` (MCP servers by name)."""

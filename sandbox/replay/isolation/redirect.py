@@ -4,7 +4,7 @@ sandbox counterpart (its container, or its restored file) instead, whatever the 
 configuration says. A connection to the sandbox itself passes. Any other endpoint (one the
 run recorded without capturing its state, or one it never used) is refused with one line
 naming it and the policy that would let it through live, reported like a refused socket
-(:mod:`sandbox.replay.netguard`): the run is inconclusive.
+(:mod:`sandbox.replay.isolation.netguard`): the run is inconclusive.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from sandbox.capture.clients import Connect, address_of, endpoint_key
 from sandbox.capture.clients import install as install_clients
 from sandbox.errors import NetworkRefusedError
-from sandbox.replay.policy import PolicySet
+from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest
 
 

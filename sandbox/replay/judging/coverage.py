@@ -8,7 +8,7 @@ makes none of the recorded calls and returns a polite answer proves nothing abou
 **Coverage** counts the recorded boundary calls the agent made (model, tool, retrieval, memory
 and HTTP calls, retry attempts; a call made inside another is part of it, and the HTTP
 exchange that carries a model call is that call) that the replay made again, aligned as
-:func:`~sandbox.replay.divergence.first_divergence` aligns them: the k-th call of ``(task,
+:func:`~sandbox.replay.judging.divergence.first_divergence` aligns them: the k-th call of ``(task,
 kind, name)`` in the recording is made when the replay has a k-th one. A fix that
 legitimately takes a shorter path makes fewer of them.
 
@@ -60,7 +60,7 @@ def boundary_calls(events: Sequence[Event]) -> tuple[Event, ...]:
 
 def _bare(type_name: str) -> str:
     """A type's name without its module: a recorded fault raised again may be a stand-in
-    class of the same name (:mod:`sandbox.replay.faults`)."""
+    class of the same name (:mod:`sandbox.replay.conditions.faults`)."""
     return type_name.rsplit(".", 1)[-1]
 
 

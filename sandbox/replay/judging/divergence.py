@@ -4,7 +4,7 @@
 of a stream in the original is compared with the k-th event of the same stream in the replay.
 Two tasks that interleave differently therefore do not diverge, while any change inside one
 task's calls to one boundary does. Events are compared by their meaning
-(:func:`~sandbox.replay.semantics.semantic_view`): times, sequence numbers, durations and
+(:func:`~sandbox.replay.judging.semantics.semantic_view`): times, sequence numbers, durations and
 fingerprints are ignored.
 
 **Which divergence is first.** Walking the original in log order, the first event that is
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from sandbox.replay.jsondiff import MISSING, FieldDiff, format_diffs, json_diff, short
-from sandbox.replay.semantics import RAW_GETTERS, semantic_view
+from sandbox.replay.judging.jsondiff import MISSING, FieldDiff, format_diffs, json_diff, short
+from sandbox.replay.judging.semantics import RAW_GETTERS, semantic_view
 from sandbox.snapshot.events import Event
 from sandbox.snapshot.manifest import ServiceState
 

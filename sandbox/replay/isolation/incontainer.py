@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.errors import ReplayError, SandboxError
-from sandbox.replay.environment import redacted_values
-from sandbox.replay.verdict import RunVerdict, Verdict, predicate_for
+from sandbox.replay.isolation.environment import redacted_values
+from sandbox.replay.judging.verdict import RunVerdict, Verdict, predicate_for
 from sandbox.snapshot.store import Store, as_store
 
 

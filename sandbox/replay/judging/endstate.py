@@ -6,7 +6,7 @@ The quick check comes first: only a service whose end-state hash differs from th
 service kind from a scratch target beside the replay's endpoint (a ``<db>_sbx_expected``
 database, a spare Redis database, a temporary file or folder), the replayed end state from
 the endpoint itself, and the two descriptions go through
-:func:`~sandbox.replay.divergence.diff_states`::
+:func:`~sandbox.replay.judging.divergence.diff_states`::
 
     diffs = end_state_diffs(store, manifest.services, replayed_services, endpoints)
     diffs[0].describe()   # 'db: tables.orders[1]: removed (was {"id": 2, ...})'
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import JsonValue
 
 from sandbox.errors import SandboxError
-from sandbox.replay.divergence import StateDiff, diff_state_hashes, diff_states
+from sandbox.replay.judging.divergence import StateDiff, diff_state_hashes, diff_states
 from sandbox.services.base import DESCRIBE_LIMIT
 from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import ServiceState

@@ -6,9 +6,9 @@ runs under the replay's frozen clock and seeded entropy, as the agent does.
 program) and ``TZ``, the replayed run's time zone.
 Started with the hook's ``sitecustomize`` on its path (a Python program: see
 :func:`sandbox.capture.children.hook_environment`), :func:`start_from_env` freezes its clock
-at that instant (:class:`~sandbox.replay.clock.FrozenClock`, SQLite's ``'now'`` included) and
-seeds ``random`` and ``uuid4`` from the seed, the same in every replay. Nothing is recorded
-in the process: what it answers crosses the agent's boundary.
+at that instant (:class:`~sandbox.replay.conditions.clock.FrozenClock`, SQLite's ``'now'``
+included) and seeds ``random`` and ``uuid4`` from the seed, the same in every replay. Nothing
+is recorded in the process: what it answers crosses the agent's boundary.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import MutableMapping
 from datetime import UTC, datetime
 
 from sandbox.capture.children import LIVE_VAR
-from sandbox.replay.clock import FrozenClock, ReplayClock
+from sandbox.replay.conditions.clock import FrozenClock, ReplayClock
 
 
 def live_process_variables(clock: ReplayClock, seed: int | None, name: str) -> dict[str, str]:

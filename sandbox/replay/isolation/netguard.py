@@ -21,7 +21,7 @@ Everything else raises :class:`~sandbox.errors.NetworkRefusedError` naming the h
 and the policy to set, and is reported to ``on_refusal`` first, so the run is judged
 inconclusive with that reason whatever the agent does with the error. Recorded responses are
 served above the socket (at the httpx and aiohttp transports) and never connect. Clients
-written in C (libpq under psycopg) open their own sockets: :mod:`sandbox.replay.redirect`
+written in C (libpq under psycopg) open their own sockets: :mod:`sandbox.replay.isolation.redirect`
 holds those to the sandbox at the client's API.
 """
 
@@ -37,7 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sandbox.errors import NetworkRefusedError, ReplayError
-from sandbox.replay.policy import Policy, PolicySet
+from sandbox.replay.serving.policy import Policy, PolicySet
 
 REFUSED_EVENT = "sandbox.replay.refused"
 NETWORK_KINDS = frozenset({"llm", "http"})

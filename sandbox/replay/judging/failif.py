@@ -19,7 +19,7 @@ from typing import Any
 
 from sandbox.capture.command import CommandResult, Judge, capture_command
 from sandbox.errors import SandboxError
-from sandbox.replay.verdict import (
+from sandbox.replay.judging.verdict import (
     ReplayOutcome,
     SQLRunner,
     check_predicate,

@@ -10,7 +10,7 @@ the process's time zone (``TZ``). Monotonic clocks stay real, so event loops kee
 A client's own idea of now is the frozen time too where the kind's client hook says how
 (:attr:`~sandbox.seam.clients.ClientHook.frozen_now`: SQLite's ``'now'`` in the connections
 ``sqlite3.connect`` opens while the clock is frozen); the clock of a process other than a
-Python one the replay starts is not (:mod:`sandbox.replay.liveprocess`).
+Python one the replay starts is not (:mod:`sandbox.replay.isolation.liveprocess`).
 :class:`LiveClock` leaves the real clock alone (``clocks="live"``). Both make tenacity's
 default sleep virtual while the replay runs: the recorded waits are kept in the events, but
 nobody waits for them; under a frozen clock tenacity's own timer (``stop_after_delay``) sees

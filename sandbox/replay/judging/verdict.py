@@ -23,8 +23,8 @@ A failure predicate is evaluated against the outcome of each replayed run:
 **Three outcomes.** Each replayed run is *reproduced* (the predicate holds, or the run ended
 with the recorded exception's type at the recorded boundary), *gone* (the run completed,
 every boundary was served, the predicate does not hold, and the run exercised the recorded
-run: :mod:`sandbox.replay.coverage`) or *inconclusive*, with a reason
-(:data:`~sandbox.replay.unexpected.Reason`): a recording mismatch, a connection outside the
+run: :mod:`sandbox.replay.judging.coverage`) or *inconclusive*, with a reason
+(:data:`~sandbox.replay.judging.unexpected.Reason`): a recording mismatch, a connection outside the
 sandbox refused, a different exception (named, with a hint; also one a replayed call raised
 where the recorded call did not, which the agent caught), a non-zero exit, a sandbox error,
 a timeout, the recorded order of concurrent calls not kept, none of the recorded calls
@@ -47,11 +47,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
-from sandbox.replay.coverage import Coverage, boundary_calls, exercised, raised_types
-from sandbox.replay.deadline import describe as describe_timeout
-from sandbox.replay.divergence import Divergence
-from sandbox.replay.jsondiff import json_equal, short
-from sandbox.replay.unexpected import REASON_TEXT, REASONS, Reason, explain
+from sandbox.replay.conditions.deadline import describe as describe_timeout
+from sandbox.replay.judging.coverage import Coverage, boundary_calls, exercised, raised_types
+from sandbox.replay.judging.divergence import Divergence
+from sandbox.replay.judging.jsondiff import json_equal, short
+from sandbox.replay.judging.unexpected import REASON_TEXT, REASONS, Reason, explain
 from sandbox.services.statecapture import redact_endpoint
 from sandbox.snapshot.events import ErrorInfo, Event, FinalResult
 from sandbox.snapshot.manifest import (
@@ -99,7 +99,7 @@ class ReplayOutcome:
     """State the run read or wrote that a partial capture did not hold (see
     :mod:`sandbox.services.postgres.pgtouched`), described."""
     calls: tuple[Event, ...] = ()
-    """The boundary calls the run made (:func:`~sandbox.replay.coverage.boundary_calls`)."""
+    """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -350,7 +350,8 @@ class Expectation:
     calls: tuple[Event, ...] = ()
     """The recorded boundary calls, which a run must exercise to be judged *gone*."""
     raised: frozenset[str] = frozenset()
-    """The exception types the recording holds (:func:`~sandbox.replay.coverage.raised_types`)."""
+    """The exception types the recording holds
+    (:func:`~sandbox.replay.judging.coverage.raised_types`)."""
 
     @classmethod
     def of(
@@ -393,7 +394,8 @@ class RunVerdict:
     reason: Reason | None = None
     """Why the run could not be judged (inconclusive runs only)."""
     coverage: Coverage | None = None
-    """How many of the recorded boundary calls the run made (:mod:`sandbox.replay.coverage`)."""
+    """How many of the recorded boundary calls the run made
+    (:mod:`sandbox.replay.judging.coverage`)."""
     raised: tuple[str, ...] = ()
     """Exceptions replayed calls raised where the recording's did not, in a run that
     completed (so the agent caught them), described with the call."""
@@ -466,7 +468,7 @@ def judge_run(
     recorded boundary. *Gone*: the run completed, every boundary was served, the predicate
     does not hold, and the run exercised the recorded run (it made at least one recorded
     call, and none of the recorded calls it made raised what the recording's did not: see
-    :mod:`sandbox.replay.coverage`). Anything else is *inconclusive*, with its reason: a
+    :mod:`sandbox.replay.judging.coverage`). Anything else is *inconclusive*, with its reason: a
     crash is never "gone", and a crash outranks a predicate that cannot be checked.
     ``environ`` is the environment the run saw (for hints)."""
     coverage, raised = exercised(expected.calls, outcome.calls, expected.raised)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import JsonValue
 
-from sandbox.replay.semantics import request_of
+from sandbox.replay.judging.semantics import request_of
 from sandbox.seam import llm
 from sandbox.seam.boundary import Call
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall
