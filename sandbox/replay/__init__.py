@@ -1,5 +1,12 @@
 """Replay: serve each boundary by a policy, match requests against the recording, find the
-first divergent step, and judge whether the recorded failure came back."""
+first divergent step, and judge whether the recorded failure came back.
+
+The engine (:mod:`~sandbox.replay.engine`, with its session, boundary and fork) stands on four
+groups, each importing only those before it: :mod:`~sandbox.replay.conditions` (the clock,
+faults, order and deadline a run runs under), :mod:`~sandbox.replay.judging` (meaning,
+divergence, coverage, the verdict), :mod:`~sandbox.replay.serving` (policies, matching,
+routing) and :mod:`~sandbox.replay.isolation` (the replayed process's environment, network
+and trust)."""
 
 from sandbox.replay.boundary import ReplayBoundary, ReplayStopped
 from sandbox.replay.engine import replay

@@ -53,6 +53,18 @@ liveness, the entry-point groups), the snapshot model and store, the seam, the s
 the containers, the capture, the replay, and what stands on the replay (reports, regression
 checks, explanations, OpenTelemetry, sweeps, Kubernetes, doctor, the pytest plugin, the
 package's own ``__init__``). ``cli/`` stands above them all."""
+REPLAY_LAYERS: tuple[str, ...] = (
+    "sandbox.replay.conditions",
+    "sandbox.replay.judging",
+    "sandbox.replay.serving",
+    "sandbox.replay.isolation",
+    "sandbox.replay",
+)
+"""The replay's own groups, lowest first (the order of ``ARCHITECTURE.md``): the conditions
+a run runs under (clock, faults, order, deadline), judging (what an event means, divergence,
+coverage, the verdict), serving (policies, matching, routing, overrides), the replayed
+process's isolation (environment, network guard, redirection, trust, live processes, the
+runner container), and the engine with its session, boundary and fork at the top."""
 LOWER = (
     "sandbox.capture",
     "sandbox.seam",
@@ -169,6 +181,28 @@ def test_the_package_never_imports_the_cli() -> None:
             )
             found |= {(str(path), n) for n in names if n == "cli" or n.startswith("cli.")}
     assert found == set()
+
+
+def _replay_layer(module: str) -> int:
+    """The index in :data:`REPLAY_LAYERS` of a module of ``sandbox.replay``."""
+    return next(
+        i for i, name in enumerate(REPLAY_LAYERS) if module == name or module.startswith(name + ".")
+    )
+
+
+def test_the_replay_groups_import_one_way() -> None:
+    """Inside the replay, a group imports only its own modules and those of lower groups:
+    judging never reaches serving, serving never the isolation, none of them the engine."""
+    graph = import_graph()
+    replay = {m for m in graph if m == UPPER or m.startswith(UPPER + ".")}
+    assert {"sandbox.replay.judging.verdict", "sandbox.replay.serving.policy"} <= replay
+    upward = {
+        (module, target)
+        for module in replay
+        for target in graph[module]
+        if target in replay and _replay_layer(target) > _replay_layer(module)
+    }
+    assert upward == set()
 
 
 def test_lower_layers_never_import_replay() -> None:
