@@ -17,7 +17,7 @@ import uuid
 
 from bench.compare import compare, ratios, record
 from sandbox import capture
-from sandbox.replay import PolicySet, replay
+from sandbox.replay import PolicySet, ReplayPlan, replay
 from sandbox.snapshot.manifest import Entrypoint, ResultPredicate
 from sandbox.snapshot.store import DirectoryStore
 
@@ -70,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
         run_id = capture_once()
         events = len(store.load_events(run_id))
-        policies = PolicySet().with_rule("recorded", "tool")
+        plan = ReplayPlan(policies=PolicySet().with_rule("recorded", "tool"))
 
         def replay_once() -> None:
-            report = replay(run_id, store=store, policies=policies)
+            report = replay(run_id, plan, store=store)
             assert report.verdict.reproduced == 1, report.describe()
             assert report.divergences[0] is None, report.describe()
 

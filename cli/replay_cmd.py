@@ -146,6 +146,8 @@ def replay_command(
     from sandbox.replay.engine import replay as run_replay
     from sandbox.replay.fork import fork_edits
     from sandbox.replay.isolation.environment import given_variable
+    from sandbox.replay.plan import ReplayPlan
+    from sandbox.replay.serving.matcher import MissMode
     from sandbox.snapshot.predicate_syntax import parse_predicate
 
     policies = ordered_policies(
@@ -157,27 +159,25 @@ def replay_command(
     fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
     from cli.progress import progress_bar
 
+    plan = ReplayPlan(
+        times=times,
+        policies=policies,
+        miss=MissMode.parse(miss),
+        enforce_order=not no_enforce_order,
+        clocks="live" if live_clock else "frozen",
+        entrypoint=entrypoint,
+        services=services,
+        trust=trust,
+        predicate=parse_predicate(predicate) if predicate is not None else None,
+        fork=fork,
+        inject_faults=not no_inject_faults,
+        empty=tuple(empty or ()),
+        timeout=timeout,
+        env=given,
+    )
     opened = store_from(store)
     with progress_bar("replay", times, disable=as_json) as progress:
-        report = run_replay(
-            run_in(opened, run),
-            store=opened,
-            times=times,
-            policies=policies,
-            miss=miss,
-            enforce_order=not no_enforce_order,
-            clocks="live" if live_clock else "frozen",
-            entrypoint=entrypoint,
-            progress=progress,
-            services=services,
-            trust=trust,
-            predicate=parse_predicate(predicate) if predicate is not None else None,
-            fork=fork,
-            inject_faults=not no_inject_faults,
-            empty=empty or (),
-            timeout=timeout,
-            env=given,
-        )
+        report = run_replay(run_in(opened, run), plan, store=opened, progress=progress)
     if html is not None:
         from sandbox.report import write_store_report
 

@@ -5,7 +5,7 @@ Fixtures:
 - ``sandbox_store``: the snapshot store (``--sandbox-store``, else ``$SANDBOX_STORE``, else
   the ``sandbox_store`` ini value, else ``./snapshots``);
 - ``replay``: a callable ``replay(run_id, times=1, **options) -> ReplayReport`` replaying a run
-  from that store (the options are those of :func:`sandbox.replay.engine.replay`); when no
+  from that store (the options are the fields of :class:`sandbox.replay.plan.ReplayPlan`); when no
   run reproduced and one could not be judged (the verdict is *inconclusive*), it fails the
   test with the reasons: an inconclusive replay is never a pass. ``--sandbox-timeout
   SECONDS`` (or the ``sandbox_timeout`` ini value) is each replayed run's wall-clock limit
@@ -99,15 +99,17 @@ def replay(sandbox_store: Store, pytestconfig: pytest.Config) -> ReplayFn:
     def run(run_id: str, times: int = 1, **options: Any) -> Any:
         from sandbox.errors import UnknownRunError
         from sandbox.replay.engine import replay as replay_run
+        from sandbox.replay.plan import ReplayPlan
         from sandbox.snapshot.refs import resolve_run
 
         if limit is not None:
             options.setdefault("timeout", limit)
+        plan = ReplayPlan(times=times).with_options(**options)
         try:
             found = resolve_run(sandbox_store, run_id)
         except UnknownRunError:
             found = run_id  # the replay says so, as for any run it cannot find
-        report = replay_run(found, store=sandbox_store, times=times, **options)
+        report = replay_run(found, plan, store=sandbox_store)
         fail_if_inconclusive(run_id, report)
         return report
 

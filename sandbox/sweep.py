@@ -72,13 +72,13 @@ def _task_store(location: str) -> Store:
 def replay_task(task: SweepTask) -> dict[str, Any]:
     """One replay, run on a node with a Docker engine; the verdict of the run as JSON."""
     from sandbox.replay.engine import replay
+    from sandbox.replay.plan import ReplayPlan
 
     os.chdir(task.project)
     store = _task_store(task.store)
     try:
-        report = replay(
-            task.run_id, store=store, times=1, entrypoint=task.entrypoint, trust=task.trust
-        )
+        plan = ReplayPlan(times=1, entrypoint=task.entrypoint, trust=task.trust)
+        report = replay(task.run_id, plan, store=store)
         verdict = report.verdict.runs[0].to_json()
     except SandboxError as exc:
         verdict = _inconclusive(task.index, f"the replay could not run: {exc}")

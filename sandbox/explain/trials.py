@@ -41,6 +41,8 @@ from sandbox.explain.result import (
 )
 from sandbox.replay.engine import replay
 from sandbox.replay.judging.verdict import Verdict
+from sandbox.replay.plan import ReplayPlan
+from sandbox.replay.serving.matcher import MissMode
 from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest, Predicate
 from sandbox.snapshot.store import Store, as_store
@@ -190,20 +192,18 @@ class _Trials:
         up = self.sandboxes.get(settings.clocks)
         up.removed = settings.parts
         up.reset()
-        report = replay(
-            self.run_id,
-            store=self.store,
+        plan = ReplayPlan(
             times=self.times,
             policies=settings.policies,
-            miss=self.miss,
+            miss=MissMode.parse(self.miss),
             enforce_order=settings.enforce_order,
             clocks="live" if settings.clocks == "live" else "frozen",
             inject_faults=settings.inject_faults,
             entrypoint=self.entrypoint,
             trust=self.trust,
-            services_up=up,
             predicate=self.predicate,
         )
+        report = replay(self.run_id, plan, store=self.store, services_up=up)
         self.used += self.times
         for replayed in report.replays:
             with contextlib.suppress(OSError):

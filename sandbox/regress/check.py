@@ -29,7 +29,8 @@ class _Report(Protocol):
 
 
 Replayer = Callable[..., _Report]
-"""``replay(run_id, *, store, times, ...)``, as :func:`sandbox.replay.engine.replay`."""
+"""``replay(run_id, *, store, times, **options)``, as :func:`sandbox.replay.engine.replay`
+(``options``: fields of :class:`~sandbox.replay.plan.ReplayPlan`)."""
 
 
 def expected_reproductions(store: Store) -> list[Manifest]:

@@ -2,10 +2,11 @@
 
 The file is plain text built from the manifest alone (run id, name, failure reason and
 predicate, entrypoint): nothing from the snapshot is executed, and every value taken from it
-enters the code as a ``repr()`` literal or as escaped docstring text. The generated test calls
-:func:`sandbox.replay.engine.replay` and asserts that every run was judged and the recorded
-failure did **not** come back (the verdict is *gone*): it fails before the fix, fails when a
-run is inconclusive (never a pass on a crash or a recording mismatch), and passes after.
+enters the code as a ``repr()`` literal or as escaped docstring text. The generated test
+replays the run with :func:`sandbox.replay.engine.replay` as a
+:class:`~sandbox.replay.plan.ReplayPlan` says, and asserts that every run was judged and the
+recorded failure did **not** come back (the verdict is *gone*): it fails before the fix, fails
+when a run is inconclusive (never a pass on a crash or a recording mismatch), and passes after.
 """
 
 from __future__ import annotations
@@ -200,8 +201,7 @@ def regression_source(
         "",
         "import pytest",
         "",
-        "from sandbox.replay.engine import replay",
-        "from sandbox.replay.serving.policy import PolicySet",
+        "from sandbox.replay import MissMode, PolicySet, ReplayPlan, replay",
         "from sandbox.snapshot.predicate_syntax import parse_predicate",
         "from sandbox.snapshot.store import open_store",
         "",
@@ -228,16 +228,15 @@ def regression_source(
         '    """Every replayed run is judged, and the recorded failure is gone."""',
         "    store = open_store(_store_path())",
         "    predicate = parse_predicate(PREDICATE) if PREDICATE is not None else None",
-        "    report = replay(",
-        "        RUN_ID,",
-        "        store=store,",
+        "    plan = ReplayPlan(",
         "        times=TIMES,",
         "        entrypoint=ENTRYPOINT,",
         "        predicate=predicate,",
         "        timeout=TIMEOUT,",
         "        policies=PolicySet.from_rules(POLICIES),",
-        "        miss=MISS,",
+        "        miss=MissMode.parse(MISS),",
         "    )",
+        "    report = replay(RUN_ID, plan, store=store)",
         "    verdict = report.verdict",
         '    summary = f"{FAILURE}: {verdict.summary()}\\n" + report.describe()',
         '    assert verdict.outcome != "inconclusive", summary',

@@ -29,6 +29,7 @@ from sandbox.replay.judging.verdict import (
     judge,
     predicate_for,
 )
+from sandbox.replay.plan import ReplayPlan
 from sandbox.replay.report import ReplayReport
 from sandbox.replay.serving.matcher import Matcher, MissMode
 from sandbox.replay.serving.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
@@ -47,6 +48,7 @@ __all__ = [
     "PolicySet",
     "ReplayBoundary",
     "ReplayOutcome",
+    "ReplayPlan",
     "ReplayReport",
     "ReplayStopped",
     "RunVerdict",

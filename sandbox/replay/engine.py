@@ -1,9 +1,11 @@
-"""``replay(run_id, ...)``: bring the captured environment up, re-run the agent N times with
-every boundary served by its policy, and judge whether the recorded failure came back.
+"""``replay(run_id, plan)``: bring the captured environment up, re-run the agent as the
+:class:`~sandbox.replay.plan.ReplayPlan` says (N times, every boundary served by its policy),
+and judge whether the recorded failure came back.
 
 ::
 
-    report = replay("orders-20240131T235930Z-a1b2c3", store="snapshots", times=20)
+    report = replay("orders-20240131T235930Z-a1b2c3", ReplayPlan(times=20), store="snapshots")
+    report = replay("orders-20240131T235930Z-a1b2c3", store="snapshots", times=20)  # the same
     report.verdict.summary()      # 'failure reproduced: 20/20 runs'
     report.exit_code              # 1 reproduced, 0 gone, 2 could not be judged
 
@@ -49,8 +51,8 @@ from sandbox.replay.judging.verdict import (
     Verdict,
     judge_run,
 )
-from sandbox.replay.report import ClockMode, ReplayReport, mismatch_json, replay_notes
-from sandbox.replay.serving.matcher import MissMode
+from sandbox.replay.plan import ReplayPlan
+from sandbox.replay.report import ReplayReport, mismatch_json, replay_notes
 from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
@@ -60,7 +62,6 @@ from sandbox.snapshot.manifest import (
     Failure,
     ForkEdits,
     Manifest,
-    Predicate,
     ServiceState,
 )
 from sandbox.snapshot.store import Store, as_store
@@ -189,26 +190,24 @@ class _Settings:
     expected: Expectation
     target: str
     function: Callable[[], Any]
+    plan: ReplayPlan
     policies: PolicySet
-    miss: MissMode
-    enforce_order: bool
-    clocks: ClockMode
+    """The policies in force (:meth:`ReplayPlan.served_by`)."""
+    timeout: float
+    """Seconds a run may take before it is stopped (:mod:`sandbox.replay.conditions.deadline`):
+    the plan's, else the default for the recording."""
     command: Entrypoint | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
     traced: bool = False
     """The original was imported from a trace: divergence is looked for in what a trace
     records (:func:`as_traced`)."""
-    fork: ForkEdits | None = None
-    inject_faults: bool = True
-    timeout: float | None = None
-    """Seconds a run may take before it is stopped (:mod:`sandbox.replay.conditions.deadline`)."""
 
 
 def _replay_once(
     s: _Settings, index: int, endpoints: Mapping[str, str], services: Sequence[ServiceState]
 ) -> _Run:
     original = s.manifest
-    run_id = make_run_id(f"{original.name or 'run'}-{_what(s.fork)}", time.time())
+    run_id = make_run_id(f"{original.name or 'run'}-{_what(s.plan.fork)}", time.time())
     manifest = original.model_copy(
         update={
             "run_id": run_id,
@@ -222,14 +221,16 @@ def _replay_once(
             "event_count": None,
             "events_sha256": None,
             "replay_of": original.run_id,
-            "fork": None if s.fork is None else stored_edits(s.fork, s.store.placeholder_key()),
+            "fork": None
+            if s.plan.fork is None
+            else stored_edits(s.plan.fork, s.store.placeholder_key()),
             "labels": {
                 **original.labels,
                 "replay.policies": s.policies.describe(),
-                "replay.clocks": s.clocks,
-                "replay.enforce_order": str(s.enforce_order).lower(),
+                "replay.clocks": s.plan.clocks,
+                "replay.enforce_order": str(s.plan.enforce_order).lower(),
                 "replay.index": str(index + 1),
-                **({} if s.inject_faults else {"replay.faults": "not injected"}),
+                **({} if s.plan.inject_faults else {"replay.faults": "not injected"}),
                 "replay.host": socket.gethostname(),
             },
         }
@@ -237,12 +238,12 @@ def _replay_once(
     writer = s.store.begin(manifest)
     options = ReplayOptions(
         s.policies,
-        s.miss,
-        s.enforce_order,
-        s.clocks,
+        s.plan.miss,
+        s.plan.enforce_order,
+        s.plan.clocks,
         endpoints,
-        s.fork,
-        inject_faults=s.inject_faults,
+        s.plan.fork,
+        inject_faults=s.plan.inject_faults,
     )
     served: Served
     exit_code: int | None = None
@@ -331,7 +332,7 @@ def _end_state(s: _Settings, state: ServiceState, endpoints: Mapping[str, str]) 
     """A replayed run's end state: its hash; a fork keeps the dump too (``sandbox diff``
     shows its rows against another run's)."""
     endpoint = endpoints.get(state.name)
-    if s.fork is not None and endpoint is not None:
+    if s.plan.fork is not None and endpoint is not None:
         from sandbox.services.statecapture import capture_end_state
 
         with contextlib.suppress(SandboxError):
@@ -406,87 +407,57 @@ def _hash(state: ServiceState, endpoints: Mapping[str, str]) -> str | None:
 
 def replay(
     run_id: str,
+    plan: ReplayPlan | None = None,
     *,
     store: Store | str | os.PathLike[str] | None = None,
-    times: int = 1,
-    policies: PolicySet | None = None,
-    miss: MissMode | str = "fail",
-    enforce_order: bool = True,
-    clocks: ClockMode = "frozen",
-    entrypoint: str | None = None,
     progress: ReplayProgress | None = None,
-    services: Mapping[str, str] | None = None,
-    trust: bool = False,
-    predicate: Predicate | None = None,
-    fork: ForkEdits | None = None,
-    inject_faults: bool = True,
-    empty: Collection[str] = (),
     services_up: ServicesUp | None = None,
-    timeout: float | None = None,
-    env: Mapping[str, str] | None = None,
+    **options: Any,
 ) -> ReplayReport:
-    """Replay ``run_id`` ``times`` times; see the module documentation.
+    """Replay ``run_id`` as ``plan`` says (:class:`~sandbox.replay.plan.ReplayPlan`: how many
+    times, the policies, a fork, another entrypoint ...); see the module documentation.
 
-    ``services`` (name -> endpoint) replays against services that are already up instead of
-    bringing them up (no Docker): see :mod:`sandbox.replay.attached`. An imported run whose
-    entrypoint is a command or code outside the project runs only with ``trust``
-    (:mod:`sandbox.replay.isolation.trust`). ``predicate`` judges the runs instead of the recorded
-    failure's predicate (or gives one to a run that has none). ``fork`` makes each run a
-    fork of ``run_id`` with these edits (:mod:`sandbox.replay.fork`). ``inject_faults=False``
-    does not inject the recorded timeouts and retry failures
-    (:mod:`sandbox.replay.conditions.faults`).
-    ``empty`` names services brought up empty instead of with their captured state.
-    ``services_up`` replays against services someone else brought up and resets
+    ``options`` set fields of the plan by name, over ``plan``'s (the short form:
+    ``replay(run_id, store="snapshots", times=20)``); a name that is no field of the plan is
+    an :class:`~sandbox.errors.UnknownNameError`. ``store`` holds the run (default: the
+    configured one). ``progress`` is told as the replay moves on. ``services_up`` replays
+    against services someone else brought up and resets
     (:class:`~sandbox.replay.attached.ServicesUp`: reset between runs, not before the
-    first). ``timeout`` limits each run's wall-clock time (default: ten times the recorded
-    run's duration, at least a minute); a run that reaches it is stopped and judged
-    inconclusive (:mod:`sandbox.replay.conditions.deadline`). ``env`` sets variables for the
-    replayed runs by hand, over the recorded ones (a redacted value, one the capture never saw); the
-    restored services' bindings still win."""
-    if times < 1:
-        raise ReplayError(f"times must be at least 1, got {times}")
-    if clocks not in ("frozen", "live"):
-        raise UnknownNameError("clock mode", str(clocks), ["frozen", "live"])
-    if empty and (services is not None or services_up is not None):
+    first)."""
+    plan = (plan or ReplayPlan()).with_options(**options)
+    if plan.empty and services_up is not None:
         raise ReplayError("empty services need the sandbox to bring the services up")
     began = time.monotonic()
     st = as_store(store)
     manifest = st.load_manifest(run_id)
     if manifest.status != "complete":
         raise ReplayError(f"run {run_id} is incomplete (its capture never finished)")
+    entrypoint, trust = plan.entrypoint, plan.trust
     check_trusted(manifest, trust=trust, override=entrypoint)
-    given = dict(env or {})
+    given = dict(plan.env)
     local = None if "://" in st.location else Path(st.location)
     restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
-    policy_set = policies or PolicySet()
-    if clocks == "live":
-        policy_set = policy_set.with_rule("live", "clock")
     recording = st.load_events(run_id)
     compared = comparable(recording)
-    if timeout is not None and timeout <= 0:
-        raise ReplayError(f"timeout must be a positive number of seconds, got {timeout:g}")
     settings = _Settings(
         store=st,
         manifest=manifest,
         recording=recording,
         compared=compared,
         traced=from_trace(manifest),
-        expected=Expectation.of(manifest.failure, compared, predicate),
+        expected=Expectation.of(manifest.failure, compared, plan.predicate),
         target=target,
         function=_no_function
         if command is not None
         else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
-        policies=policy_set,
-        miss=MissMode.parse(miss),
-        enforce_order=enforce_order,
-        clocks=clocks,
+        plan=plan,
+        policies=plan.served_by(),
         command=command,
-        fork=fork,
-        inject_faults=inject_faults,
-        timeout=timeout if timeout is not None else default_timeout(recording),
+        timeout=plan.timeout if plan.timeout is not None else default_timeout(recording),
     )
+    times = plan.times
 
     def tell(message: str, done: int) -> None:
         if progress is not None:
@@ -500,18 +471,18 @@ def replay(
         if services_up is not None:
             endpoints, binding = dict(services_up.endpoints), dict(services_up.env)
             reset = services_up.reset
-        elif manifest.services and services is not None:
+        elif manifest.services and plan.services is not None:
             from sandbox.replay.attached import attach
 
-            attached = attach(manifest.services, services, progress=lambda line: tell(line, 0))
+            attached = attach(manifest.services, plan.services, progress=lambda line: tell(line, 0))
             endpoints, binding, reset = attached.endpoints, attached.env, attached.reset
         elif manifest.services:
             from sandbox.containers import bring_up
 
-            frozen_at = manifest.clock.start if clocks == "frozen" and manifest.clock else None
+            frozen_at = manifest.clock.start if plan.clocks == "frozen" and manifest.clock else None
             up = stack.enter_context(
                 bring_up(
-                    emptied(manifest.services, empty),
+                    emptied(manifest.services, plan.empty),
                     st,
                     frozen_at=frozen_at,
                     progress=lambda line: tell(line, 0),
@@ -539,9 +510,9 @@ def replay(
         mismatch=mismatch_json(mismatch) if mismatch is not None else None,
         notes=[],
         entrypoint=target,
-        policies=policy_set.describe(),
-        clocks=clocks,
-        enforce_order=enforce_order,
+        policies=settings.policies.describe(),
+        clocks=plan.clocks,
+        enforce_order=plan.enforce_order,
         drift=sorted({d.describe() for r in runs for d in r.drift}),
         injected=sorted(
             {
@@ -553,7 +524,7 @@ def replay(
         ),
         seconds=time.monotonic() - began,
         refused=sorted({line for r in runs for line in r.refused}),
-        fork=fork,
+        fork=plan.fork,
         stalls=sum(r.stalls for r in runs),
     )
     report.notes = replay_notes(

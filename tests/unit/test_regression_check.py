@@ -148,9 +148,9 @@ class Report:
         return "described"
 
 
-def fake_replay(run_id, *, store, times=1, **options):
-    CALLS.append((run_id, str(store.root), times, options))
-    return Report(run_id, times)
+def fake_replay(run_id, plan, *, store):
+    CALLS.append((run_id, str(store.root), plan))
+    return Report(run_id, plan.times)
 
 
 sandbox.replay.engine.replay = fake_replay
@@ -158,8 +158,9 @@ sandbox.replay.engine.replay = fake_replay
 
 
 def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
-    """The plugin's ``replay`` fixture and ``@pytest.mark.replay`` pass the run, times,
-    store and options through to the replayer, and fail on an inconclusive verdict."""
+    """The plugin's ``replay`` fixture and ``@pytest.mark.replay`` pass the run, the store
+    and a plan of the times and options to the replayer, and fail on an inconclusive
+    verdict."""
     pytester.makeconftest(PLUGIN_CONFTEST)
     pytester.makepyfile(
         """
@@ -169,13 +170,16 @@ def test_plugin_fixture_and_marker(pytester: pytest.Pytester) -> None:
         def test_fixture(replay, sandbox_store):
             report = replay("orders-1", times=2, miss="live")
             assert (report.run_id, report.times) == ("orders-1", 2)
-            assert CALLS[-1] == ("orders-1", str(sandbox_store.root), 2, {"miss": "live"})
+            run_id, root, plan = CALLS[-1]
+            assert (run_id, root, plan.times, plan.miss) == (
+                "orders-1", str(sandbox_store.root), 2, "live"
+            )
             assert sandbox_store.root.name == "elsewhere"
 
-        @pytest.mark.replay("billing-7", times=3, clocks="frozen")
+        @pytest.mark.replay("billing-7", times=3, clocks="live")
         def test_marker(replay_report):
             assert (replay_report.run_id, replay_report.times) == ("billing-7", 3)
-            assert CALLS[-1][3] == {"clocks": "frozen"}
+            assert (CALLS[-1][2].times, CALLS[-1][2].clocks) == (3, "live")
 
         def test_marker_missing(replay_report):
             pass
@@ -210,9 +214,9 @@ def test_plugin_timeout_option_is_the_default_limit(pytester: pytest.Pytester) -
 
         def test_limits(replay):
             replay("orders-1")
-            assert CALLS[-1][3] == {"timeout": 7.0}
+            assert CALLS[-1][2].timeout == 7.0
             replay("orders-1", timeout=2)
-            assert CALLS[-1][3] == {"timeout": 2}
+            assert CALLS[-1][2].timeout == 2
         """
     )
     result = pytester.runpytest_subprocess("--sandbox-timeout", "7", "-p", "no:cacheprovider")

@@ -14,7 +14,7 @@ import pytest
 import tenacity
 
 from sandbox import capture
-from sandbox.replay import PolicySet, replay
+from sandbox.replay import PolicySet, ReplayPlan, replay
 from sandbox.replay.conditions.faults import rebuild_error
 from sandbox.replay.conditions.ordering import Turnstile
 from sandbox.seam.boundary import RecordedError
@@ -101,6 +101,19 @@ def test_tool_served_from_the_recording_does_not_run(tmp_path: Path) -> None:
     report = replay(run_id, store=store, policies=PolicySet().with_rule("recorded", "tool"))
     assert WRITES == []
     assert report.verdict.reproduced == 1, report.describe()
+
+
+def test_a_plan_is_carried_out_with_options_given_by_name_over_it(tmp_path: Path) -> None:
+    """``replay(run, plan, times=1)``: the plan's policies serve the tool from the recording,
+    the keyword sets the number of runs over the plan's."""
+    store = DirectoryStore(tmp_path)
+    run_id = _capture(store)
+    WRITES.clear()
+    plan = ReplayPlan(times=3, policies=PolicySet().with_rule("recorded", "tool"))
+    report = replay(run_id, plan, store=store, times=1)
+    assert WRITES == []
+    assert len(report.replays) == 1 and report.verdict.reproduced == 1, report.describe()
+    assert report.policies == plan.policies.describe()
 
 
 def test_rebuilt_errors_keep_their_type() -> None:
