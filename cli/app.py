@@ -43,6 +43,19 @@ TimeoutOption = Annotated[
     typer.Option("--timeout", min=0.001, metavar="SECONDS", help=TIMEOUT_HELP, show_default=False),
 ]
 
+EntrypointOption = Annotated[
+    str | None,
+    typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
+]
+TrustOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust",
+        help="Run an imported run's command or outside code on this host (it is refused "
+        "otherwise).",
+    ),
+]
+
 
 def store_from(location: str | None) -> Store:
     from sandbox.snapshot.store import open_store

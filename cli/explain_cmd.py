@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from cli.app import RUN_HELP, JsonOption, PredicateOption, StoreOption, app, run_in, store_from
+from cli.app import (
+    RUN_HELP,
+    EntrypointOption,
+    JsonOption,
+    PredicateOption,
+    StoreOption,
+    TrustOption,
+    app,
+    run_in,
+    store_from,
+)
 from cli.policy_order import (
     ORDER_KEY,
     LiveOption,
@@ -43,16 +53,10 @@ def explain_command(
     policy: PolicyOption = None,
     miss: MissOption = "live",
     predicate: PredicateOption = None,
-    entrypoint: Annotated[
-        str | None,
-        typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
-    ] = None,
+    entrypoint: EntrypointOption = None,
     as_json: JsonOption = False,
     store: StoreOption = None,
-    trust: Annotated[
-        bool,
-        typer.Option("--trust", help="Run an imported run's command or outside code on this host."),
-    ] = False,
+    trust: TrustOption = False,
 ) -> None:
     """Find the smallest set of recorded conditions (clock, interleaving, timeouts and
     retries, parts of each service's state, each model, host, MCP server and recorded tool)

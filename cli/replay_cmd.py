@@ -10,10 +10,12 @@ import typer
 
 from cli.app import (
     RUN_HELP,
+    EntrypointOption,
     JsonOption,
     PredicateOption,
     StoreOption,
     TimeoutOption,
+    TrustOption,
     app,
     run_in,
     store_from,
@@ -64,10 +66,7 @@ def replay_command(
             help="Bring this service up empty instead of with its captured state (repeatable).",
         ),
     ] = None,
-    entrypoint: Annotated[
-        str | None,
-        typer.Option("--entrypoint", help="module:function to run instead of the recorded one."),
-    ] = None,
+    entrypoint: EntrypointOption = None,
     until: Annotated[
         int | None,
         typer.Option(
@@ -115,14 +114,7 @@ def replay_command(
     html: Annotated[
         Path | None, typer.Option("--report", help="Also write an HTML report to this file.")
     ] = None,
-    trust: Annotated[
-        bool,
-        typer.Option(
-            "--trust",
-            help="Run an imported run's command or outside code on this host (it is refused "
-            "otherwise).",
-        ),
-    ] = False,
+    trust: TrustOption = False,
     services_json: Annotated[
         Path | None,
         typer.Option(
@@ -142,38 +134,31 @@ def replay_command(
 
     Example: sandbox replay orders-20240131T235930Z-a1b2c3 --times 20
     """
-    from sandbox.replay.attached import load_services
-    from sandbox.replay.engine import replay as run_replay
-    from sandbox.replay.fork import fork_edits
-    from sandbox.replay.isolation.environment import given_variable
-    from sandbox.replay.plan import ReplayPlan
-    from sandbox.replay.serving.matcher import MissMode
-    from sandbox.snapshot.predicate_syntax import parse_predicate
-
-    policies = ordered_policies(
-        ctx.meta.get(ORDER_KEY, ()),
-        {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
-    )
-    services = load_services(services_json) if services_json is not None else None
-    given = dict(given_variable(text) for text in env or ())
-    fork = fork_edits(until=until, overrides=override or (), model=model, params=param or ())
     from cli.progress import progress_bar
+    from sandbox.replay.engine import replay as run_replay
+    from sandbox.replay.plan import ReplayPlan
 
-    plan = ReplayPlan(
+    plan = ReplayPlan.from_command_line(
         times=times,
-        policies=policies,
-        miss=MissMode.parse(miss),
+        policies=ordered_policies(
+            ctx.meta.get(ORDER_KEY, ()),
+            {"live": live, "recorded": recorded, "spy": spy, "policy": policy},
+        ),
+        miss=miss,
         enforce_order=not no_enforce_order,
         clocks="live" if live_clock else "frozen",
-        entrypoint=entrypoint,
-        services=services,
-        trust=trust,
-        predicate=parse_predicate(predicate) if predicate is not None else None,
-        fork=fork,
         inject_faults=not no_inject_faults,
         empty=tuple(empty or ()),
+        entrypoint=entrypoint,
+        until=until,
+        overrides=override or (),
+        model=model,
+        params=param or (),
+        env=env or (),
+        predicate=predicate,
         timeout=timeout,
-        env=given,
+        trust=trust,
+        services_file=services_json,
     )
     opened = store_from(store)
     with progress_bar("replay", times, disable=as_json) as progress:
@@ -181,8 +166,7 @@ def replay_command(
     if html is not None:
         from sandbox.report import write_store_report
 
-        written = write_store_report(html, store_from(store), report)
-        typer.echo(f"sandbox: wrote report {written}", err=True)
+        typer.echo(f"sandbox: wrote report {write_store_report(html, opened, report)}", err=True)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2, default=str))
     else:

@@ -6,10 +6,11 @@ defaults and their checks are written.
     plan = ReplayPlan(times=5, policies=PolicySet().with_rule("live", "tool"), timeout=60)
     report = replay("orders-20240131T235930Z-a1b2c3", plan, store="snapshots")
 
-The command line, ``sandbox pytest``'s generated tests, ``explain``, ``sweep``, the pytest
-plugin and forks build one; :func:`sandbox.replay.engine.replay` carries it out. Where the run
-is (the store), how progress is told and services someone else brought up are arguments of
-the replay, not of the plan. A plan is checked when it is made: a bad value is a
+The command line (:meth:`ReplayPlan.from_command_line`, from its words), ``sandbox pytest``'s
+generated tests, ``explain``, ``sweep``, the pytest plugin and forks build one;
+:func:`sandbox.replay.engine.replay` carries it out. Where the run is (the store), how
+progress is told and services someone else brought up are arguments of the replay, not of
+the plan. A plan is checked when it is made: a bad value is a
 :class:`~sandbox.errors.ReplayError` (or an :class:`~sandbox.errors.UnknownNameError` listing
 the valid names) before anything comes up.
 """
@@ -17,8 +18,9 @@ the valid names) before anything comes up.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sandbox.errors import ReplayError, UnknownNameError
@@ -90,6 +92,37 @@ class ReplayPlan:
         object.__setattr__(self, "env", dict(self.env))
         if self.services is not None:
             object.__setattr__(self, "services", dict(self.services))
+
+    @classmethod
+    def from_command_line(
+        cls,
+        *,
+        miss: str = "fail",
+        predicate: str | None = None,
+        services_file: str | Path | None = None,
+        env: Sequence[str] = (),
+        until: int | None = None,
+        overrides: Sequence[str] = (),
+        model: str | None = None,
+        params: Sequence[str] = (),
+        **options: Any,
+    ) -> ReplayPlan:
+        """The plan ``sandbox replay``'s options give, in their words: the miss mode by name,
+        a predicate's text, a services JSON file (name -> endpoint), ``NAME=VALUE`` variables,
+        a fork's ``--until STEP``, ``--override STEP=JSON|FILE``, ``--model`` and ``--param
+        KEY=VALUE``; ``options`` are the other fields, as they are."""
+        from sandbox.replay.attached import load_services
+        from sandbox.replay.fork import fork_edits
+        from sandbox.replay.isolation.environment import given_variable
+        from sandbox.snapshot.predicate_syntax import parse_predicate
+
+        return cls(
+            miss=MissMode.parse(miss),
+            predicate=parse_predicate(predicate) if predicate is not None else None,
+            services=load_services(services_file) if services_file is not None else None,
+            env=dict(given_variable(text) for text in env),
+            fork=fork_edits(until=until, overrides=overrides, model=model, params=params),
+        ).with_options(**options)
 
     def with_options(self, **options: Any) -> ReplayPlan:
         """A copy with these fields changed (checked as a new plan); a name that is no field

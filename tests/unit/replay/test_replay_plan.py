@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox.errors import ReplayError, UnknownNameError
+from sandbox.errors import ReplayError, SandboxError, UnknownNameError
 from sandbox.replay import MissMode, PolicySet, ReplayPlan, replay
+from sandbox.snapshot.predicate_syntax import parse_predicate
 from sandbox.snapshot.store import DirectoryStore
 
 
@@ -69,3 +73,47 @@ def test_options_by_name_are_set_over_a_plan_and_checked() -> None:
 def test_replay_refuses_an_unknown_option_before_reading_the_store(tmp_path: Path) -> None:
     with pytest.raises(UnknownNameError, match="replay option"):
         replay("no-such-run", store=DirectoryStore(tmp_path), enforce_ordre=False)
+
+
+def test_the_command_line_s_words_make_a_plan(tmp_path: Path) -> None:
+    """``sandbox replay``'s text options: a predicate, variables, a services file, a fork's
+    edits and the miss mode by name become the plan's values; the others pass as they are."""
+    services = tmp_path / "services.json"
+    services.write_text(json.dumps({"db": "postgresql://postgres@db:5432/app"}))
+    plan = ReplayPlan.from_command_line(
+        miss="position",
+        predicate="exit!=0",
+        services_file=services,
+        env=["AGENT_MODEL=gpt-4o", "EMPTY="],
+        until=4,
+        overrides=['2={"ok": true}'],
+        params=["temperature=0.2"],
+        times=3,
+        trust=True,
+    )
+    assert plan.miss is MissMode.POSITION
+    assert plan.predicate == parse_predicate("exit!=0")
+    assert plan.services == {"db": "postgresql://postgres@db:5432/app"}
+    assert plan.env == {"AGENT_MODEL": "gpt-4o", "EMPTY": ""}
+    assert plan.fork is not None
+    assert (plan.fork.until, plan.fork.params) == (4, {"temperature": 0.2})
+    assert [(o.step, o.value) for o in plan.fork.overrides] == [(2, {"ok": True})]
+    assert (plan.times, plan.trust) == (3, True)
+    assert ReplayPlan.from_command_line().fork is None  # no fork option: a plain replay
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        ({"env": ["not a variable"]}, "--env 'not a variable': write NAME=VALUE"),
+        ({"overrides": ["two=x"]}, "override 'two=x': write STEP=JSON or STEP=FILE"),
+        ({"miss": "sometimes"}, "miss mode"),
+        ({"services_file": "no-such-file.json"}, "cannot read services file"),
+        ({"times": 0}, "times must be at least 1"),
+    ],
+)
+def test_bad_words_on_the_command_line_are_one_clear_error(
+    words: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(SandboxError, match=re.escape(message)):
+        ReplayPlan.from_command_line(**words)
