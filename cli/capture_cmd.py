@@ -36,19 +36,20 @@ def capture(
         str,
         typer.Option(
             "--services",
-            help="auto: capture the state of each Postgres, Redis or SQLite service the "
-            "program connects to (before its first connection and at exit); none: record "
-            "the endpoints only (a replay refuses them).",
+            help="auto: capture the state of each service the program connects to through "
+            "a client of a registered kind (before its first connection and at exit); none: "
+            "record the endpoints only (a replay refuses them).",
         ),
     ] = "auto",
     state: Annotated[
         str,
         typer.Option(
             "--state",
-            help="whole: capture each service's whole state; touched: a Postgres database "
-            "keeps the rows of only the tables the program read or wrote (and those their "
-            "foreign keys reference), the schema of all (a replay that reaches another "
-            "table is inconclusive).",
+            help="whole: capture each service's whole state; touched: a service whose kind "
+            "can keeps only the part the program touched (a database the rows of the tables "
+            "it read or wrote and of those their foreign keys reference, with the schema of "
+            "all; a key-value store its keys; a workspace its files), and a replay that "
+            "reaches outside that part is inconclusive.",
         ),
     ] = "whole",
     secret_env: Annotated[
@@ -60,7 +61,7 @@ def capture(
         typer.Option(
             "--mask",
             help="Mask captured service state: SERVICE:TARGET=METHOD, SERVICE a name or kind, "
-            "METHOD hash, null or redact (repeatable), e.g. postgres:users.email=hash.",
+            "METHOD hash, null or redact (repeatable), e.g. db:users.email=hash.",
         ),
     ] = None,
     mask_file: Annotated[

@@ -77,8 +77,8 @@ def capture_command(
     """Run ``command`` with capture on; return its exit code and the finished manifest.
     ``services`` is ``auto`` (capture each service the program connects to) or ``none``
     (record the endpoints only): see :mod:`sandbox.capture.discovery`. ``state`` is
-    ``whole`` or ``touched`` (a Postgres database keeps the rows of the tables the program
-    read or wrote only: see :mod:`sandbox.services.postgres.pgtouched`).
+    ``whole`` or ``touched`` (a service whose kind can keeps only the part of its state the
+    program touched: see :class:`~sandbox.services.base.TouchedCapture`).
     Extra keyword arguments go to :func:`subprocess.run` (``stdout``, ``stderr``, ``timeout``).
 
     ``fail_if`` is the failure predicate of the run: ``judge`` (required with it) says

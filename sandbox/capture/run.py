@@ -99,7 +99,7 @@ class ServiceSpec:
 
     name: str
     kind: str
-    """A registered service kind (``postgres``, ``redis``, ``sqlite``, ``files`` ...)."""
+    """The name of a registered service kind (:func:`sandbox.services.registry.kinds`)."""
     endpoint: str
     env: str | None = None
     """The environment variable through which the agent finds it (``DATABASE_URL``)."""
@@ -150,9 +150,9 @@ class Capture:
     packages: bool = True
     labels: Mapping[str, str] = field(default_factory=dict)
     state: str | None = None
-    """How services are captured: ``"whole"``, or ``"touched"``: a Postgres database holds
-    only the rows of the tables the run read or wrote, the schema of all (see
-    :mod:`sandbox.services.postgres.pgtouched`). Unset: whole when every run is kept, else touched,
+    """How services are captured: ``"whole"``, or ``"touched"``: a service whose kind can
+    (:class:`~sandbox.services.base.TouchedCapture`) holds only the part of its state the
+    run touched. Unset: whole when every run is kept, else touched,
     so that a run not kept costs a pin shared with the runs starting with it, no dump (see
     :mod:`sandbox.services.pinshare`)."""
     keep: Keep = "all"

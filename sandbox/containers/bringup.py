@@ -280,7 +280,7 @@ def bring_up(
 
     ``frozen_at`` starts each container's clock at that time (libfaketime); a container's
     ``TZ`` is its service's recorded zone (:attr:`RestoreSpec.timezone`), else ``timezone``
-    (default UTC: Postgres' ``timezone`` follows it). ``timeout`` bounds
+    (default UTC: a server's own time zone setting follows it). ``timeout`` bounds
     the wait for each service to answer. ``private_network`` gives the sandbox a network of its
     own, where its containers reach each other (the runner container needs it); otherwise they
     run on the shared sandbox network where this host can guard it (see

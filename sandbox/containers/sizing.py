@@ -2,11 +2,12 @@
 and memory limit grow with its captured state, and a state the Docker host cannot hold is
 refused up front with the size it needs.
 
-The state's size is what the capture measured (``state_bytes`` in the service's metadata:
-the database size for Postgres) or, for older captures, an estimate from the dump's size.
-Postgres keeps up to three copies of a database on its tmpfs (the database, its restore point
-and the scratch copy an end-state diff restores), plus the cluster and a small WAL; a tmpfs
-is charged to the container's memory, so the memory limit covers it too.
+The state's size is what the capture measured (``state_bytes`` in the service's metadata: a
+database's size) or, for older captures, an estimate from the dump's size. The kind says how
+its container stores it (:class:`~sandbox.services.descriptor.Storage`): the tmpfs path, how
+many copies of the state it keeps there (a database server: the database, its restore point
+and the scratch copy an end-state diff restores) and its base size; a tmpfs is charged to the
+container's memory, so the memory limit covers it too.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ postgres:users.email=hash``) or in a TOML file (``--mask-file masks.toml``)::
     "api_keys.value" = "null"
 
 
-* Postgres (and SQLite): ``"table.column"`` or ``"schema.table.column"``;
-* Redis: a key glob (``"session:*"``), applied to string values and hash fields;
-* files: a path glob (``"notes/*.md"``).
+A target is what the service's kind masks (its :class:`Maskable`): a column in a SQL
+database (``"table.column"``, ``"schema.table.column"``), a key glob in a key-value store
+(``"session:*"``, string values and hash fields), a path glob in a folder (``"notes/*.md"``).
 
 Methods, after PostgreSQL Anonymizer's masking functions:
 
@@ -23,9 +23,9 @@ Methods, after PostgreSQL Anonymizer's masking functions:
   placeholders, the rest is kept.
 
 The state is masked where it can be restored and captured again with the service kind's own
-``restore`` and ``capture``: a scratch database beside the Postgres one, a scratch Redis
-database, a temporary folder or file. So a masked dump is an ordinary dump of the masked
-state: it restores, replays and hashes like any other.
+``restore`` and ``capture``, in a scratch place the kind chooses: a scratch database beside
+the captured one, a spare database number, a temporary folder or file. So a masked dump is an
+ordinary dump of the masked state: it restores, replays and hashes like any other.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def parse_mask_options(values: Iterable[str]) -> dict[str, dict[str, str]]:
         target, eq, method = rule.rpartition("=")
         if not (sep and eq and service and target and method):
             raise MaskRuleError(
-                f"--mask {value!r}: expected SERVICE:TARGET=METHOD, as postgres:users.email=hash"
+                f"--mask {value!r}: expected SERVICE:TARGET=METHOD, as db:users.email=hash"
             )
         parse_rules({target: method})
         out.setdefault(service, {})[target] = method

@@ -1,9 +1,9 @@
 """Pins shared among runs that start together, so that many concurrent runs cost a server
 a couple of connections, not one each.
 
-A pin (a Postgres transaction holding an exported snapshot, see
-:mod:`sandbox.services.postgres.pgtouched`) is opened by the first run that needs one for an
-endpoint; a run that starts while that pin is younger than the window
+A pin (what a kind's :meth:`~sandbox.services.base.TouchedCapture.pin` holds: for a
+database, a transaction holding an exported snapshot) is opened by the first run that needs
+one for an endpoint; a run that starts while that pin is younger than the window
 (:data:`WINDOW_ENV`, default :data:`DEFAULT_WINDOW_S` seconds) shares it instead of opening
 its own. Each share is counted; the pin is closed when its last share is released, whether
 its runs were kept (and dumped from it) or not. A run sharing a pin therefore holds the

@@ -2,10 +2,10 @@
 :class:`~sandbox.snapshot.manifest.ServiceState` with its version, hash and binding.
 
 A capture takes the whole state (``"whole"``, the default) or only what the run touched
-(``"touched"``, see :mod:`sandbox.services.postgres.pgtouched`): then :func:`capture_service` pins
-the state before the run and returns the hold with the service, and
-:func:`capture_end_state` takes both states from it when the run is over. A kind that cannot
-(:class:`~sandbox.services.base.TouchedCapture`) is captured whole, its meta says so.
+(``"touched"``): then :func:`capture_service` pins the state before the run and returns the
+hold with the service, and :func:`capture_end_state` takes both states from it when the run
+is over. A kind that cannot (:class:`~sandbox.services.base.TouchedCapture`) is captured
+whole, its meta says so.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ A failure predicate is evaluated against the outcome of each replayed run:
 - :class:`~sandbox.snapshot.manifest.SQLInvariant`: the query, run against the named service
   of the replay by its kind's own driver (:class:`~sandbox.services.base.SQLQuery`), returns
   at least one row. It runs confined: one statement that only reads, in a read-only
-  transaction, with a time limit, and in a sandbox's Postgres as a role without privileges;
+  transaction, with a time limit, and in a sandbox's own server as its kind confines it
+  further (a role without privileges);
   a query refused (one that tries to write) makes the run inconclusive, naming it.
 - :class:`~sandbox.snapshot.manifest.ExitCodePredicate`: the run's exit code compares true
   (a function run in-process exits 0, or 1 when an exception ended it). An exit code that
@@ -96,8 +97,8 @@ class ReplayOutcome:
     timed_out: float | None = None
     """The run was stopped at this wall-clock limit, in seconds."""
     uncaptured: str | None = None
-    """State the run read or wrote that a partial capture did not hold (see
-    :mod:`sandbox.services.postgres.pgtouched`), described."""
+    """State the run read or wrote that a partial capture did not hold (see the kind's
+    :class:`~sandbox.services.base.TouchedCapture`), described."""
     calls: tuple[Event, ...] = ()
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
 
