@@ -198,6 +198,16 @@ class Discovery:
             with contextlib.suppress(Exception):
                 pinned.close()
 
+    def end_observing(self) -> None:
+        """The run is over: the states held since the first connection stop observing its
+        context (they stay held for :meth:`end_states`)."""
+        from sandbox.services.base import RunBound
+
+        for pinned in self._pins.values():
+            if isinstance(pinned, RunBound):
+                with contextlib.suppress(Exception):
+                    pinned.unbind()
+
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""
         from sandbox.services.statecapture import capture_end_state

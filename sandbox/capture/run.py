@@ -24,6 +24,7 @@ marked ``damaged``; see :mod:`sandbox.capture.recorder`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from sandbox.capture import finisher
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import SystemClock, TimeSource, local_timezone, start_datetime
@@ -337,6 +339,34 @@ class Capture:
             return
         if not kept(self.keep, recorder.failure is not None, self.sampler):
             return  # _release removes the run aside
+        if keeps_all(self.keep):
+            self._complete(recorder)
+            return
+        # A run kept out of many (keep="failed", a rate): its services' states, blobs and
+        # manifest are written in the background, the agent does not wait (its pinned states,
+        # discovery and staging go with it and are released there).
+        detached = copy.copy(self)
+        self._pins, self._discovery, self._staging = {}, None, None
+        for pinned in detached._pins.values():
+            _end_observing(pinned)
+        if detached._discovery is not None:
+            detached._discovery.end_observing()
+        finisher.submit(functools.partial(detached._complete_later, recorder))
+
+    def _complete_later(self, recorder: Recorder) -> None:
+        """:meth:`_complete` on the background thread: an error of its own damages the run
+        (one warning), what the run held is released in any case."""
+        try:
+            self._complete(recorder)
+        except Exception as error:
+            recorder.damage(error)
+            self._abandon(recorder)
+        finally:
+            self._release()
+
+    def _complete(self, recorder: Recorder) -> None:
+        """Seal a kept run: redact what was written before a secret was learned, capture
+        its services' end states, finish the manifest, publish it from aside."""
         if recorder.redactor.learned:
             with _sealing(recorder.writer):
                 seal(recorder)
@@ -474,6 +504,16 @@ class Capture:
                 return fn(*args, **kwargs)
 
         return cast(F, wrapper)
+
+
+def _end_observing(pinned: PinnedState) -> None:
+    """A pinned state that observes its run (:class:`~sandbox.services.base.RunBound`)
+    stops: the run is over, what its context sends next is not its own."""
+    from sandbox.services.base import RunBound
+
+    if isinstance(pinned, RunBound):
+        with contextlib.suppress(Exception):
+            pinned.unbind()
 
 
 _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()

@@ -60,6 +60,11 @@ TABLES_META = "tables"
 """Key of the manifest meta counting every table of the database."""
 NOTE_META = "note"
 """Key of the manifest meta saying why a touched capture fell back to the whole state."""
+TOLD_META = "told_by"
+"""Key of the manifest meta saying how the touched tables were told: ``"statements"`` (the
+run's own, :mod:`sandbox.services.postgres.pgreach`) or ``"counters"``."""
+STATEMENTS_NOTE_META = "statements_note"
+"""Key of the manifest meta saying why the statements could not tell the touched tables."""
 PINNED_AT_META = "pinned_at"
 """Key of the manifest meta giving the server's time when the captured state before the run
 was pinned (a pin shared among runs that start together may predate this run's start, see

@@ -113,6 +113,10 @@ class PinnedRedis:
         self._owner = owner
         _register(self)
 
+    def unbind(self) -> None:
+        """Take no more commands (the run is over)."""
+        _unregister(self)
+
     # --- first touches ------------------------------------------------------------------
 
     def touch_command(self, args: Sequence[object]) -> None:
