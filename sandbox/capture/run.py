@@ -256,6 +256,8 @@ class Capture:
             blob_threshold=self.blob_threshold,
         )
         self._recorder = recorder
+        if self._staging is not None:
+            _hold_manifest(writer)
         self._undo.append(boundary.enter(recorder))
         try:
             self._bind_pins()
@@ -334,6 +336,7 @@ class Capture:
             self._undo.clear()
             recorder.closed = True
             recorder.writer.close(durable=False)  # synced once sealed, off the agent's path
+            _write_manifest(recorder.writer)
         if recorder.damaged is not None:
             self._abandon(recorder)
             return
@@ -389,6 +392,7 @@ class Capture:
         it is aside and not kept)."""
         with contextlib.suppress(Exception):
             writer = recorder.writer
+            _write_manifest(writer)
             writer.update_manifest(
                 writer.manifest.model_copy(
                     update={
@@ -504,6 +508,22 @@ class Capture:
                 return fn(*args, **kwargs)
 
         return cast(F, wrapper)
+
+
+def _hold_manifest(writer: RunWriter) -> None:
+    """The manifest of a run recorded aside is updated in memory while it runs (services
+    found, their pins): it is written once, when the run ends kept; one dropped never is."""
+
+    def hold(manifest: Manifest, *, durable: bool = True) -> None:
+        writer.manifest = manifest
+
+    writer.update_manifest = hold  # type: ignore[method-assign]
+
+
+def _write_manifest(writer: RunWriter) -> None:
+    """Undo :func:`_hold_manifest`: updates are written again."""
+    if "update_manifest" in vars(writer):
+        del writer.update_manifest
 
 
 def _end_observing(pinned: PinnedState) -> None:

@@ -22,6 +22,7 @@ owned by the endpoint's user.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -110,6 +111,10 @@ class _Endpoint:
 
     @classmethod
     def parse(cls, endpoint: str) -> _Endpoint:
+        return _parse_endpoint(endpoint)
+
+    @classmethod
+    def _parse(cls, endpoint: str) -> _Endpoint:
         try:
             params = conninfo_to_dict(endpoint)
         except psycopg.ProgrammingError as exc:
@@ -165,6 +170,12 @@ class _Endpoint:
         if "password" in self.params:
             env["PGPASSWORD"] = str(self.params["password"])
         return env
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_endpoint(endpoint: str) -> _Endpoint:
+    """An endpoint parsed once (a run per request parses the same one each time)."""
+    return _Endpoint._parse(endpoint)
 
 
 @contextmanager
@@ -489,6 +500,9 @@ class _Pin:
         except BaseException:
             self._stack.close()
             raise
+        self.told: dict[frozenset[str], set[str]] = {}
+        """The tables the statements of runs sharing this pin reach (foreign keys
+        followed), by the runs' distinct statements: runs of one endpoint send the same."""
         self.dumped: tuple[frozenset[str], CapturedState] | None = None
         """The last state before the runs dumped from this pin, with the tables it left
         empty: runs kept together that touched the same tables share it."""
@@ -568,9 +582,16 @@ class PinnedPostgres:
         elif not statements:
             why = "no statement of the run was seen (a client whose statements are not seen?)"
         else:
+            key = frozenset(statements)
+            found = pin.told.get(key)
             try:
-                with _in_snapshot(self._ep, pin.snapshot_id) as reader:
-                    return pgreach.reached(reader, statements), {pgtouched.TOLD_META: "statements"}
+                if found is None:
+                    with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+                        reached = pgreach.reached(reader, statements)
+                        found = pgtouched.captured_tables(reader, reached)
+                    if len(pin.told) < 64:
+                        pin.told[key] = found
+                return set(found), {pgtouched.TOLD_META: "statements"}
             except pgreach.Unknown as unknown:
                 why = str(unknown)
         told = {pgtouched.TOLD_META: "counters", pgtouched.STATEMENTS_NOTE_META: why}
@@ -584,7 +605,11 @@ class PinnedPostgres:
             after_counters = pgtouched.counters(watch)
         if note is not None:
             return None, {**told, pgtouched.NOTE_META: note}
-        return pgtouched.touched(pin.counters, after_counters), told
+        with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+            rows = pgtouched.captured_tables(
+                reader, pgtouched.touched(pin.counters, after_counters)
+            )
+        return rows, told
 
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The state before the run (as of the pin) and after it, then the share is
@@ -596,27 +621,17 @@ class PinnedPostgres:
         pinned = {pgtouched.PINNED_AT_META: pin.since.isoformat()} if pin.since is not None else {}
         try:
             rows, told = self._told(pin)
-            with _in_snapshot(self._ep, pin.snapshot_id) as reader:
-                if rows is None:
-                    before = _dump_and_hash(
-                        self._ep, reader, pin.snapshot_id, sequences=pin.sequences
-                    )
-                    others: frozenset[str] = frozenset()
+            others = frozenset(set(pin.counters) - rows) if rows is not None else frozenset()
+            with self._share.lock:
+                if rows is not None and pin.dumped is not None and pin.dumped[0] == others:
+                    before = pin.dumped[1]
                 else:
-                    rows = pgtouched.captured_tables(reader, rows)
-                    others = frozenset(set(pin.counters) - rows)
-                    with self._share.lock:
-                        if pin.dumped is not None and pin.dumped[0] == others:
-                            before = pin.dumped[1]
-                        else:
-                            before = _dump_and_hash(
-                                self._ep,
-                                reader,
-                                pin.snapshot_id,
-                                empty=others,
-                                sequences=pin.sequences,
-                            )
-                            pin.dumped = (others, before)
+                    with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+                        before = _dump_and_hash(
+                            self._ep, reader, pin.snapshot_id, empty=others, sequences=pin.sequences
+                        )
+                    if rows is not None:
+                        pin.dumped = (others, before)
         finally:
             self.close()
         after = _end_state(self._ep, others, ended)
