@@ -107,6 +107,16 @@ class Discovery:
         return undo
 
     def __call__(self, connect: Connect) -> str:
+        try:
+            return self._route(connect)
+        except Exception as error:  # the capture's own: the agent's connection goes on
+            run = boundary.current()
+            damage = getattr(run, "damage", None)
+            if callable(damage):
+                damage(error)
+            return connect.endpoint
+
+    def _route(self, connect: Connect) -> str:
         if address_of(connect.kind, connect.endpoint) in self._capturing:
             return connect.endpoint  # the service kind's own connections (any thread)
         key = endpoint_key(connect.kind, connect.endpoint)
