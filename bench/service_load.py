@@ -1,12 +1,33 @@
 """The refund service (:mod:`examples.refund_service`) under load, capture on with
 ``keep="failed"`` against capture off: throughput and p99 latency ratios.
 
+``python -m bench.service_load [--requests 3000] [--clients 100] [--rounds 3] [--seconds
+120] [--warmup 300] [--drain 120]``; ``make bench`` runs it as it is, ``python -m bench.all
+--quick`` with :data:`QUICK`.
+
 Postgres and Redis run in containers, the payment gateway in-process (slow on the first
-charge of one order in ten: those requests pay twice and are the runs kept). Each round
-serves the same fresh orders once with capture on and once with it off (the side that goes
-first alternates), ``--clients`` concurrent clients sending ``--requests`` requests, each
-side stopped after ``--seconds`` (throughput counts the requests answered by then). Goals:
-throughput at least 0.9x, p99 at most 1.2x. ``make bench`` runs it (no quick mode).
+charge of one order in ten: those requests pay twice and are the runs kept). Both sides do
+the same work: the same app (FastAPI under uvicorn, in this process), started afresh, serves
+``--requests`` fresh orders (the same numbers, so the same slow ones) to ``--clients``
+concurrent clients, from the same reset state (refunds truncated, Redis flushed). Each side
+is stopped after ``--seconds`` at most. Throughput counts the requests answered, over the
+time from the first request to the last answer; p99 is over every request (one still
+unanswered at the stop counts with the time it had waited). One warm-up of each side
+(``--warmup`` requests) comes first; then rounds in which the side that goes first
+alternates; the figures are the median of the per-round ratios and their spread.
+
+What each side pays. Capture off: the app alone. Capture on: every request is a run
+(:class:`~sandbox.capture.asgi.CaptureMiddleware`, ``keep="failed"``, Postgres and Redis
+declared): its events written aside as they happen, its Postgres state pinned (one
+snapshot shared by the runs that start within a second), its statements noted at the
+psycopg cursors, the Redis keys it touches read at first touch; a run that ends well is
+dropped (nothing written). The runs that fail (the slow ones) are finished in the
+background while the load goes on, on the same CPUs (the dumps of the tables they touched,
+from the pin and after, their keys, blobs and manifest): that is counted. After its load,
+the capture-on side waits (up to ``--drain`` seconds, not counted) until its kept runs are
+written and checks that they are exactly the requests that paid twice, so no capture work
+of one side runs into the next; the next side's reset runs with a lock timeout, so it fails
+with a clear message rather than wait.
 """
 
 from __future__ import annotations
@@ -14,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -21,38 +43,88 @@ import redis
 
 from bench.compare import record
 from examples import refund_load, refund_service
+from sandbox import capture
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.store import DirectoryStore
 
+QUICK = ["--requests", "1000", "--rounds", "2", "--warmup", "200", "--seconds", "90"]
+LOCK_TIMEOUT = "30s"
 
-def _reset(database_url: str, redis_url: str, requests: int) -> None:
+
+def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
+    """Refunds emptied, Redis flushed, ``orders`` present (100 cents each)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE refunds RESTART IDENTITY")
+        conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
+        try:
+            conn.execute("TRUNCATE refunds RESTART IDENTITY")
+        except psycopg.errors.LockNotAvailable:
+            raise SystemExit(
+                f"bench.service_load: the reset waited {LOCK_TIMEOUT} for a lock on refunds "
+                "(a session of the side before still holds one)"
+            ) from None
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO orders (id, cents) VALUES (%s, 100) ON CONFLICT DO NOTHING",
+                [(o,) for o in orders],
+            )
     client = redis.Redis.from_url(redis_url)
     client.flushall()
     client.close()
-    refund_service.setup(database_url, requests)
 
 
 def _side(
-    capture_on: bool, orders: list[str], clients: int, seconds: float
+    capture_on: bool, orders: list[str], clients: int, seconds: float, drain: float
 ) -> Callable[[], refund_load.Load]:
     def run() -> refund_load.Load:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store)
             with refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
-            kept = len(DirectoryStore(store).list()) if capture_on else 0
+            extra = ""
+            if capture_on:
+                began = time.perf_counter()
+                if not capture.flush(drain):
+                    raise SystemExit(
+                        f"bench.service_load: the kept runs were not written within {drain:g}s"
+                    )
+                kept = DirectoryStore(store).list()
+                paid_twice = _paid_twice(os.environ["DATABASE_URL"])
+                extra = (
+                    f", {len(kept)} runs kept of {paid_twice} paid twice (all written "
+                    f"{time.perf_counter() - began:.1f}s after the load), "
+                    + ", ".join(sorted({_told(m) for m in kept}))
+                )
         print(
             f"  capture {'on ' if capture_on else 'off'}: {load.answered} answered "
-            f"{load.statuses}, "
-            f"{load.throughput:.1f} req/s, p99 {load.quantile(0.99) * 1000:.0f} ms"
-            + (f", {kept} runs kept" if capture_on else ""),
+            f"{load.statuses} in {load.seconds:.1f}s, {load.throughput:.1f} req/s, "
+            f"p50 {load.quantile(0.5) * 1000:.0f} ms, p99 {load.quantile(0.99) * 1000:.0f} ms"
+            + extra,
             flush=True,
         )
         return load
 
     return run
+
+
+def _paid_twice(database_url: str) -> int:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM (SELECT order_id FROM refunds GROUP BY order_id "
+            "HAVING count(*) > 1) twice"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _told(manifest: object) -> str:
+    """How a kept run's Postgres state was captured, in a few words."""
+    for service in getattr(manifest, "services", []):
+        if service.kind == "postgres":
+            told = service.meta.get("told_by", "?")
+            rows = service.meta.get("rows_of")
+            return f"postgres {service.meta.get('state', 'whole')} by {told}" + (
+                f" ({len(rows)} tables)" if isinstance(rows, list) else ""
+            )
+    return "no postgres"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=120.0, help="cap per side")
+    parser.add_argument("--warmup", type=int, default=300, help="requests per warm-up side")
+    parser.add_argument("--drain", type=float, default=120.0, help="wait for kept runs")
     args = parser.parse_args(argv)
     specs = [
         RestoreSpec(name="db", kind="postgres", env="DATABASE_URL"),
@@ -74,23 +148,28 @@ def main(argv: list[str] | None = None) -> int:
         with bring_up(specs) as env:
             db, cache = env.services["db"].url, env.services["cache"].url
             os.environ.update(DATABASE_URL=db, REDIS_URL=cache, PAYMENTS_URL=url)
-            refund_service.setup(db, args.requests)
+            refund_service.setup(db, 0)
+
+            def side(name: str, capture_on: bool, requests: int) -> refund_load.Load:
+                # fresh order ids per side (the gateway is slow on a first charge), the same
+                # numbers on both sides: the same orders are slow
+                orders = [f"{name}-o-{n}" for n in range(1, requests + 1)]
+                _reset(db, cache, orders)
+                return _side(capture_on, orders, args.clients, args.seconds, args.drain)()
+
+            print(f"warm-up ({args.warmup} requests a side)", flush=True)
+            for capture_on in (True, False):
+                side(f"w{'c' if capture_on else 'n'}", capture_on, args.warmup)
             for i in range(args.rounds):
+                print(f"round {i + 1} of {args.rounds}", flush=True)
                 loads: dict[bool, refund_load.Load] = {}
                 for capture_on in (True, False) if i % 2 == 0 else (False, True):
-                    _reset(db, cache, args.requests)
-                    # fresh order ids per round and side: the gateway is slow on a first charge
-                    orders = [f"o-{n}" for n in range(1, args.requests + 1)]
-                    prefix = f"r{i}{'c' if capture_on else 'n'}-"
-                    with psycopg.connect(db, autocommit=True) as conn, conn.cursor() as cur:
-                        cur.executemany(
-                            "INSERT INTO orders (id, cents) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                            [(prefix + o, 100) for o in orders],
-                        )
-                    named = [prefix + o for o in orders]
-                    loads[capture_on] = _side(capture_on, named, args.clients, args.seconds)()
+                    loads[capture_on] = side(
+                        f"r{i}{'c' if capture_on else 'n'}", capture_on, args.requests
+                    )
                 throughput.append(loads[True].throughput / loads[False].throughput)
                 p99.append(loads[True].quantile(0.99) / loads[False].quantile(0.99))
+                print(f"  ratios: throughput {throughput[-1]:.2f}x, p99 {p99[-1]:.2f}x")
     finally:
         stop()
         for k, v in saved.items():

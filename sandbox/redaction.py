@@ -448,6 +448,24 @@ class RedactionConfig:
         return self.masks.get(name) or self.masks.get(kind) or {}
 
 
+_prepared: dict[tuple[Any, ...], dict[str, Any]] = {}
+"""What a redactor made of its settings and environment (literal secrets, compiled
+families), by both: a process that starts a run per request makes it once."""
+_PREPARED_MAX = 32
+_PREPARED_FIELDS = (
+    "_literals",
+    "_pii",
+    "_pii_kinds",
+    "_escaped",
+    "_families",
+    "_trigger_index",
+    "_any_trigger",
+    "_shape_index",
+    "_always",
+    "_searches",
+)
+
+
 @dataclass
 class Redactor:
     config: RedactionConfig = field(default_factory=RedactionConfig)
@@ -457,11 +475,38 @@ class Redactor:
     """The placeholder key (the store's); never written into a run."""
 
     def __post_init__(self) -> None:
-        self._literals: set[str] = set(s for s in self.config.secrets if s)
+        self._literals: set[str] = set()
         self.learned: set[str] = set()
         """Secrets added after the redactor was made (the log may hold them already)."""
+        config = self.config
+        key = (
+            config.patterns,
+            config.env_names,
+            config.secrets,
+            config.default_patterns,
+            config.pii,
+            config.pii_patterns,
+            frozenset(self.env.items()),
+        )
+        prepared = _prepared.get(key)
+        if prepared is not None:  # the same settings and environment as a redactor before
+            self.__dict__.update(prepared)
+            self._literals = set(prepared["_literals"])  # add_secret adds to its own
+            return
+        self._prepare()
+        if len(_prepared) < _PREPARED_MAX:
+            prepared = {name: getattr(self, name) for name in _PREPARED_FIELDS}
+            prepared["_literals"] = frozenset(self._literals)  # this one may learn more
+            _prepared[key] = prepared
+
+    def _prepare(self) -> None:
+        """The literal secrets of the configuration and the environment, compiled."""
+        self._literals = set(s for s in self.config.secrets if s)
+        names = {n.upper() for n in self.config.env_names}
         for name, value in self.env.items():
-            if self.env_is_secret(name, value) and len(value) >= MIN_LITERAL:
+            upper = name.upper()
+            sensitive = upper in names or any(part in upper for part in SENSITIVE_ENV_PARTS)
+            if (sensitive or credential_like(value)) and len(value) >= MIN_LITERAL:
                 self._literals.add(value)
             self._literals.update(self._url_passwords(value))
         self._pii: dict[str, str] = {

@@ -107,6 +107,16 @@ class Discovery:
         return undo
 
     def __call__(self, connect: Connect) -> str:
+        try:
+            return self._route(connect)
+        except Exception as error:  # the capture's own: the agent's connection goes on
+            run = boundary.current()
+            damage = getattr(run, "damage", None)
+            if callable(damage):
+                damage(error)
+            return connect.endpoint
+
+    def _route(self, connect: Connect) -> str:
         if address_of(connect.kind, connect.endpoint) in self._capturing:
             return connect.endpoint  # the service kind's own connections (any thread)
         key = endpoint_key(connect.kind, connect.endpoint)
@@ -197,6 +207,16 @@ class Discovery:
         for pinned in pins.values():
             with contextlib.suppress(Exception):
                 pinned.close()
+
+    def end_observing(self) -> None:
+        """The run is over: the states held since the first connection stop observing its
+        context (they stay held for :meth:`end_states`)."""
+        from sandbox.services.base import RunBound
+
+        for pinned in self._pins.values():
+            if isinstance(pinned, RunBound):
+                with contextlib.suppress(Exception):
+                    pinned.unbind()
 
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""

@@ -24,6 +24,7 @@ marked ``damaged``; see :mod:`sandbox.capture.recorder`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import os
@@ -39,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from sandbox.capture import finisher
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
 from sandbox.capture.clock import SystemClock, TimeSource, local_timezone, start_datetime
@@ -254,6 +256,8 @@ class Capture:
             blob_threshold=self.blob_threshold,
         )
         self._recorder = recorder
+        if self._staging is not None:
+            _hold_manifest(writer)
         self._undo.append(boundary.enter(recorder))
         try:
             self._bind_pins()
@@ -332,11 +336,40 @@ class Capture:
             self._undo.clear()
             recorder.closed = True
             recorder.writer.close(durable=False)  # synced once sealed, off the agent's path
+            _write_manifest(recorder.writer)
         if recorder.damaged is not None:
             self._abandon(recorder)
             return
         if not kept(self.keep, recorder.failure is not None, self.sampler):
             return  # _release removes the run aside
+        if keeps_all(self.keep):
+            self._complete(recorder)
+            return
+        # A run kept out of many (keep="failed", a rate): its services' states, blobs and
+        # manifest are written in the background, the agent does not wait (its pinned states,
+        # discovery and staging go with it and are released there).
+        detached = copy.copy(self)
+        self._pins, self._discovery, self._staging = {}, None, None
+        for pinned in detached._pins.values():
+            _end_observing(pinned)
+        if detached._discovery is not None:
+            detached._discovery.end_observing()
+        finisher.submit(functools.partial(detached._complete_later, recorder))
+
+    def _complete_later(self, recorder: Recorder) -> None:
+        """:meth:`_complete` on the background thread: an error of its own damages the run
+        (one warning), what the run held is released in any case."""
+        try:
+            self._complete(recorder)
+        except Exception as error:
+            recorder.damage(error)
+            self._abandon(recorder)
+        finally:
+            self._release()
+
+    def _complete(self, recorder: Recorder) -> None:
+        """Seal a kept run: redact what was written before a secret was learned, capture
+        its services' end states, finish the manifest, publish it from aside."""
         if recorder.redactor.learned:
             with _sealing(recorder.writer):
                 seal(recorder)
@@ -359,6 +392,7 @@ class Capture:
         it is aside and not kept)."""
         with contextlib.suppress(Exception):
             writer = recorder.writer
+            _write_manifest(writer)
             writer.update_manifest(
                 writer.manifest.model_copy(
                     update={
@@ -474,6 +508,32 @@ class Capture:
                 return fn(*args, **kwargs)
 
         return cast(F, wrapper)
+
+
+def _hold_manifest(writer: RunWriter) -> None:
+    """The manifest of a run recorded aside is updated in memory while it runs (services
+    found, their pins): it is written once, when the run ends kept; one dropped never is."""
+
+    def hold(manifest: Manifest, *, durable: bool = True) -> None:
+        writer.manifest = manifest
+
+    writer.update_manifest = hold  # type: ignore[method-assign]
+
+
+def _write_manifest(writer: RunWriter) -> None:
+    """Undo :func:`_hold_manifest`: updates are written again."""
+    if "update_manifest" in vars(writer):
+        del writer.update_manifest
+
+
+def _end_observing(pinned: PinnedState) -> None:
+    """A pinned state that observes its run (:class:`~sandbox.services.base.RunBound`)
+    stops: the run is over, what its context sends next is not its own."""
+    from sandbox.services.base import RunBound
+
+    if isinstance(pinned, RunBound):
+        with contextlib.suppress(Exception):
+            pinned.unbind()
 
 
 _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()

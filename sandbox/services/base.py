@@ -130,11 +130,16 @@ class PinnedState(Protocol):
 @runtime_checkable
 class RunBound(Protocol):
     """A :class:`PinnedState` that observes the run serving a context (Redis: the commands
-    it sends): made before the run serves its context (a declared service), it is bound
-    once it does."""
+    it sends; Postgres: the statements): made before the run serves its context (a declared
+    service), it is bound once it does, and unbound when the run ends."""
 
     def bind(self) -> None:
         """Observe the run serving the current context from now on."""
+        ...
+
+    def unbind(self) -> None:
+        """The run is over: observe nothing more (what is kept stays held until
+        :meth:`PinnedState.finish` or :meth:`PinnedState.close`)."""
         ...
 
 

@@ -19,6 +19,7 @@ import pytest
 from test_services_containers import create_database, postgres_server
 
 from cli.main import main
+from sandbox import capture
 from sandbox.services.postgres import PINS
 from sandbox.services.postgres.pgtouched import FLUSH_IDLE_S, PINNED_AT_META, ROWS_META, STATE_META
 from sandbox.snapshot.store import DirectoryStore
@@ -153,6 +154,7 @@ def test_concurrent_runs_share_one_pin_and_runs_that_end_well_dump_nothing(
     seen = _run_together(agent, shop, bad=None)
     assert len(agent.PIDS) == RUNS
     assert 1 <= len(seen) <= 2, seen  # the shared pin (one transaction), not one per run
+    capture.flush()  # the kept runs are written in the background
     assert DirectoryStore(store).list() == []
     assert list(DirectoryStore(store).iter_blobs()) == []
     assert PINS.open_count() == 0
@@ -166,6 +168,7 @@ def test_a_failed_run_sharing_the_pin_keeps_that_state_and_its_replay_reproduces
     agent = _agent(tmp_path, store, monkeypatch)
     seen = _run_together(agent, shop, bad=3)
     assert 1 <= len(seen) <= 2, seen
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = DirectoryStore(store).list()
     assert manifest.name == "sync" and manifest.failure is not None
     (service,) = manifest.services

@@ -16,6 +16,7 @@ from types import ModuleType
 import pytest
 
 from cli.main import main
+from sandbox import capture
 from sandbox.services.files import kept_paths
 from sandbox.services.files.touched import COUNT_META, FILES_META, STATE_META
 from sandbox.snapshot.store import DirectoryStore
@@ -95,6 +96,7 @@ def test_a_run_reading_2_of_202_files_keeps_those_and_its_replay_reproduces(
     agent = _agent(tmp_path, workspace, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.notes()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     (service,) = manifest.services
     assert service.meta[STATE_META] == "touched"
@@ -123,6 +125,7 @@ def test_a_replay_reading_a_file_that_was_not_kept_is_inconclusive_naming_it(
     agent = _agent(tmp_path, workspace, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.notes()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     agent.EXTRA.append("filler-7.txt")
     monkeypatch.setenv("COLUMNS", "300")
@@ -140,6 +143,7 @@ def test_a_run_that_ends_well_keeps_no_file(
     store = DirectoryStore(tmp_path / "store")
     agent = _agent(tmp_path, workspace, store.root, monkeypatch)
     agent.fine()
+    capture.flush()  # the kept runs are written in the background
     assert store.list() == []
     assert list(store.iter_blobs()) == []
     from sandbox.services.files import touched
@@ -159,6 +163,7 @@ def test_a_replay_whose_reads_were_not_seen_is_inconclusive(
     agent = _agent(tmp_path, workspace, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.notes()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     agent.SKIP.append(True)
     monkeypatch.setenv("COLUMNS", "300")

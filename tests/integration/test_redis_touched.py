@@ -20,6 +20,7 @@ import redis
 from test_services_containers import redis_server
 
 from cli.main import main
+from sandbox import capture
 from sandbox.services.redis import RedisKind, keys_capture
 from sandbox.services.redis.touched import COUNT_META, DOC_KEY, KEYS_META, STATE_META, pin_for
 from sandbox.snapshot.manifest import Manifest
@@ -144,6 +145,7 @@ def test_a_run_touching_3_of_1000_keys_keeps_those_and_its_replay_reproduces(
     agent = _agent(tmp_path, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.coupon()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     (service,) = manifest.services
     assert service.kind == "redis"
@@ -175,6 +177,7 @@ def test_a_replay_reaching_a_key_that_was_not_kept_is_inconclusive_naming_it(
     agent = _agent(tmp_path, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.coupon()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     agent.EXTRA.append("filler:512")  # the changed agent reads a key the run never touched
     monkeypatch.delenv("REDIS_URL")
@@ -205,6 +208,7 @@ def test_two_tasks_sharing_one_client_each_keep_only_their_own_keys(
 
     results = asyncio.run(both())
     assert all(isinstance(r, AssertionError) for r in results)
+    capture.flush()  # the kept runs are written in the background
     runs = {m.name: m for m in store.list()}
     assert set(runs) == {"a", "b"}
     assert sorted(_kept(store, runs["a"])) == ["a:0", "a:1", "a:2"]
@@ -219,6 +223,7 @@ def test_a_run_that_ends_well_keeps_nothing_and_leaves_no_pin(
     store = DirectoryStore(tmp_path / "store")
     agent = _agent(tmp_path, store.root, monkeypatch)
     agent.fine()
+    capture.flush()  # the kept runs are written in the background
     assert store.list() == []
     assert list(store.iter_blobs()) == []
     from sandbox.services.redis import touched
@@ -269,6 +274,7 @@ def test_a_masked_touched_capture_keeps_its_keys_masked_and_leaves_the_live_serv
     agent = _agent(tmp_path, store.root, monkeypatch)
     with pytest.raises(AssertionError):
         agent.masked()
+    capture.flush()  # the kept runs are written in the background
     (manifest,) = store.list()
     (service,) = manifest.services
     assert service.meta["masked"] == ["session:*"]

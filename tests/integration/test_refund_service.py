@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from examples import refund_load, refund_service
+from sandbox import capture
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.replay import replay
 from sandbox.snapshot.store import DirectoryStore
@@ -40,6 +41,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Directo
             orders = [f"o-{i}" for i in range(1, REQUESTS + 1)]
             with refund_load.serve(refund_service.create_app(store=str(store))) as base:
                 result = refund_load.load(base, orders, CLIENTS)
+            assert capture.flush(), "the kept runs were not written in time"
         # the model server and the live Postgres, Redis and gateway are all gone from here on
     finally:
         stop()

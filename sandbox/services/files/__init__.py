@@ -579,6 +579,10 @@ class PinnedWorkspace:
 
         self.pin.bind(boundary.current())
 
+    def unbind(self) -> None:
+        """The run is over: its context's reads are no longer its own."""
+        self.pin.unbind()
+
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The files read as at their first read, and the same paths as they are now."""
         try:

@@ -124,6 +124,10 @@ class PinnedFiles:
         self._owner = owner
         self._register()
 
+    def unbind(self) -> None:
+        """Take no more reads (the run is over)."""
+        self._unregister()
+
     def opened(self, real: str) -> None:
         rel = _relative(self.root, real)
         if rel is None or self._ignored(rel):

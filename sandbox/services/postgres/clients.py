@@ -30,6 +30,20 @@ def _url(params: dict[str, Any]) -> str:
     return f"postgresql://{auth}@{netloc}:{port}/{quote(dbname)}"
 
 
+def _unseen(client: str, params: dict[str, Any]) -> None:
+    """A connection through a client whose statements are not seen (see
+    :mod:`sandbox.services.postgres.pgseen`)."""
+    from sandbox.services.postgres import pgseen
+
+    user = params.get("user") or os.environ.get("PGUSER")
+    pgseen.connected(
+        client,
+        params.get("host") or os.environ.get("PGHOST"),
+        params.get("port") or os.environ.get("PGPORT"),
+        params.get("dbname") or os.environ.get("PGDATABASE") or user,
+    )
+
+
 def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
     psycopg = importlib.import_module("psycopg")
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -69,6 +83,30 @@ def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
     patch_attribute(psycopg.Connection, "connect", sync, undo)
     patch_attribute(psycopg.AsyncConnection, "connect", asyn, undo)
     patch_attribute(psycopg, "connect", lambda _o: psycopg.Connection.connect, undo)
+    _watch_statements(psycopg, undo)
+
+
+_STATEMENT_METHODS = ("execute", "executemany", "copy", "stream")
+
+
+def _watch_statements(psycopg: Any, undo: list[Callable[[], None]]) -> None:
+    """Each statement a cursor sends is handed to :func:`pgseen.saw` first (the runs
+    that keep statements are found there by context; none: one check). The wrapper calls
+    the method as it is (sync, a coroutine, a generator or a context manager alike)."""
+    from sandbox.services.postgres import pgseen
+
+    def make(original: Any) -> Any:
+        def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            pgseen.saw(self.connection, query)
+            return original(self, query, *args, **kwargs)
+
+        return method
+
+    for name in ("Cursor", "AsyncCursor", "ServerCursor", "AsyncServerCursor"):
+        cls = getattr(psycopg, name, None)
+        for attr in _STATEMENT_METHODS:
+            if cls is not None and attr in vars(cls):
+                patch_attribute(cls, attr, make, undo)
 
 
 def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
@@ -79,6 +117,7 @@ def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
     def make(original: Any) -> Any:
         def _connect(dsn: str, *args: Any, **kwargs: Any) -> Any:
             params = parse_dsn(dsn)
+            _unseen("psycopg2", params)
             endpoint = _url(params)
             target = route(router, Connect("postgres", "psycopg2", endpoint, dsn or None))
             if target != endpoint:
@@ -106,6 +145,7 @@ def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:
             for key in address:
                 if kwargs.get(key) is not None:
                     params["dbname" if key == "database" else key] = kwargs[key]
+            _unseen("asyncpg", params)
             endpoint = _url(params)
             target = route(router, Connect("postgres", "asyncpg", endpoint, dsn))
             if target != endpoint:

@@ -22,10 +22,13 @@ owned by the endpoint's user.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -56,7 +59,7 @@ from sandbox.services.descriptor import (
     database_in_url,
 )
 from sandbox.services.dumptext import Place
-from sandbox.services.postgres import pgquery, pgtouched, pgtrack
+from sandbox.services.postgres import pgquery, pgreach, pgseen, pgtouched, pgtrack
 from sandbox.services.postgres.pgarchive import stabilize
 from sandbox.services.postgres.pgstate import (
     HASH_VERSION,
@@ -108,6 +111,10 @@ class _Endpoint:
 
     @classmethod
     def parse(cls, endpoint: str) -> _Endpoint:
+        return _parse_endpoint(endpoint)
+
+    @classmethod
+    def _parse(cls, endpoint: str) -> _Endpoint:
         try:
             params = conninfo_to_dict(endpoint)
         except psycopg.ProgrammingError as exc:
@@ -163,6 +170,12 @@ class _Endpoint:
         if "password" in self.params:
             env["PGPASSWORD"] = str(self.params["password"])
         return env
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_endpoint(endpoint: str) -> _Endpoint:
+    """An endpoint parsed once (a run per request parses the same one each time)."""
+    return _Endpoint._parse(endpoint)
 
 
 @contextmanager
@@ -452,9 +465,22 @@ def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
         return _dump_and_hash(ep, conn, _export(conn), empty=empty)
 
 
+@contextmanager
+def _in_snapshot(ep: _Endpoint, snapshot_id: str) -> Iterator[psycopg.Connection[Any]]:
+    """A short read-only transaction of its own in an exported snapshot: what it reads, and
+    the locks that takes, end with it, never with the transaction that holds the snapshot."""
+    with _connect(ep) as conn, _snapshot(conn):
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_id)))
+        yield conn
+
+
 class _Pin:
     """The state before the runs sharing it, pinned by an open transaction whose snapshot is
-    exported (see :mod:`sandbox.services.pinshare`)."""
+    exported (see :mod:`sandbox.services.pinshare`). The transaction holds the snapshot and
+    no lock on any table: what it reads at the start is read in a subtransaction rolled back
+    (which lets go of the locks it took), and kept runs are dumped from the snapshot by
+    transactions of their own (:func:`_in_snapshot`), so the application's DDL and
+    ``TRUNCATE`` never wait for a pin."""
 
     def __init__(self, ep: _Endpoint) -> None:
         self._stack = ExitStack()
@@ -466,13 +492,20 @@ class _Pin:
         self.conn = conn
         try:
             self.snapshot_id = _export(conn)
-            self.why = pgtouched.untrackable(conn)
-            self.since = (conn.execute("SELECT clock_timestamp()").fetchone() or (None,))[0]
-            self.counters = pgtouched.counters(conn)
-            self.sequences = sequence_values(conn)
+            with conn.transaction(force_rollback=True):
+                self.why = pgtouched.untrackable(conn)
+                self.since = (conn.execute("SELECT clock_timestamp()").fetchone() or (None,))[0]
+                self.counters = pgtouched.counters(conn)
+                self.sequences = sequence_values(conn)
         except BaseException:
             self._stack.close()
             raise
+        self.told: dict[frozenset[str], set[str]] = {}
+        """The tables the statements of runs sharing this pin reach (foreign keys
+        followed), by the runs' distinct statements: runs of one endpoint send the same."""
+        self.dumped: tuple[frozenset[str], CapturedState] | None = None
+        """The last state before the runs dumped from this pin, with the tables it left
+        empty: runs kept together that touched the same tables share it."""
 
     def close(self) -> None:
         """End the transaction (the pinned state is released)."""
@@ -482,59 +515,136 @@ class _Pin:
 PINS: pinshare.PinPool[_Pin] = pinshare.PinPool()
 """The pins open in this process, shared by the runs that start together."""
 
+_ends: dict[str, tuple[frozenset[str], float, CapturedState]] = {}
+"""By endpoint: the last end state captured for a kept run, the tables it left empty and
+when its capture began (monotonic)."""
+_ends_lock = threading.Lock()
+
+
+def _end_state(ep: _Endpoint, empty: frozenset[str], ended: float) -> CapturedState:
+    """The state after a run that ended at ``ended`` (monotonic), the rows of ``empty``
+    left out: the last one captured when it began after the run ended (runs kept together
+    share it: any state taken after a run's end holds all it did), else a new one."""
+    key = ep.conninfo()
+    with _ends_lock:
+        found = _ends.get(key)
+    if found is not None and found[0] == empty and ended <= found[1]:
+        return found[2]
+    began = time.monotonic()
+    state = _capture(ep, empty=empty)
+    with _ends_lock:
+        _ends[key] = (empty, began, state)
+    return state
+
 
 class PinnedPostgres:
-    """A run's share of the state pinned before it (see :mod:`sandbox.services.pinshare`);
-    :meth:`finish` captures it and the end state, each with the rows of the tables touched
-    since the pin only (see :mod:`sandbox.services.postgres.pgtouched`)."""
+    """A run's share of the state pinned before it (see :mod:`sandbox.services.pinshare`)
+    and the statements it sends (:mod:`sandbox.services.postgres.pgseen`); :meth:`finish`
+    captures the state before and after it, each with the rows of the tables it touched
+    only (see :mod:`sandbox.services.postgres.pgtouched`)."""
 
     def __init__(self, ep: _Endpoint) -> None:
+        from sandbox.seam import boundary
+
         self._ep = ep
+        params = ep.params
+        self.seen = pgseen.Seen(
+            pgseen.address(params.get("host"), params.get("port"), params.get("dbname"))
+        )
+        self.ended: float | None = None
         self._share = PINS.share(ep.conninfo(password=False), lambda: _Pin(ep))
+        self.seen.bind(boundary.current())
+
+    def bind(self) -> None:
+        """Keep the statements of the run serving the current context."""
+        from sandbox.seam import boundary
+
+        self.seen.bind(boundary.current())
+
+    def unbind(self) -> None:
+        """The run is over: its context's statements are no longer its own."""
+        self.seen.unbind()
+        if self.ended is None:
+            self.ended = time.monotonic()
+
+    def _told(self, pin: _Pin) -> tuple[set[str] | None, dict[str, Any]]:
+        """The tables the run touched (before the foreign-key closure) and how that was
+        told, or ``None`` and why it could not be (then the whole state is captured)."""
+        why: str
+        statements = self.seen.statements()
+        if self.seen.overflow:
+            why = f"the run sent more than {pgseen.MAX_STATEMENTS} distinct statements"
+        elif self.seen.unseen:
+            clients = ", ".join(sorted(self.seen.unseen))
+            why = f"the run connected through {clients}, whose statements are not seen"
+        elif statements is None:
+            why = "a statement of the run cannot be read as text"
+        elif not statements:
+            why = "no statement of the run was seen (a client whose statements are not seen?)"
+        else:
+            key = frozenset(statements)
+            found = pin.told.get(key)
+            try:
+                if found is None:
+                    with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+                        reached = pgreach.reached(reader, statements)
+                        found = pgtouched.captured_tables(reader, reached)
+                    if len(pin.told) < 64:
+                        pin.told[key] = found
+                return set(found), {pgtouched.TOLD_META: "statements"}
+            except pgreach.Unknown as unknown:
+                why = str(unknown)
+        told = {pgtouched.TOLD_META: "counters", pgtouched.STATEMENTS_NOTE_META: why}
+        with _connect(self._ep) as watch:
+            note = pin.why or pgtouched.settle(
+                watch,
+                pin.since,
+                {pin.conn.info.backend_pid, watch.info.backend_pid},
+                limit=pgtouched.wait_limit(),
+            )
+            after_counters = pgtouched.counters(watch)
+        if note is not None:
+            return None, {**told, pgtouched.NOTE_META: note}
+        with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+            rows = pgtouched.captured_tables(
+                reader, pgtouched.touched(pin.counters, after_counters)
+            )
+        return rows, told
 
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The state before the run (as of the pin) and after it, then the share is
         released. When the touched tables cannot be told, both are whole and their meta
         says why."""
+        self.unbind()
+        ended = self.ended if self.ended is not None else time.monotonic()
         pin = self._share.hold
         pinned = {pgtouched.PINNED_AT_META: pin.since.isoformat()} if pin.since is not None else {}
         try:
-            with _connect(self._ep) as watch:
-                why = pin.why or pgtouched.settle(
-                    watch,
-                    pin.since,
-                    {pin.conn.info.backend_pid, watch.info.backend_pid},
-                    limit=pgtouched.wait_limit(),
-                )
-                after_counters = pgtouched.counters(watch)
-            if why is not None:
-                with self._share.lock:
-                    before = _dump_and_hash(
-                        self._ep, pin.conn, pin.snapshot_id, sequences=pin.sequences
-                    )
-                after = _capture(self._ep)
-                note = {pgtouched.NOTE_META: why, **pinned}
-                return (
-                    replace(before, meta={**before.meta, **note}),
-                    replace(after, meta={**after.meta, **note}),
-                )
-            rows = pgtouched.touched(pin.counters, after_counters)
+            rows, told = self._told(pin)
+            others = frozenset(set(pin.counters) - rows) if rows is not None else frozenset()
             with self._share.lock:
-                rows = pgtouched.captured_tables(pin.conn, rows)
-                others = set(pin.counters) - rows
-                before = _dump_and_hash(
-                    self._ep, pin.conn, pin.snapshot_id, empty=others, sequences=pin.sequences
-                )
+                if rows is not None and pin.dumped is not None and pin.dumped[0] == others:
+                    before = pin.dumped[1]
+                else:
+                    with _in_snapshot(self._ep, pin.snapshot_id) as reader:
+                        before = _dump_and_hash(
+                            self._ep, reader, pin.snapshot_id, empty=others, sequences=pin.sequences
+                        )
+                    if rows is not None:
+                        pin.dumped = (others, before)
         finally:
             self.close()
-        after = _capture(self._ep, empty=others)
-        meta = {**pgtouched.partial_meta(rows, len(pin.counters)), **pinned}
+        after = _end_state(self._ep, others, ended)
+        meta = {**told, **pinned}
+        if rows is not None:
+            meta.update(pgtouched.partial_meta(rows, len(pin.counters)))
         return replace(before, meta={**before.meta, **meta}), replace(
             after, meta={**after.meta, **meta}
         )
 
     def close(self) -> None:
         """Release this run's share (the last one ends the transaction)."""
+        self.seen.unbind()
         self._share.release()
 
 

@@ -6,19 +6,29 @@ How (the kind's :meth:`~sandbox.services.postgres.PostgresKind.pin`):
 
 1. Where a whole capture would dump the restore point, a REPEATABLE READ transaction is
    opened instead and its snapshot exported (``pg_export_snapshot()``); it stays open during
-   the run and pins the pre-run state. Each table's statistics counters (scans, rows
-   inserted, updated, deleted) and file number are recorded (:func:`counters`).
-2. After the run, the sessions that were busy during it are waited for until their counters
-   are flushed (:func:`unflushed`): a session flushes as it exits (before it leaves
-   ``pg_stat_activity``) and, when it stays connected, at the latest
-   :data:`FLUSH_IDLE_S` after it went idle (PostgreSQL 15's ``PGSTAT_IDLE_INTERVAL``). The
-   tables whose counters or file moved are the touched ones (:func:`touched`), closed over
-   the tables their foreign keys reference (:func:`captured_tables`): a restored row must
-   find the row it references, or ``pg_restore`` fails adding the constraint. Tables that
+   the run and pins the pre-run state. It holds no lock on any table: each table's
+   statistics counters (scans, rows inserted, updated, deleted) and file number
+   (:func:`counters`) and the sequences' values are read in a subtransaction that is rolled
+   back, which lets go of the locks those reads took.
+2. While the run goes on, its statements are noted at the psycopg cursors
+   (:mod:`sandbox.services.postgres.pgseen`). When the run is kept (off the agent's path,
+   :mod:`sandbox.capture.finisher`), the tables they reach are told from their text and
+   the catalog as of the pin (:mod:`sandbox.services.postgres.pgreach`), closed over the
+   tables their foreign keys reference (:func:`captured_tables`): a restored row must find
+   the row it references, or ``pg_restore`` fails adding the constraint. Tables that
    reference a touched one need nothing: restored empty they reference nothing.
+   When the statements cannot tell (dynamic SQL, a client whose statements are not seen),
+   the counters do: the sessions that were busy during the run are waited for until their
+   counters are flushed (:func:`unflushed`): a session flushes as it exits (before it
+   leaves ``pg_stat_activity``) and, when it stays connected, at the latest
+   :data:`FLUSH_IDLE_S` after it went idle (PostgreSQL 15's ``PGSTAT_IDLE_INTERVAL``). The
+   tables whose counters or file moved are the touched ones (:func:`touched`). Under
+   steady load sessions are never idle: the wait ends at its limit and the whole state is
+   taken.
 3. ``pg_dump --snapshot=ID --exclude-table-data=...`` dumps the schema of every table and
-   the rows of the captured ones as they were before the run; the end state is dumped the
-   same way. Both are hashed as the state a sandbox restored from them holds: the other
+   the rows of the captured ones as they were before the run, while a transaction of its
+   own that imports the snapshot hashes the same state; the end state is dumped the same
+   way. Both are hashed as the state a sandbox restored from them holds: the other
    tables with no rows (:func:`sandbox.services.postgres.pgstate.logical_state`'s ``empty``).
    Sequences are not transactional (a snapshot does not keep their past values, and
    ``pg_dump`` reads them as they are): their values read at the pin go into the dump's
@@ -35,9 +45,9 @@ On replay the sandbox's own counters (reset at the restore point) say which tabl
 replayed agent read or wrote: one outside the captured set (:func:`outside`) makes the
 verdict inconclusive, since its rows were not there to be read.
 
-Why not trace the agent's queries instead (``pg_stat_statements``, a proxy): queries name
-views, functions and triggers that reach other tables; the counters are kept per table by
-the server for whatever reached it.
+Statements name views, functions, triggers and policies that reach other tables: those are
+followed in the catalog (:mod:`sandbox.services.postgres.pgreach`); what cannot be followed
+falls back to the counters, and what is still missed shows on replay (:func:`outside`).
 """
 
 from __future__ import annotations
@@ -60,6 +70,11 @@ TABLES_META = "tables"
 """Key of the manifest meta counting every table of the database."""
 NOTE_META = "note"
 """Key of the manifest meta saying why a touched capture fell back to the whole state."""
+TOLD_META = "told_by"
+"""Key of the manifest meta saying how the touched tables were told: ``"statements"`` (the
+run's own, :mod:`sandbox.services.postgres.pgreach`) or ``"counters"``."""
+STATEMENTS_NOTE_META = "statements_note"
+"""Key of the manifest meta saying why the statements could not tell the touched tables."""
 PINNED_AT_META = "pinned_at"
 """Key of the manifest meta giving the server's time when the captured state before the run
 was pinned (a pin shared among runs that start together may predate this run's start, see

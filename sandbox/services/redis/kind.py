@@ -493,6 +493,10 @@ class PinnedKeys:
 
         self.pin.bind(boundary.current())
 
+    def unbind(self) -> None:
+        """The run is over: its context's commands are no longer its own."""
+        self.pin.unbind()
+
     def finish(self) -> tuple[CapturedState, CapturedState]:
         """The kept keys as at their first touch, and as they are now (absent ones left out
         of both: a sandbox restores them absent)."""

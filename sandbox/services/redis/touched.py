@@ -90,20 +90,15 @@ class PinnedRedis:
 
     def __init__(self, endpoint: str, owner: object | None) -> None:
         self.endpoint = endpoint
-        try:
-            self._client = redis.Redis.from_url(endpoint, socket_timeout=30)
-        except ValueError as exc:
-            raise ServiceError(f"invalid redis endpoint: {exc}") from None
-        kwargs = self._client.connection_pool.connection_kwargs
-        self.address = address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
+        self._server = _server(endpoint)
+        self._client = self._server.client
+        self.address = self._server.address
         self._lock = threading.Lock()
-        self._parser: CommandsParser | None = None
         self.first: dict[bytes, tuple[bytes | None, int | None]] = {}
         """Key -> its ``DUMP`` payload (``None``: absent) and PTTL at first touch."""
         self.unread: dict[bytes, str] = {}
         """Keys whose first touch could not be read, and why (left out: unkept)."""
         self.wide: list[str] = []
-        self.version = "unknown"
         self._owner = owner
         _register(self)
 
@@ -112,6 +107,10 @@ class PinnedRedis:
         _unregister(self)
         self._owner = owner
         _register(self)
+
+    def unbind(self) -> None:
+        """Take no more commands (the run is over)."""
+        _unregister(self)
 
     # --- first touches ------------------------------------------------------------------
 
@@ -132,13 +131,14 @@ class PinnedRedis:
         finally:
             _inside.reset(token)
 
+    @property
+    def version(self) -> str:
+        return self._server.version
+
     def _keys(self, args: Sequence[object]) -> list[bytes]:
-        if self._parser is None:
-            self._parser = CommandsParser(self._client)  # type: ignore[no-untyped-call]
-            info: Any = self._client.info("server")
-            self.version = str(info.get("redis_version", "unknown"))
+        parser = self._server.parser()
         words = [_as_bytes(a).decode("utf-8", "surrogateescape") for a in args[:1]]
-        found = self._parser.get_keys(self._client, *words, *args[1:])  # type: ignore[no-untyped-call]
+        found = parser.get_keys(self._client, *words, *args[1:])  # type: ignore[no-untyped-call]
         return [_as_bytes(k) for k in found or ()]
 
     def _read(self, keys: list[bytes]) -> None:
@@ -206,7 +206,57 @@ class PinnedRedis:
 
     def close(self) -> None:
         _unregister(self)
-        self._client.close()
+
+
+POOL_SIZE = 4
+"""Connections the pins of one database share (first touches are read on them)."""
+
+
+class _Server:
+    """What the pins of one database share: a small pool of connections of the capture's
+    own, and the server's command table (read once: ``COMMAND`` answers a few hundred
+    kilobytes)."""
+
+    def __init__(self, endpoint: str) -> None:
+        try:
+            pool = redis.BlockingConnectionPool.from_url(
+                endpoint, max_connections=POOL_SIZE, timeout=30, socket_timeout=30
+            )
+        except ValueError as exc:
+            raise ServiceError(f"invalid redis endpoint: {exc}") from None
+        self.client = redis.Redis(connection_pool=pool)
+        kwargs = pool.connection_kwargs
+        self.address = address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
+        self.version = "unknown"
+        self._parser: CommandsParser | None = None
+        self._lock = threading.Lock()
+
+    def parser(self) -> CommandsParser:
+        with self._lock:
+            if self._parser is None:
+                token = _inside.set(True)
+                try:
+                    parser = CommandsParser(self.client)  # type: ignore[no-untyped-call]
+                    info: Any = self.client.info("server")
+                finally:
+                    _inside.reset(token)
+                self.version = str(info.get("redis_version", "unknown"))
+                self._parser = parser
+            return self._parser
+
+
+_servers: dict[str, _Server] = {}
+_servers_lock = threading.Lock()
+
+
+def _server(endpoint: str) -> _Server:
+    """The shared part of the pins of ``endpoint`` (made on first use, kept for the
+    process)."""
+    with _servers_lock:
+        found = _servers.get(endpoint)
+        if found is None:
+            found = _servers[endpoint] = _Server(endpoint)
+        return found
 
 
 _pins: dict[tuple[int, str], PinnedRedis] = {}

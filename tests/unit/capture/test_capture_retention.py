@@ -40,6 +40,7 @@ def _run(store: DirectoryStore, i: int, keep: object, fail: bool, **kw: object) 
 def test_keep_failed_keeps_only_the_failed_run(store: DirectoryStore) -> None:
     for i in range(4):
         _run(store, i, "failed", fail=i == 2)
+    capture.flush()  # the kept runs are written in the background
     (kept,) = store.list()
     assert (kept.name, kept.status) == ("r2", "complete")
     assert kept.failure is not None and "boom" in kept.failure.reason
@@ -52,6 +53,7 @@ def test_keep_failed_keeps_only_the_failed_run(store: DirectoryStore) -> None:
 def test_keep_failed_leaves_nothing_for_runs_that_end_well(store: DirectoryStore) -> None:
     for i in range(3):
         _run(store, i, "failed", fail=False)
+    capture.flush()  # the kept runs are written in the background
     assert store.list() == []
     assert _files(store.root) == []
 
@@ -60,6 +62,7 @@ def test_mark_failed_keeps_a_run_that_raised_nothing(store: DirectoryStore) -> N
     with capture.run("marked", store=store, services="none", keep="failed") as rec:
         fetch(1)
         rec.mark_failed("wrong answer")
+    capture.flush()  # the kept runs are written in the background
     (kept,) = store.list()
     assert kept.failure is not None and kept.failure.reason == "wrong answer"
 
@@ -80,6 +83,7 @@ def test_a_rate_keeps_that_share_of_the_runs_that_did_not_fail(store: DirectoryS
     assert len(draws) == 8
     want = {f"r{i}" for i, v in enumerate(draws) if v < 0.5} | {"r8"}
     assert 2 < len(want) < 9  # the seed keeps some and drops some
+    capture.flush()  # the kept runs are written in the background
     assert {m.name for m in store.list()} == want
 
 

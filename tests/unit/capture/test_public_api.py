@@ -28,6 +28,7 @@ VERBS = {
     "active",
     "amemory_read",
     "amemory_write",
+    "flush",
     "mark_failed",
     "memory_delete",
     "memory_read",

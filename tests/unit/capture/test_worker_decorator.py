@@ -44,6 +44,7 @@ def test_async_jobs_run_concurrently_keep_only_the_failing(tmp_path: Path) -> No
     outcomes = asyncio.run(worker())
     assert [isinstance(o, RuntimeError) for o in outcomes] == [i == 3 for i in range(8)]
     store = DirectoryStore(tmp_path)
+    capture.flush()  # the kept runs are written in the background
     (kept,) = store.list()
     assert kept.name == "refund-job" and kept.status == "complete"
     assert kept.failure is not None and kept.failure.error is not None
@@ -72,6 +73,7 @@ def test_sync_tasks_in_worker_threads_keep_only_the_failing(tmp_path: Path, work
     for t in threads:
         t.join()
     store = DirectoryStore(tmp_path)
+    capture.flush()  # the kept runs are written in the background
     kept = store.list()
     assert sorted(_charged(store, m.run_id)[0] for m in kept) == ["o-1", "o-6"]
     assert all(len(_charged(store, m.run_id)) == 1 for m in kept)

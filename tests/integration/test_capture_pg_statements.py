@@ -1,0 +1,171 @@
+"""A Postgres service captured with ``keep="failed"`` against a real container: the tables a
+kept run touched are told from its own statements (views, triggers followed; dynamic SQL
+falls back to the statistics counters, saying why), the pinned snapshot holds no lock the
+application's ``TRUNCATE`` or DDL would wait for, and a kept run whose state capture fails
+in the background is marked damaged with one warning."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from test_services_containers import create_database, postgres_server
+
+from sandbox import capture
+from sandbox.capture import finisher
+from sandbox.services.postgres import PINS
+from sandbox.services.postgres.pgtouched import (
+    ROWS_META,
+    STATE_META,
+    STATEMENTS_NOTE_META,
+    TOLD_META,
+    WAIT_ENV,
+)
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.store import DirectoryStore
+
+pytestmark = pytest.mark.docker
+
+SCHEMA = """
+CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL);
+CREATE TABLE orders (id int PRIMARY KEY, customer_id int NOT NULL REFERENCES customers,
+                     item text NOT NULL);
+CREATE TABLE refunds (id serial PRIMARY KEY, order_id int NOT NULL, cents int NOT NULL);
+CREATE TABLE audit (id serial PRIMARY KEY, note text NOT NULL);
+CREATE TABLE archive (id int PRIMARY KEY, body text);
+INSERT INTO customers VALUES (1, 'ada');
+INSERT INTO orders VALUES (10, 1, 'apple');
+INSERT INTO archive SELECT g, 'x' FROM generate_series(1, 50) g;
+CREATE VIEW open_orders AS SELECT o.id, o.item FROM orders o;
+CREATE FUNCTION log_refund() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO audit (note) VALUES ('refund of order ' || NEW.order_id);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refund_audit AFTER INSERT ON refunds FOR EACH ROW EXECUTE FUNCTION log_refund();
+CREATE FUNCTION rows_of(t text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE n bigint;
+BEGIN
+  EXECUTE 'SELECT count(*) FROM ' || quote_ident(t) INTO n;
+  RETURN n;
+END $$;
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def shop(server: str) -> str:
+    url = create_database(server, "shop")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SCHEMA)
+    return url
+
+
+def _kept(store: DirectoryStore) -> Manifest:
+    assert capture.flush(120), "the kept run was not written in time"
+    (manifest,) = store.list()
+    return manifest
+
+
+def _run(shop: str, store: DirectoryStore, *statements: str) -> None:
+    spec = capture.ServiceSpec("db", "postgres", shop, env="DATABASE_URL")
+    with capture.run("refund", store=store, services=[spec], keep="failed"):
+        with psycopg.connect(shop, autocommit=True) as conn:
+            for statement in statements:
+                conn.execute(statement)
+        capture.mark_failed("paid twice")
+
+
+def test_a_kept_run_keeps_the_tables_its_statements_reach_through_views_and_triggers(
+    shop: str, tmp_path: Path
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    _run(
+        shop,
+        store,
+        "SELECT id, item FROM open_orders",  # a view over orders (which references customers)
+        "INSERT INTO refunds (order_id, cents) VALUES (10, 100)",  # its trigger writes audit
+    )
+    (service,) = _kept(store).services
+    assert service.meta[STATE_META] == "touched"
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {
+        "public.orders",
+        "public.customers",
+        "public.refunds",
+        "public.audit",
+    }
+    assert PINS.open_count() == 0
+
+
+def test_dynamic_sql_falls_back_to_the_counters_and_says_why(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WAIT_ENV, "0")  # the counters are not waited for: the whole state
+    store = DirectoryStore(tmp_path / "store")
+    _run(shop, store, "SELECT rows_of('archive')")
+    (service,) = _kept(store).services
+    assert service.meta[TOLD_META] == "counters"
+    note = service.meta[STATEMENTS_NOTE_META]
+    assert "public.rows_of" in note and "built at run time" in note
+
+
+def test_the_pin_holds_no_lock_that_truncate_or_ddl_waits_for(shop: str, tmp_path: Path) -> None:
+    """Two runs share a pin; one is kept and dumped while the other still holds the pin:
+    the application's ``TRUNCATE ... RESTART IDENTITY`` and ``ALTER TABLE`` go through."""
+    store = DirectoryStore(tmp_path / "store")
+    spec = capture.ServiceSpec("db", "postgres", shop, env="DATABASE_URL")
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with capture.run("look", store=store, services=[spec], keep="failed"):
+            with psycopg.connect(shop, autocommit=True) as conn:
+                conn.execute("SELECT count(*) FROM refunds").fetchone()
+            inside.set()
+            leave.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert inside.wait(60)
+        _run(shop, store, "INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+        assert capture.flush(120)
+        assert PINS.open_count() == 1  # still held by the run in the thread
+        with psycopg.connect(shop, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '3s'")
+            conn.execute("TRUNCATE refunds, audit RESTART IDENTITY")
+            conn.execute("ALTER TABLE archive ADD COLUMN kept boolean")
+    finally:
+        leave.set()
+        thread.join(60)
+    (manifest,) = store.list()
+    assert manifest.name == "refund"
+    assert PINS.open_count() == 0
+
+
+def test_a_state_capture_that_fails_in_the_background_damages_the_run_with_one_warning(
+    shop: str, server: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    held = threading.Event()
+    finisher.submit(lambda: held.wait(60))  # the background thread is busy: the run queues
+    try:
+        _run(shop, store, "INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+        assert store.list() == []  # the block returned; its run is not written yet
+        create_database(server, "shop")  # the database (and the pin's session) are gone
+    finally:
+        held.set()
+    assert capture.flush(120)
+    (manifest,) = store.list()
+    assert manifest.status == "damaged"
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "capture of run" in line]
+    assert len(warnings) == 1 and manifest.run_id in warnings[0]
+    assert PINS.open_count() == 0
