@@ -37,7 +37,9 @@ key, ``@`` for an e-mail or a URL password, a literal secret found as a substrin
 three digits, a separator and four more for a phone number ...): a line is searched only
 with the families whose condition holds, in the same order as the full alternation, so the
 result is the same as one pass with every pattern, and a line with none of them is not
-searched at all.
+searched at all. The conditions are checked in one pass of an Aho-Corasick automaton over
+the lowered line (and one over its shape), and what a set of secrets compiles to is made
+once per process and shared by every redactor that has them.
 """
 
 from __future__ import annotations
@@ -282,7 +284,16 @@ def secret_fields(text: str) -> Iterator[tuple[str, str]]:
 _FIELD = re.compile(FIELD_PATTERN)
 _STEMS = re.compile("(?:" + "|".join(FIELD_STEMS) + ")(?![a-z])")
 _STEMS_BYTES = re.compile(_STEMS.pattern.encode())
-_LAST_WORDS = re.compile(b"key|token|secret|passw|passphrase|authorization|credential|cookie")
+_LAST_WORDS: tuple[bytes, ...] = (
+    b"key",
+    b"token",
+    b"secret",
+    b"passw",
+    b"passphrase",
+    b"authorization",
+    b"credential",
+    b"cookie",
+)
 """What every stem ends with: cheaper to look for, and most lines hold none of them."""
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -448,6 +459,167 @@ class RedactionConfig:
         return self.masks.get(name) or self.masks.get(kind) or {}
 
 
+_FIELD_MARK = -1
+"""Marks, in :attr:`_Plan.words`, the words every credential field name ends with."""
+_CLEAN_LIMIT = 4096
+"""Texts remembered as holding nothing to redact, at most, per plan."""
+_CLEAN_LENGTH = 512
+"""Only texts up to this length are remembered (header values, manifest fields...)."""
+
+
+def _automaton(words: Mapping[str, object]) -> Any:
+    """An Aho-Corasick automaton of ``words``, each with its value (``None`` when empty)."""
+    if not words:
+        return None
+    import ahocorasick
+
+    automaton = ahocorasick.Automaton()
+    for word, value in words.items():
+        automaton.add_word(word, value)
+    automaton.make_automaton()
+    return automaton
+
+
+@dataclass(eq=False)
+class _Plan:
+    """What a set of literal secrets and a configuration compile to: the pattern families,
+    their cheap conditions as two automata, and the searches compiled so far. A plan is
+    immutable once made except for its caches, which only grow, so redactors with the same
+    secrets and configuration share one (:func:`_plan`)."""
+
+    families: tuple[_Family, ...]
+    pii_kinds: dict[str, str]
+    escaped: dict[str, str]
+    trigger_index: tuple[tuple[bytes, int], ...]
+    shape_index: tuple[tuple[bytes, int], ...]
+    always: frozenset[int]
+    words: Any
+    """Automaton over a line's ASCII-lowered bytes (read as Latin-1): each lowered trigger
+    with the ``(trigger, family)`` pairs it stands for, and the last words of field names
+    (:data:`_LAST_WORDS`, marked :data:`_FIELD_MARK`). A line holding a trigger holds its
+    lowered form in its lowered bytes, so a line none of these words is found in meets no
+    trigger and holds no field."""
+    shapes: Any
+    """Automaton over a line's shape (:data:`_SHAPE`): each shape with its families."""
+    searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = field(
+        default_factory=dict
+    )
+    clean: set[str] = field(default_factory=set)
+    """Texts :meth:`Redactor.text` gave back unchanged under this plan (whatever the
+    placeholder key: nothing was replaced, nothing learned)."""
+
+
+def _make_plan(
+    literals: frozenset[str],
+    patterns: tuple[str, ...],
+    defaults: bool,
+    pii: tuple[tuple[str, str], ...],
+) -> _Plan:
+    families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
+    # Literal secrets, raw and as they appear inside a JSON string, longest first.
+    forms: set[str] = set()
+    for lit in literals:
+        forms.add(lit)
+        forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
+    ordered = sorted(forms, key=len, reverse=True)
+    if ordered:
+        families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
+    if defaults:
+        families.extend(
+            _Family(f"(?:{p})", t) for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
+        )
+    families.extend(_Family(f"(?:{p})") for p in patterns)
+    for i, (kind, pattern) in enumerate(pii):
+        named = f"(?P<pii{i}>{pattern})"
+        if pattern != PII_PATTERNS.get(kind):
+            families.append(_Family(named))  # the user's own pattern
+        elif kind == "email":
+            families.append(_Family(named, ("@",)))
+        else:
+            families.append(_Family(named, (), _PII_SHAPES[kind]))
+    trigger_index = tuple(
+        (t.encode("utf-8", "surrogateescape"), i)
+        for i, f in enumerate(families)
+        for t in f.triggers
+    )
+    words: dict[str, list[tuple[bytes, int]]] = {}
+    for trigger, i in trigger_index:
+        words.setdefault(trigger.lower().decode("latin-1"), []).append((trigger, i))
+    for word in _LAST_WORDS:
+        words.setdefault(word.decode("latin-1"), []).append((word, _FIELD_MARK))
+    shape_index = tuple((t, i) for i, f in enumerate(families) for t in f.shapes)
+    shapes: dict[str, list[int]] = {}
+    for shape, i in shape_index:
+        shapes.setdefault(shape.decode("latin-1"), []).append(i)
+    return _Plan(
+        families=tuple(families),
+        pii_kinds={f"pii{i}": kind for i, (kind, _) in enumerate(pii)},
+        escaped={json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in literals},
+        trigger_index=trigger_index,
+        shape_index=shape_index,
+        always=frozenset(i for i, f in enumerate(families) if f.always),
+        words=_automaton({w: tuple(pairs) for w, pairs in words.items()}),
+        shapes=_automaton({s: tuple(ids) for s, ids in shapes.items()}),
+    )
+
+
+_PlanKey = tuple[frozenset[str], tuple[str, ...], bool, tuple[tuple[str, str], ...]]
+_PLANS: dict[_PlanKey, _Plan] = {}
+_PLANS_LIMIT = 64
+
+
+def _plan(key: _PlanKey) -> _Plan:
+    """The plan of these secrets and this configuration, made once per process (the last
+    few dozen are kept: every run of a service starts with the same ones)."""
+    found = _PLANS.get(key)
+    if found is None:
+        found = _make_plan(*key)
+        if len(_PLANS) >= _PLANS_LIMIT:
+            _PLANS.clear()
+        _PLANS[key] = found
+    return found
+
+
+def sensitive_env_name(name: str, env_names: Iterable[str] = ()) -> bool:
+    """A variable whose value is secret by its name: one of ``env_names`` (any case), or a
+    name holding ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` ... (:data:`SENSITIVE_ENV_PARTS`)."""
+    upper = name.upper()
+    return upper in {n.upper() for n in env_names} or any(
+        part in upper for part in SENSITIVE_ENV_PARTS
+    )
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords of the URLs in ``text`` (``scheme://user:PASSWORD@host``) longer than
+    two characters."""
+    if "://" not in text or "@" not in text:
+        return set()
+    return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
+
+
+_ENV_LITERALS: dict[tuple[object, ...], frozenset[str]] = {}
+
+
+def _env_literals(env: Mapping[str, str], env_names: tuple[str, ...]) -> frozenset[str]:
+    """The literal secrets an environment holds (values of variables secret by their name
+    or credential-like, at least :data:`MIN_LITERAL` long, and URL passwords), worked out
+    once per process for the same environment (every run of a service starts with it)."""
+    key = (env_names, *env.items())
+    found = _ENV_LITERALS.get(key)
+    if found is None:
+        literals: set[str] = set()
+        for name, value in env.items():
+            secret = sensitive_env_name(name, env_names) or credential_like(value)
+            if secret and len(value) >= MIN_LITERAL:
+                literals.add(value)
+            literals.update(url_passwords(value))
+        found = frozenset(literals)
+        if len(_ENV_LITERALS) >= 16:
+            _ENV_LITERALS.clear()
+        _ENV_LITERALS[key] = found
+    return found
+
+
 @dataclass
 class Redactor:
     config: RedactionConfig = field(default_factory=RedactionConfig)
@@ -460,10 +632,7 @@ class Redactor:
         self._literals: set[str] = set(s for s in self.config.secrets if s)
         self.learned: set[str] = set()
         """Secrets added after the redactor was made (the log may hold them already)."""
-        for name, value in self.env.items():
-            if self.env_is_secret(name, value) and len(value) >= MIN_LITERAL:
-                self._literals.add(value)
-            self._literals.update(self._url_passwords(value))
+        self._literals |= _env_literals(self.env, self.config.env_names)
         self._pii: dict[str, str] = {
             kind: PII_PATTERNS[kind] for kind in self.config.pii if kind in PII_PATTERNS
         }
@@ -476,10 +645,7 @@ class Redactor:
         return f"<{kind}:{keyed_digest(self.key, secret)}>"
 
     def is_sensitive_env(self, name: str) -> bool:
-        upper = name.upper()
-        return upper in {n.upper() for n in self.config.env_names} or any(
-            part in upper for part in SENSITIVE_ENV_PARTS
-        )
+        return sensitive_env_name(name, self.config.env_names)
 
     def env_is_secret(self, name: str, value: str) -> bool:
         return self.is_sensitive_env(name) or credential_like(value)
@@ -491,56 +657,28 @@ class Redactor:
             self.learned.add(value)
             self._compile()
 
-    @staticmethod
-    def _url_passwords(text: str) -> set[str]:
-        if "://" not in text or "@" not in text:
-            return set()
-        return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
-
     def _compile(self) -> None:
-        families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
-        # Literal secrets, raw and as they appear inside a JSON string, longest first.
-        forms: set[str] = set()
-        for lit in self._literals:
-            forms.add(lit)
-            forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
-        ordered = sorted(forms, key=len, reverse=True)
-        if ordered:
-            families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
-        if self.config.default_patterns:
-            families.extend(
-                _Family(f"(?:{p})", t)
-                for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
+        self._plan = _plan(
+            (
+                frozenset(self._literals),
+                self.config.patterns,
+                self.config.default_patterns,
+                tuple(self._pii.items()),
             )
-        families.extend(_Family(f"(?:{p})") for p in self.config.patterns)
-        for i, (kind, pattern) in enumerate(self._pii.items()):
-            named = f"(?P<pii{i}>{pattern})"
-            if pattern != PII_PATTERNS.get(kind):
-                families.append(_Family(named))  # the user's own pattern
-            elif kind == "email":
-                families.append(_Family(named, ("@",)))
-            else:
-                families.append(_Family(named, (), _PII_SHAPES[kind]))
-        self._pii_kinds = {f"pii{i}": kind for i, kind in enumerate(self._pii)}
-        self._escaped: dict[str, str] = {
-            json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
-        }
-        self._families = families
-        self._trigger_index = [(t.encode(), i) for i, f in enumerate(families) for t in f.triggers]
-        triggers = sorted({t for t, _ in self._trigger_index})
-        self._any_trigger = re.compile(b"|".join(map(re.escape, triggers))) if triggers else None
-        """Finds whether a line holds any trigger at all (one scan; most lines hold none)."""
-        self._shape_index = [(t, i) for i, f in enumerate(families) for t in f.shapes]
-        self._always = {i for i, f in enumerate(families) if f.always}
-        self._searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
+        )
+
+    @property
+    def _families(self) -> tuple[_Family, ...]:
+        return self._plan.families
 
     def _search(self, active: tuple[int, ...]) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
         """One pattern of the ``active`` families, in their order (compiled once)."""
-        found = self._searches.get(active)
+        searches = self._plan.searches
+        found = searches.get(active)
         if found is None:
-            text = "|".join(self._families[i].pattern for i in active)
+            text = "|".join(self._plan.families[i].pattern for i in active)
             found = (re.compile(text), re.compile(text.encode()))
-            self._searches[active] = found
+            searches[active] = found
         return found
 
     # --- applying it ---------------------------------------------------------------------
@@ -549,13 +687,13 @@ class Redactor:
         password = groups.get("urlpw")
         if password is not None:
             return f"{groups.get('urluser') or ''}:{self.placeholder(password)}"
-        for group, kind in self._pii_kinds.items():
+        for group, kind in self._plan.pii_kinds.items():
             if groups.get(group) is not None:
                 if kind == "card":
                     digits = re.sub(r"\D", "", found)
                     return self.placeholder(digits, kind) if luhn(digits) else found
                 return self.placeholder(found, kind)
-        return self.placeholder(self._escaped.get(found, found))
+        return self.placeholder(self._plan.escaped.get(found, found))
 
     def fields(self, text: str) -> str:
         """``text`` with the value of every credential field (:data:`FIELD_PATTERN`,
@@ -577,14 +715,6 @@ class Redactor:
             else:
                 at = start
         return "".join(out) + text[done:] if out else text
-
-    def _field_bytes(self, data: bytes) -> bytes:
-        low = data.lower()
-        if _LAST_WORDS.search(low) is None or _STEMS_BYTES.search(low) is None:
-            return data
-        text = data.decode("utf-8", "surrogateescape")
-        out = self.fields(text)
-        return data if out is text else out.encode("utf-8", "surrogateescape")
 
     def field_value(self, value: str) -> str:
         """The value of a credential field, as written: its placeholder (after a ``Bearer``
@@ -608,17 +738,43 @@ class Redactor:
         found = match.group(0).decode("utf-8", "surrogateescape")
         return self._replace(groups, found).encode("utf-8", "surrogateescape")
 
+    def _scan(self, data: bytes) -> tuple[bool, tuple[int, ...]]:
+        """Whether ``data`` may hold a credential field (it holds the last word of one,
+        lowered), and the families whose condition it meets, in order: one pass of each of
+        the plan's automata over the line, instead of one search per trigger and shape."""
+        plan = self._plan
+        found: set[int] = set()
+        field = False
+        if plan.words is not None:
+            for _, pairs in plan.words.iter(data.lower().decode("latin-1")):
+                for trigger, i in pairs:
+                    if i == _FIELD_MARK:
+                        field = True
+                    elif i not in found and trigger in data:  # the trigger as it is written
+                        found.add(i)
+        if plan.shapes is not None:
+            for _, ids in plan.shapes.iter(data.translate(_SHAPE).decode("latin-1")):
+                found.update(ids)
+        if plan.always:
+            found |= plan.always
+        return field, tuple(sorted(found)) if found else ()
+
     def _active(self, data: bytes) -> tuple[int, ...]:
         """The families whose condition ``data`` meets, in order."""
-        found: set[int] = set()
-        if self._any_trigger is not None and self._any_trigger.search(data) is not None:
-            found = {i for t, i in self._trigger_index if t in data}  # each one, overlaps too
-        if self._shape_index:
-            shape = data.translate(_SHAPE)
-            found |= {i for t, i in self._shape_index if t in shape}
-        return tuple(sorted(found | self._always)) if found or self._always else ()
+        return self._scan(data)[1]
 
     def text(self, value: str) -> str:
+        clean = self._plan.clean
+        if value in clean:
+            return value
+        out = self._text(value)
+        if out == value and len(value) <= _CLEAN_LENGTH:
+            clean = self._plan.clean  # the plan of the secrets known now
+            if len(clean) < _CLEAN_LIMIT:
+                clean.add(value)
+        return out
+
+    def _text(self, value: str) -> str:
         self._learn_urls(value)
         value = self.fields(value)
         if value.isascii():
@@ -626,7 +782,7 @@ class Redactor:
         else:  # ``\d`` in a text pattern matches any script's digits: no shapes for these
             active = tuple(
                 i
-                for i, f in enumerate(self._families)
+                for i, f in enumerate(self._plan.families)
                 if f.shapes or f.always or any(t in value for t in f.triggers)
             )
         if not active:
@@ -637,8 +793,15 @@ class Redactor:
         """Redact serialized text (an event line, a JSON or text blob)."""
         if b"://" in data and b"@" in data:
             self._learn_urls(data.decode("utf-8", "surrogateescape"))
-        data = self._field_bytes(data)
-        active = self._active(data)
+        plan = self._plan
+        field, active = self._scan(data)
+        if field and _STEMS_BYTES.search(data.lower()) is not None:
+            text = data.decode("utf-8", "surrogateescape")
+            out = self.fields(text)
+            if out is not text:
+                data = out.encode("utf-8", "surrogateescape")
+            if out is not text or self._plan is not plan:  # changed, or a secret learned
+                active = self._active(data)
         if not active:
             return data
         pattern = self._search(active)[1]
@@ -647,7 +810,7 @@ class Redactor:
         return pattern.sub(self._bsub, data)
 
     def _learn_urls(self, text: str) -> None:
-        for password in self._url_passwords(text):
+        for password in url_passwords(text):
             self.add_secret(password)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:

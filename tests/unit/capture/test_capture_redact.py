@@ -323,3 +323,35 @@ def test_gated_families_redact_as_one_full_pass(parts: list[str]) -> None:
         full_text, full_bytes = r._search(tuple(range(len(r._families))))
         assert r.bytes(text.encode()) == full_bytes.sub(r._bsub, text.encode())
         assert r.text(text) == full_text.sub(r._sub, text)
+
+
+def test_a_text_found_clean_is_redacted_once_it_holds_a_secret() -> None:
+    """Texts remembered as holding nothing to redact are remembered per set of secrets: a
+    redactor that knows a secret the text holds (from its settings, its environment, or
+    learned after the text was first seen) still replaces it."""
+    value = "order note hunter22xx"
+    plain = Redactor(key=b"k" * 32)
+    assert plain.text(value) == value
+    assert plain.text(value) == value  # remembered
+    configured = Redactor(RedactionConfig(secrets=("hunter22xx",)), key=b"k" * 32)
+    assert "hunter22xx" not in configured.text(value)
+    from_env = Redactor(env={"DB_PASSWORD": "hunter22xx"}, key=b"k" * 32)
+    assert "hunter22xx" not in from_env.text(value)
+    changed_env = Redactor(env={"DB_PASSWORD": "other-pass-77"}, key=b"k" * 32)
+    assert changed_env.text(value) == value
+    assert "other-pass-77" not in changed_env.text("x other-pass-77")
+    plain.add_secret("hunter22xx")
+    assert "hunter22xx" not in plain.text(value)
+    assert "hunter22xx" not in plain.bytes(value.encode()).decode()
+
+
+def test_a_line_with_a_field_or_trigger_in_any_case_is_still_searched() -> None:
+    """The one-pass check that lets most lines through unsearched looks at the lowered line:
+    a credential field written in capitals, a mixed-case bearer scheme, a literal secret
+    with capitals, each still found."""
+    r = Redactor(RedactionConfig(secrets=("MiXeD-Secret-9",)), key=b"k" * 32)
+    line = b'{"API_KEY":"abcDEF123456","h":"Bearer zzzzzzzz1234","n":"MiXeD-Secret-9"}'
+    out = r.bytes(line)
+    assert b"abcDEF123456" not in out
+    assert b"zzzzzzzz1234" not in out
+    assert b"MiXeD-Secret-9" not in out
