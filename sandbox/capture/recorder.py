@@ -85,7 +85,13 @@ process hands its failure to the parent this way)."""
 _COMMITTING_KINDS = frozenset({"tool", "http", "memory", "llm"})
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None), dict})
+"""Values written as they are (a dict or list holds JSON already: see :meth:`Recorder.jsonable`)."""
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _PLAIN_TYPES:
+        return value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_defaults=True)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
@@ -95,46 +101,26 @@ def _plain(value: Any) -> Any:
 
 def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> bytes:
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
-    building the model (fields that equal their default are left out, as there). The line is
-    the JSON object written piece by piece (the same bytes as :func:`ordered_json` of the
-    whole), so that a value marked with :func:`constant_json` is encoded only once."""
+    building the model: the kind first, then the fields in the model's order, those that
+    equal their default left out (as there), written by :func:`ordered_json` in one call."""
     defaults = _defaults(event_type)
-    parts: list[bytes] = []
-    pending: dict[str, Any] = {"kind": kind}  # fields encoded together, braces stripped
-    for name, key in _keys(event_type):  # the model's field order, as dump_event writes
+    out: dict[str, Any] = {"kind": kind}
+    for name in _names(event_type):
         if name in fields:
             value = fields[name]
             if name in defaults and value == defaults[name]:
                 continue
-            known = _CONSTANT_JSON.get(id(value))
-            if known is None or known[0] is not value:
-                pending[name] = _plain(value)
-                continue
-            if pending:
-                parts.append(ordered_json(pending)[1:-1])
-                pending = {}
-            parts.append(key + known[1])
-    if pending:
-        parts.append(ordered_json(pending)[1:-1])
-    return b"{" + b",".join(parts) + b"}\n"
+            out[name] = _plain(value)
+    return ordered_json(out) + b"\n"
 
 
-_CONSTANT_JSON: dict[int, tuple[object, bytes]] = {}
-_KEYS: dict[type[Event], list[tuple[str, bytes]]] = {}
+_NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
-def constant_json(value: object) -> None:
-    """Mark ``value`` (a JSON value never changed from now on, such as a tool's schema made
-    at decoration) so that event lines holding it reuse its encoding. The value is kept
-    alive, so its identity is never taken by another object."""
-    _CONSTANT_JSON[id(value)] = (value, ordered_json(value))
-
-
-def _keys(event_type: type[Event]) -> list[tuple[str, bytes]]:
-    found = _KEYS.get(event_type)
+def _names(event_type: type[Event]) -> tuple[str, ...]:
+    found = _NAMES.get(event_type)
     if found is None:
-        found = [(name, ordered_json(name) + b":") for name in event_type.model_fields]
-        _KEYS[event_type] = found
+        found = _NAMES[event_type] = tuple(event_type.model_fields)
     return found
 
 
