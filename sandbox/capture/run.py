@@ -78,11 +78,13 @@ from sandbox.snapshot.manifest import (
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
     EVENTS,
+    LLM_LINE,
     MANIFEST,
     DirectoryStore,
     RunWriter,
     Store,
     as_store,
+    event_blob_sizes,
     parse_event,
     referenced_blob_bytes,
 )
@@ -263,7 +265,7 @@ class Capture:
                 redactor,
                 mode=self.mode,
                 declared={endpoint_key(s.kind, s.endpoint): s.name for s in self.declared},
-                environ=self.environ if self.environ is not None else os.environ.copy(),
+                environ=redactor.env,  # the run's environment, copied at its start
                 state=self.state_mode,
             )
             self._undo.append(self._discovery.install())
@@ -613,10 +615,6 @@ def _unrecorded(capture: Capture, error: BaseException) -> Recorder:
     return recorder
 
 
-_LLM_LINE = b'{"kind":"llm",'
-"""How a model call's line of the event log starts (``dump_event`` writes the kind first)."""
-
-
 def finish_manifest(
     store: Store,
     manifest: Manifest,
@@ -626,24 +624,32 @@ def finish_manifest(
     durable: bool = True,
 ) -> Manifest:
     """Mark a run complete: count and hash its event log as it stands. Only the model calls'
-    lines are parsed (for the models list); the others are counted (one a line). The
-    manifest is synced unless not ``durable`` (the caller syncs it)."""
-    data = store.read_events_bytes(manifest.run_id)
-    if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
-        data = data[: data.rfind(b"\n") + 1]
-        with store.resume(manifest.run_id) as torn:
-            torn.replace_events(data)
-    models = manifest.models
-    if not models:
-        llm_lines = (line for line in data.split(b"\n") if line.startswith(_LLM_LINE))
-        models = models_of([parse_event(line, EVENTS) for line in llm_lines])
+    lines are parsed (for the models list); the others are counted (one a line). When the
+    writer appended the whole log itself, what it tallied on the way is used instead of
+    reading the log back. The manifest is synced unless not ``durable`` (the caller syncs
+    it)."""
+    tally = writer.tally() if isinstance(writer, RunWriter) else None
+    if tally is not None:
+        count, digest = tally.count, tally.digest.hexdigest()
+        blobs = tally.blobs
+        llm_lines = [] if manifest.models else tally.read_llm_lines(writer.folder / EVENTS)
+    else:
+        data = store.read_events_bytes(manifest.run_id)
+        if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
+            data = data[: data.rfind(b"\n") + 1]
+            with store.resume(manifest.run_id) as torn:
+                torn.replace_events(data)
+        count, digest = data.count(b"\n"), sha256_bytes(data)
+        blobs = event_blob_sizes(data)
+        llm_lines = [line for line in data.split(b"\n") if line.startswith(LLM_LINE)]
+    models = manifest.models or models_of([parse_event(line, EVENTS) for line in llm_lines])
     done = manifest.model_copy(
         update={
             "status": "complete",
-            "event_count": data.count(b"\n"),
-            "events_sha256": sha256_bytes(data),
+            "event_count": count,
+            "events_sha256": digest,
             "blob_bytes": referenced_blob_bytes(  # the runtime holds no blob (a long walk)
-                manifest.model_copy(update={"runtime": None}), data
+                manifest.model_copy(update={"runtime": None}), b"", blobs
             ),
             "models": models,
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,
