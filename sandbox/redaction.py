@@ -668,6 +668,12 @@ class Redactor:
         )
 
     @property
+    def state(self) -> object:
+        """What this redactor replaces (its secrets and configuration), as an object: two
+        redactors with the same state and key redact every text alike."""
+        return self._plan
+
+    @property
     def _families(self) -> tuple[_Family, ...]:
         return self._plan.families
 

@@ -65,7 +65,7 @@ from sandbox.capture.threads import THREADS
 from sandbox.errors import CaptureError
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
-from sandbox.snapshot.events import Event, LLMCall
+from sandbox.snapshot.events import BlobRef, Event, LLMCall
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import (
     Binding,
@@ -206,7 +206,7 @@ class Capture:
             or Entrypoint(kind="command", command=command_line(), cwd=cwd),
             code=code_version(
                 cwd,
-                lambda data, media: store.put_blob(_redacted_once(data, redactor), media),
+                lambda data, media: _put_diff(store, data, media, redactor),
                 once=True,
             ),
             runtime=runtime(self.packages),
@@ -340,7 +340,7 @@ class Capture:
         if not kept(self.keep, recorder.failure is not None, self.sampler):
             return  # _release removes the run aside
         if recorder.redactor.learned:
-            with _sealing(recorder.writer):
+            with _sealing(recorder.writer, recorder.redactor):
                 seal(recorder)
         else:  # nothing written before a secret was learned: only the variables read
             manifest = recorder.writer.manifest
@@ -531,45 +531,74 @@ def start_recording(
     return undo
 
 
-_redacted_diffs: dict[bytes, bytes] = {}
+_redacted_diffs: dict[tuple[object, bytes, bytes], tuple[object, bytes, str]] = {}
 
 
-def _redacted_once(data: bytes, redactor: Redactor) -> bytes:
-    """The code's diff redacted, once per process (it is read once per process too)."""
-    found = _redacted_diffs.get(data)
-    if found is None:
-        found = _redacted_diffs.setdefault(data, redactor.bytes(data))
-    return found
+def _put_diff(store: Store, data: bytes, media: str, redactor: Redactor) -> BlobRef:
+    """Store the code's diff redacted, redacting and hashing it once per process for each
+    set of secrets and store key (it is read once per process too); a store that holds it
+    already is only asked."""
+    state = redactor.state
+    key = (id(state), redactor.key, data)
+    found = _redacted_diffs.get(key)
+    if found is None or found[0] is not state:
+        if len(_redacted_diffs) >= 16:
+            _redacted_diffs.clear()
+        clean = redactor.bytes(data)
+        found = _redacted_diffs[key] = (state, clean, sha256_bytes(clean))
+    _, clean, sha = found
+    if store.has_blob(sha):
+        return BlobRef(sha256=sha, size=len(clean), media_type=media)
+    return store.put_blob(clean, media)
 
 
 _BARE: dict[str, Any] = {"host": None, "entrypoint": None, "code": CodeVersion(), "runtime": None}
 """Manifest fields that are the same for every run of a process (redacted once), unset."""
-_PROCESS_FIELDS = frozenset(_BARE)
-_redacted_process: dict[str, dict[str, Any]] = {}
+_PROCESS_FIELDS = tuple(_BARE)
+_redacted_process: dict[tuple[object, bytes], tuple[object, tuple[Any, ...], dict[str, Any]]] = {}
+
+
+def _process_redacted(manifest: Manifest, redactor: Redactor) -> dict[str, Any]:
+    """The fields of ``manifest`` that are the process's (host, entrypoint, code version,
+    runtime and its package list), redacted by ``redactor``: worked out once per process for
+    the same values, secrets and store key."""
+    values = tuple(getattr(manifest, name) for name in _PROCESS_FIELDS)
+    state = redactor.state
+    key = (id(state), redactor.key)
+    found = _redacted_process.get(key)
+    if found is not None and found[0] is state and found[1] == values:
+        return found[2]
+    fields = {
+        name: value if value is None else _redact_field(value, redactor)
+        for name, value in zip(_PROCESS_FIELDS, values, strict=True)
+    }
+    if len(_redacted_process) >= 64:
+        _redacted_process.clear()
+    _redacted_process[key] = (state, values, fields)
+    return fields
+
+
+def _redact_field(value: Any, redactor: Redactor) -> Any:
+    """A manifest field's value (a string or a model) with every string in it redacted."""
+    if isinstance(value, str):
+        return redactor.text(value)
+    return type(value).model_validate(redactor.value(value.model_dump(mode="json")))
 
 
 def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:
-    """:func:`redact_manifest`, with the fields that are the process's (host, entrypoint,
-    code version, runtime and its package list) redacted once per process."""
-    key = manifest.model_dump_json(include=set(_PROCESS_FIELDS))
-    fields = _redacted_process.get(key)
-    if fields is None:
-        done = redact_manifest(manifest, redactor)
-        fields = {name: getattr(done, name) for name in _PROCESS_FIELDS}
-        if len(_redacted_process) < 64:
-            _redacted_process[key] = fields
-        return done
+    """:func:`redact_manifest`, with the fields that are the process's redacted once per
+    process (:func:`_process_redacted`)."""
+    fields = _process_redacted(manifest, redactor)
     bare = manifest.model_copy(update=_BARE)
     return redact_manifest(bare, redactor).model_copy(update=fields)
 
 
 @contextlib.contextmanager
-def _sealing(writer: RunWriter) -> Iterator[None]:
+def _sealing(writer: RunWriter, redactor: Redactor) -> Iterator[None]:
     """Within the block the manifest is held in memory (the finished one is written next)
-    and without the fields that are the process's (redacted once per process already, at
-    :meth:`Capture.begin`); after it, with them again."""
+    and without the fields that are the process's (redacted at :meth:`Capture.begin`);
+    after it, with them again, redacted again with every secret known by then."""
     manifest = writer.manifest
-    process = {name: getattr(manifest, name) for name in _PROCESS_FIELDS}
     writer.manifest = manifest.model_copy(update=_BARE)
 
     def hold(manifest: Manifest, *, durable: bool = True) -> None:
@@ -580,6 +609,7 @@ def _sealing(writer: RunWriter) -> Iterator[None]:
         yield
     finally:
         del writer.update_manifest
+        process = _process_redacted(manifest, redactor)
         writer.manifest = writer.manifest.model_copy(update=process)
 
 

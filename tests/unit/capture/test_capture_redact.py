@@ -355,3 +355,30 @@ def test_a_line_with_a_field_or_trigger_in_any_case_is_still_searched() -> None:
     assert b"abcDEF123456" not in out
     assert b"zzzzzzzz1234" not in out
     assert b"MiXeD-Secret-9" not in out
+
+
+def test_the_process_fields_are_redacted_with_each_runs_secrets(tmp_path: Path) -> None:
+    """What is the same for every run of a process (its command line, package list ...) is
+    redacted once per set of secrets and store, not once per process: a run that declares a
+    secret its command line holds, a run in another store, and a run that learns the secret
+    from a header while it runs each have it replaced, with their own store's placeholder."""
+    from sandbox.snapshot.manifest import Entrypoint
+
+    token = "tok-PROC-9a8b7c6d5e"
+    entry = Entrypoint(kind="command", command=["python", "agent.py", "--token", token])
+    first, second = DirectoryStore(tmp_path / "a"), DirectoryStore(tmp_path / "b")
+    with capture.run("plain", store=first, services="none", entrypoint=entry) as rec:
+        pass
+    assert token in first.load_manifest(rec.run_id).entrypoint.command  # nothing says it is one
+    declared = RedactionConfig(secrets=(token,))
+    for store in (first, second):
+        with capture.run(
+            "declared", store=store, services="none", entrypoint=entry, redaction=declared
+        ) as rec:
+            pass
+        command = store.load_manifest(rec.run_id).entrypoint.command
+        assert token not in command
+        assert Redactor(declared, key=store.placeholder_key()).placeholder(token) in command
+    with capture.run("learned", store=first, services="none", entrypoint=entry) as rec:
+        rec.redact_headers([("authorization", f"Bearer {token}")])
+    assert token not in first.load_manifest(rec.run_id).entrypoint.command
