@@ -371,6 +371,7 @@ class _Family:
         return not self.triggers and not self.shapes
 
 
+@functools.lru_cache(maxsize=1024)
 def sensitive_header(name: str) -> bool:
     """A header whose value is secret: :data:`SENSITIVE_HEADERS`, or a credential's name
     (``x-goog-api-key``, ``private-token``, ``x-access-token`` ...)."""
