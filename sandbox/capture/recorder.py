@@ -103,15 +103,32 @@ def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> byt
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
     building the model: the kind first, then the fields in the model's order, those that
     equal their default left out (as there), written by :func:`ordered_json` in one call."""
-    defaults = _defaults(event_type)
     out: dict[str, Any] = {"kind": kind}
-    for name in _names(event_type):
-        if name in fields:
-            value = fields[name]
-            if name in defaults and value == defaults[name]:
-                continue
+    for name, default in _order(event_type, tuple(fields)):
+        value = fields[name]
+        if default is _REQUIRED or value != default:
             out[name] = _plain(value)
     return ordered_json(out) + b"\n"
+
+
+_REQUIRED: Any = object()
+"""The default of a field that has none."""
+_ORDERS: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
+
+
+def _order(event_type: type[Event], names: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """The fields ``names`` of ``event_type`` in the model's order, each with its default
+    (worked out once for each set of names an emitter passes)."""
+    key = (event_type, names)
+    found = _ORDERS.get(key)
+    if found is None:
+        defaults = _defaults(event_type)
+        present = set(names)
+        found = tuple(
+            (name, defaults.get(name, _REQUIRED)) for name in _names(event_type) if name in present
+        )
+        _ORDERS[key] = found
+    return found
 
 
 _NAMES: dict[type[Event], tuple[str, ...]] = {}
@@ -190,7 +207,7 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
-        self._validated: set[tuple[type[Event], frozenset[str]]] = set()
+        self._validated: set[tuple[type[Event], tuple[str, ...]]] = set()
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
         self.written_blobs: dict[str, bool] = {}
@@ -304,7 +321,7 @@ class Recorder:
         base.update(fields)
         parent = base.get("parent_span")
         kind = _kind(event_type)
-        shape = (event_type, frozenset(base))
+        shape = (event_type, tuple(base))  # the same call site gives the same names in order
         with self._lock:
             seq = self._seq
             base["seq"] = seq

@@ -46,7 +46,7 @@ from sandbox.errors import (
 from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
 from sandbox.snapshot.hashing import canonical_json, ordered_json, sha256_bytes
-from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
+from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest, Runtime
 from sandbox.snapshot.snapshot import Snapshot, iter_blob_refs
 
 MANIFEST = "manifest.json"
@@ -201,7 +201,37 @@ def dump_event(event: Event) -> bytes:
 
 
 def dump_manifest(manifest: Manifest) -> bytes:
-    return manifest.model_dump_json(indent=2).encode() + b"\n"
+    """``manifest.json``: the manifest as JSON indented by two spaces. The runtime (most of
+    it: the package list), the same for every run of a process, is written once per
+    process and put in its place (:func:`_runtime_json`); the bytes are the same."""
+    runtime = manifest.runtime
+    if runtime is None or not runtime.packages:
+        return manifest.model_dump_json(indent=2).encode() + b"\n"
+    rest = manifest.model_dump_json(indent=2, exclude=_RUNTIME).encode()
+    at = rest.find(_AFTER_RUNTIME) + 1
+    if at == 0:  # not where it should be: written whole
+        return manifest.model_dump_json(indent=2).encode() + b"\n"
+    return rest[:at] + _runtime_json(runtime) + rest[at:] + b"\n"
+
+
+_RUNTIME = {"runtime"}
+_AFTER_RUNTIME = b'\n  "env": '
+"""Where the runtime goes: before the next field of the manifest (``env``, always written),
+at the top level (two spaces in)."""
+_RUNTIME_JSONS: dict[int, tuple[object, bytes]] = {}
+
+
+def _runtime_json(runtime: object) -> bytes:
+    """The ``"runtime": {...},`` lines of a manifest holding ``runtime``, made once per
+    runtime object (kept alive with its bytes)."""
+    found = _RUNTIME_JSONS.get(id(runtime))
+    if found is None or found[0] is not runtime:
+        assert isinstance(runtime, Runtime)
+        body = runtime.model_dump_json(indent=2).encode().replace(b"\n", b"\n  ")
+        if len(_RUNTIME_JSONS) >= 16:
+            _RUNTIME_JSONS.clear()
+        found = _RUNTIME_JSONS[id(runtime)] = (runtime, b'  "runtime": ' + body + b",\n")
+    return found[1]
 
 
 def count_events(events: bytes) -> int:

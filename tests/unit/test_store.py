@@ -15,8 +15,15 @@ from sandbox.errors import StoreError, UnknownRunError, UnsafePathError
 from sandbox.snapshot import DirectoryStore, Manifest
 from sandbox.snapshot.events import BlobRef, ClockRead, Event, LLMCall, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
-from sandbox.snapshot.manifest import ModelInfo
-from sandbox.snapshot.store import EVENTS, MANIFEST, atomic_write, dump_event
+from sandbox.snapshot.manifest import ModelInfo, Runtime
+from sandbox.snapshot.store import (
+    EVENTS,
+    MANIFEST,
+    atomic_write,
+    dump_event,
+    dump_manifest,
+    parse_manifest,
+)
 
 ESCAPES = ["../x", "/abs", "a/b", "..", ".", "", "a\\b", "x/../../y"]
 
@@ -198,3 +205,19 @@ except OSError as exc:
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert "refused: [Errno 28] event log: 100 of" in done.stdout, done.stderr
+
+
+def test_a_manifest_is_written_as_its_model_dumps_it() -> None:
+    """The package list, written once per process and put in its place, leaves the bytes
+    of ``manifest.json`` those of the model's own JSON, with and without it, tags and an
+    environment."""
+    runtime = Runtime(python="3.11.7", platform="Linux", packages={"a": "1", "b-c": "2.0"})
+    plain = Manifest(run_id="m", created=CREATED)
+    for manifest in (
+        plain,
+        plain.model_copy(update={"runtime": runtime}),
+        plain.model_copy(update={"runtime": runtime, "tags": ["t"], "env": {"A": "1"}}),
+        plain.model_copy(update={"runtime": Runtime(python="3", platform="x")}),
+    ):
+        assert dump_manifest(manifest) == manifest.model_dump_json(indent=2).encode() + b"\n"
+        assert parse_manifest(dump_manifest(manifest)) == manifest
