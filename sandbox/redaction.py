@@ -38,8 +38,9 @@ three digits, a separator and four more for a phone number ...): a line is searc
 with the families whose condition holds, in the same order as the full alternation, so the
 result is the same as one pass with every pattern, and a line with none of them is not
 searched at all. The conditions are checked in one pass of an Aho-Corasick automaton over
-the lowered line (and one over its shape), and what a set of secrets compiles to is made
-once per process and shared by every redactor that has them.
+the line mapped byte by byte (letters lowered, digits, separators and quotes to their shape),
+and what a set of secrets compiles to is made once per process and shared by every redactor
+that has them.
 """
 
 from __future__ import annotations
@@ -107,6 +108,25 @@ _SHAPE = bytes.maketrans(bytes(range(256)), bytes(_shape_of(c) for c in range(25
 """Bytes to their shape: an ASCII digit becomes ``0``, a space or ``-`` becomes ``-``, ``.``
 ``+`` ``(`` ``)`` stay, a quote, ``=``, ``<``, ``>``, ``&`` or other white space becomes ``q``,
 anything else ``_``."""
+_QUOTE = 1
+"""Where :data:`_SCAN` puts a quote, ``=``, ``<``, ``>``, ``&`` or white space other than a
+space (``q`` in a shape): a byte no trigger or word holds but a raw control character."""
+
+
+def _scan_of(c: int) -> int:
+    shape = _shape_of(c)
+    if shape == ord("q"):
+        return _QUOTE
+    if shape != ord("_"):
+        return shape
+    return c + 32 if 65 <= c <= 90 else c  # ASCII letters lowered, the rest as it is
+
+
+_SCAN = bytes.maketrans(bytes(range(256)), bytes(_scan_of(c) for c in range(256)))
+"""What one pass looks for triggers, field words and shapes in: ASCII letters lowered, the
+bytes a shape keeps as they are in it (a digit ``0``, a space ``-``, a quote and the like
+:data:`_QUOTE`), any other byte as it is. A byte string found in a line is found, mapped so,
+in the mapped line (the mapping is byte by byte); so is a shape found in the line's shape."""
 _SEP = (b"-", b".")
 _PII_SHAPES: dict[str, tuple[bytes, ...]] = {
     # 415-555-0132, 415.555.0132 ...; (415) 555-0132, (415)555-0132 ...; +14155550132
@@ -495,13 +515,12 @@ class _Plan:
     shape_index: tuple[tuple[bytes, int], ...]
     always: frozenset[int]
     words: Any
-    """Automaton over a line's ASCII-lowered bytes (read as Latin-1): each lowered trigger
-    with the ``(trigger, family)`` pairs it stands for, and the last words of field names
-    (:data:`_LAST_WORDS`, marked :data:`_FIELD_MARK`). A line holding a trigger holds its
-    lowered form in its lowered bytes, so a line none of these words is found in meets no
-    trigger and holds no field."""
-    shapes: Any
-    """Automaton over a line's shape (:data:`_SHAPE`): each shape with its families."""
+    """Automaton over a line mapped by :data:`_SCAN` (read as Latin-1), holding, mapped the
+    same way: each trigger, with the ``(trigger, family)`` pairs it stands for (the family's
+    condition holds when the trigger is in the line as it is written); each shape, with
+    ``(None, family)``; the last words of field names (:data:`_LAST_WORDS`), with ``(None,
+    _FIELD_MARK)``. A line none of these is found in meets no condition and holds no
+    field; one where some are found is checked exactly."""
     searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = field(
         default_factory=dict
     )
@@ -543,15 +562,15 @@ def _make_plan(
         for i, f in enumerate(families)
         for t in f.triggers
     )
-    words: dict[str, list[tuple[bytes, int]]] = {}
+    words: dict[str, list[tuple[bytes | None, int]]] = {}
     for trigger, i in trigger_index:
-        words.setdefault(trigger.lower().decode("latin-1"), []).append((trigger, i))
+        words.setdefault(trigger.translate(_SCAN).decode("latin-1"), []).append((trigger, i))
     for word in _LAST_WORDS:
-        words.setdefault(word.decode("latin-1"), []).append((word, _FIELD_MARK))
+        words.setdefault(word.decode("latin-1"), []).append((None, _FIELD_MARK))
     shape_index = tuple((t, i) for i, f in enumerate(families) for t in f.shapes)
-    shapes: dict[str, list[int]] = {}
     for shape, i in shape_index:
-        shapes.setdefault(shape.decode("latin-1"), []).append(i)
+        mapped = shape.replace(b"q", bytes([_QUOTE])).decode("latin-1")
+        words.setdefault(mapped, []).append((None, i))
     return _Plan(
         families=tuple(families),
         pii_kinds={f"pii{i}": kind for i, (kind, _) in enumerate(pii)},
@@ -559,8 +578,7 @@ def _make_plan(
         trigger_index=trigger_index,
         shape_index=shape_index,
         always=frozenset(i for i, f in enumerate(families) if f.always),
-        words=_automaton({w: tuple(pairs) for w, pairs in words.items()}),
-        shapes=_automaton({s: tuple(ids) for s, ids in shapes.items()}),
+        words=_automaton({w: tuple(dict.fromkeys(pairs)) for w, pairs in words.items()}),
     )
 
 
@@ -747,21 +765,18 @@ class Redactor:
 
     def _scan(self, data: bytes) -> tuple[bool, tuple[int, ...]]:
         """Whether ``data`` may hold a credential field (it holds the last word of one,
-        lowered), and the families whose condition it meets, in order: one pass of each of
-        the plan's automata over the line, instead of one search per trigger and shape."""
+        lowered), and the families whose condition it meets, in order: one pass of the
+        plan's automaton over the line, instead of one search per trigger, word and shape."""
         plan = self._plan
         found: set[int] = set()
         field = False
         if plan.words is not None:
-            for _, pairs in plan.words.iter(data.lower().decode("latin-1")):
+            for _, pairs in plan.words.iter(data.translate(_SCAN).decode("latin-1")):
                 for trigger, i in pairs:
                     if i == _FIELD_MARK:
                         field = True
-                    elif i not in found and trigger in data:  # the trigger as it is written
-                        found.add(i)
-        if plan.shapes is not None:
-            for _, ids in plan.shapes.iter(data.translate(_SHAPE).decode("latin-1")):
-                found.update(ids)
+                    elif i not in found and (trigger is None or trigger in data):
+                        found.add(i)  # a shape, or the trigger as it is written
         if plan.always:
             found |= plan.always
         return field, tuple(sorted(found)) if found else ()
