@@ -208,6 +208,7 @@ class Recorder:
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
         self._validated: set[tuple[type[Event], tuple[str, ...]]] = set()
+        self._headers_seen: dict[tuple[tuple[str, str], ...], tuple[object, dict[str, str]]] = {}
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
         self.written_blobs: dict[str, bool] = {}
@@ -349,12 +350,22 @@ class Recorder:
                 self._seq += 1
 
     def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
-        """Headers with sensitive values replaced; those values become secrets everywhere."""
+        """Headers with sensitive values replaced; those values become secrets everywhere.
+        The same headers again (a client's, mostly) give the same result while no secret
+        was learned meanwhile: it is remembered."""
+        key = tuple(headers)
+        known = self._headers_seen.get(key)
+        if known is not None and known[0] is self.redactor.state:
+            return dict(known[1])
         for name, value in headers:
             if sensitive_header(name):
                 _, sep, rest = value.partition(" ")
                 self.redactor.add_secret(rest if sep and rest else value)
-        return self.redactor.headers(headers)
+        redacted = self.redactor.headers(headers)
+        if len(self._headers_seen) >= 256:
+            self._headers_seen.clear()
+        self._headers_seen[key] = (self.redactor.state, redacted)
+        return dict(redacted)
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
         if media_type.lower().startswith(BINARY_MEDIA):

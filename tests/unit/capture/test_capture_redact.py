@@ -382,3 +382,16 @@ def test_the_process_fields_are_redacted_with_each_runs_secrets(tmp_path: Path) 
     with capture.run("learned", store=first, services="none", entrypoint=entry) as rec:
         rec.redact_headers([("authorization", f"Bearer {token}")])
     assert token not in first.load_manifest(rec.run_id).entrypoint.command
+
+
+def test_headers_seen_again_are_redacted_with_the_secrets_known_now(
+    store: DirectoryStore,
+) -> None:
+    """A run's recorder remembers headers it redacted (a client sends the same ones again
+    and again), but not across a secret learned in between: the same headers are then
+    redacted again, the new secret replaced."""
+    headers = [("accept", "*/*"), ("x-trace", "tok-HDR-55aa66bb77")]
+    with capture.run("headers", store=store, services="none") as rec:
+        assert rec.redact_headers(headers)["x-trace"] == "tok-HDR-55aa66bb77"
+        rec.redact_headers([("authorization", "Bearer tok-HDR-55aa66bb77")])  # learned
+        assert "tok-HDR-55aa66bb77" not in rec.redact_headers(headers)["x-trace"]
