@@ -107,7 +107,7 @@ def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> byt
     for name, default in _order(event_type, tuple(fields)):
         value = fields[name]
         if default is _REQUIRED or value != default:
-            out[name] = _plain(value)
+            out[name] = value if type(value) in _PLAIN_TYPES else _plain(value)
     return ordered_json(out) + b"\n"
 
 
