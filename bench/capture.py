@@ -14,8 +14,9 @@ to be synced (:func:`~sandbox.capture.durable.flush`).
    paying its setup, its save and making what it saved durable: ``capture.run`` with its
    defaults (package list, git, manifest, event log, redaction of every event) and its
    files synced, against ``vcr.use_cassette`` writing a new cassette, then the cassette and
-   its folder synced the way capture syncs its files (:func:`~sandbox.capture.durable.
-   sync_paths`); ratio vcrpy / ours per round, for N = 200 and N = 20.
+   its folder synced the way capture syncs its files
+   (:func:`~sandbox.capture.durable.sync_paths`); ratio vcrpy / ours per round, for
+   N = 200 and N = 20.
    Goal: >= 1.5 (ours at most two thirds of vcrpy's time). The same requests made with no
    recorder are measured against vcrpy too, for information: that ratio is the most any
    recorder can reach here, the requests themselves (client and server in this process)
