@@ -3,13 +3,24 @@ setup, its sealing and the flushing of every event, or neither), one warm-up eac
 alternating over the rounds (:func:`bench.compare.compare`). ``python -m bench.capture
 [--quick]``
 
+Capture syncs a finished run's files in a background thread (:mod:`sandbox.capture.durable`),
+off the agent's path; every side that opens a run waits, inside its timed region, for them
+to be synced (:func:`~sandbox.capture.durable.flush`).
+
 1. Tool calls: ``capture.run`` around N ``@tool`` calls against ``capture.run`` around no
-   call followed by the same N calls with no run (the decorator's pass-through): the
-   difference per call is the cost of recording one event. Goal: at most 50 µs.
+   call followed by the same N calls with no run (the decorator's pass-through), both runs
+   synced: the difference per call is the cost of recording one event. Goal: at most 50 µs.
 2. and 3. HTTP: a whole run of N requests (local server, one ``httpx.Client``), each side
-   paying its setup and its save: ``capture.run`` with its defaults (package list, git,
-   manifest, event log) against ``vcr.use_cassette`` writing a new cassette; ratio
-   vcrpy / ours per round, for N = 200 and N = 20. Goal: > 1 (ours cheaper).
+   paying its setup, its save and making what it saved durable: ``capture.run`` with its
+   defaults (package list, git, manifest, event log, redaction of every event) and its
+   files synced, against ``vcr.use_cassette`` writing a new cassette, then the cassette and
+   its folder synced the way capture syncs its files
+   (:func:`~sandbox.capture.durable.sync_paths`); ratio vcrpy / ours per round, for
+   N = 200 and N = 20.
+   Goal: >= 1.5 (ours at most two thirds of vcrpy's time). The same requests made with no
+   recorder are measured against vcrpy too, for information: that ratio is the most any
+   recorder can reach here, the requests themselves (client and server in this process)
+   being most of the time.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ import httpx
 
 from bench.compare import compare, ratios, record
 from sandbox import capture
+from sandbox.capture import durable
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--quick"]
@@ -51,11 +63,13 @@ def bench_tools(root: Path, calls: int, rounds: int) -> list[float]:
     def recorded() -> None:
         with capture.run(f"tools-{next(count)}", store=store, seed=1, packages=False, http=False):
             loop()
+        durable.flush()
 
     def passed_through() -> None:
         with capture.run(f"tools-{next(count)}", store=store, seed=1, packages=False, http=False):
             pass
         loop()
+        durable.flush()
 
     ours, base = compare(recorded, passed_through, rounds=rounds)
     return [(o - b) / calls * 1e6 for o, b in zip(ours, base, strict=True)]
@@ -91,8 +105,9 @@ def _server() -> Iterator[str]:
         server.server_close()
 
 
-def bench_http_run(root: Path, requests: int, rounds: int) -> list[float]:
-    """Ratios vcrpy / ours of a whole ``requests``-request run, setup and save included."""
+def bench_http_run(root: Path, requests: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Ratios vcrpy / ours of a whole ``requests``-request run, setup and save included, and
+    vcrpy / the same requests recorded by nothing (the most any recorder could reach)."""
     import vcr
 
     store = DirectoryStore(root / f"runs-{requests}")
@@ -107,13 +122,17 @@ def bench_http_run(root: Path, requests: int, rounds: int) -> list[float]:
         def ours() -> None:
             with capture.run(f"http-{next(count)}", store=store, seed=1):
                 work()
+            durable.flush()
 
         def theirs() -> None:
-            with vcr.use_cassette(str(root / f"http-{next(count)}.yaml"), record_mode="all"):
+            cassette = root / f"http-{next(count)}.yaml"
+            with vcr.use_cassette(str(cassette), record_mode="all"):
                 work()
+            durable.sync_paths([cassette, cassette.parent])  # as capture syncs its files
 
         mine, vcrpy = compare(ours, theirs, rounds=rounds)
-    return ratios(vcrpy, mine)
+        ceiling = ratios(*compare(theirs, work, rounds=rounds))
+    return ratios(vcrpy, mine), ceiling
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,12 +150,14 @@ def main(argv: list[str] | None = None) -> int:
             unit=" µs",
         )
         for requests in (big, 20):
+            figure, ceiling = bench_http_run(root, requests, rounds)
             record(
                 f"capture: vcrpy / ours, {requests}-request run with setup and save",
-                bench_http_run(root, requests, rounds),
-                goal="> 1x",
-                holds=lambda ratio: ratio > 1,
+                figure,
+                goal=">= 1.5x",
+                holds=lambda ratio: ratio >= 1.5,
             )
+            record(f"capture: vcrpy / no recording, {requests}-request run (the most)", ceiling)
     return 0
 
 

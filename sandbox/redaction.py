@@ -37,7 +37,10 @@ key, ``@`` for an e-mail or a URL password, a literal secret found as a substrin
 three digits, a separator and four more for a phone number ...): a line is searched only
 with the families whose condition holds, in the same order as the full alternation, so the
 result is the same as one pass with every pattern, and a line with none of them is not
-searched at all.
+searched at all. The conditions are checked in one pass of an Aho-Corasick automaton over
+the line mapped byte by byte (letters lowered, digits, separators and quotes to their shape),
+and what a set of secrets compiles to is made once per process and shared by every redactor
+that has them.
 """
 
 from __future__ import annotations
@@ -105,6 +108,25 @@ _SHAPE = bytes.maketrans(bytes(range(256)), bytes(_shape_of(c) for c in range(25
 """Bytes to their shape: an ASCII digit becomes ``0``, a space or ``-`` becomes ``-``, ``.``
 ``+`` ``(`` ``)`` stay, a quote, ``=``, ``<``, ``>``, ``&`` or other white space becomes ``q``,
 anything else ``_``."""
+_QUOTE = 1
+"""Where :data:`_SCAN` puts a quote, ``=``, ``<``, ``>``, ``&`` or white space other than a
+space (``q`` in a shape): a byte no trigger or word holds but a raw control character."""
+
+
+def _scan_of(c: int) -> int:
+    shape = _shape_of(c)
+    if shape == ord("q"):
+        return _QUOTE
+    if shape != ord("_"):
+        return shape
+    return c + 32 if 65 <= c <= 90 else c  # ASCII letters lowered, the rest as it is
+
+
+_SCAN = bytes.maketrans(bytes(range(256)), bytes(_scan_of(c) for c in range(256)))
+"""What one pass looks for triggers, field words and shapes in: ASCII letters lowered, the
+bytes a shape keeps as they are in it (a digit ``0``, a space ``-``, a quote and the like
+:data:`_QUOTE`), any other byte as it is. A byte string found in a line is found, mapped so,
+in the mapped line (the mapping is byte by byte); so is a shape found in the line's shape."""
 _SEP = (b"-", b".")
 _PII_SHAPES: dict[str, tuple[bytes, ...]] = {
     # 415-555-0132, 415.555.0132 ...; (415) 555-0132, (415)555-0132 ...; +14155550132
@@ -282,7 +304,16 @@ def secret_fields(text: str) -> Iterator[tuple[str, str]]:
 _FIELD = re.compile(FIELD_PATTERN)
 _STEMS = re.compile("(?:" + "|".join(FIELD_STEMS) + ")(?![a-z])")
 _STEMS_BYTES = re.compile(_STEMS.pattern.encode())
-_LAST_WORDS = re.compile(b"key|token|secret|passw|passphrase|authorization|credential|cookie")
+_LAST_WORDS: tuple[bytes, ...] = (
+    b"key",
+    b"token",
+    b"secret",
+    b"passw",
+    b"passphrase",
+    b"authorization",
+    b"credential",
+    b"cookie",
+)
 """What every stem ends with: cheaper to look for, and most lines hold none of them."""
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -360,6 +391,7 @@ class _Family:
         return not self.triggers and not self.shapes
 
 
+@functools.lru_cache(maxsize=1024)
 def sensitive_header(name: str) -> bool:
     """A header whose value is secret: :data:`SENSITIVE_HEADERS`, or a credential's name
     (``x-goog-api-key``, ``private-token``, ``x-access-token`` ...)."""
@@ -448,22 +480,163 @@ class RedactionConfig:
         return self.masks.get(name) or self.masks.get(kind) or {}
 
 
-_prepared: dict[tuple[Any, ...], dict[str, Any]] = {}
-"""What a redactor made of its settings and environment (literal secrets, compiled
-families), by both: a process that starts a run per request makes it once."""
-_PREPARED_MAX = 32
-_PREPARED_FIELDS = (
-    "_literals",
-    "_pii",
-    "_pii_kinds",
-    "_escaped",
-    "_families",
-    "_trigger_index",
-    "_any_trigger",
-    "_shape_index",
-    "_always",
-    "_searches",
-)
+_FIELD_MARK = -1
+"""Marks, in :attr:`_Plan.words`, the words every credential field name ends with."""
+_CLEAN_LIMIT = 4096
+"""Texts remembered as holding nothing to redact, at most, per plan."""
+_CLEAN_LENGTH = 512
+"""Only texts up to this length are remembered (header values, manifest fields...)."""
+
+
+def _automaton(words: Mapping[str, object]) -> Any:
+    """An Aho-Corasick automaton of ``words``, each with its value (``None`` when empty)."""
+    if not words:
+        return None
+    import ahocorasick
+
+    automaton = ahocorasick.Automaton()
+    for word, value in words.items():
+        automaton.add_word(word, value)
+    automaton.make_automaton()
+    return automaton
+
+
+@dataclass(eq=False)
+class _Plan:
+    """What a set of literal secrets and a configuration compile to: the pattern families,
+    their cheap conditions as two automata, and the searches compiled so far. A plan is
+    immutable once made except for its caches, which only grow, so redactors with the same
+    secrets and configuration share one (:func:`_plan`)."""
+
+    families: tuple[_Family, ...]
+    pii_kinds: dict[str, str]
+    escaped: dict[str, str]
+    trigger_index: tuple[tuple[bytes, int], ...]
+    shape_index: tuple[tuple[bytes, int], ...]
+    always: frozenset[int]
+    words: Any
+    """Automaton over a line mapped by :data:`_SCAN` (read as Latin-1), holding, mapped the
+    same way: each trigger, with the ``(trigger, family)`` pairs it stands for (the family's
+    condition holds when the trigger is in the line as it is written); each shape, with
+    ``(None, family)``; the last words of field names (:data:`_LAST_WORDS`), with ``(None,
+    _FIELD_MARK)``. A line none of these is found in meets no condition and holds no
+    field; one where some are found is checked exactly."""
+    searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = field(
+        default_factory=dict
+    )
+    clean: set[str] = field(default_factory=set)
+    """Texts :meth:`Redactor.text` gave back unchanged under this plan (whatever the
+    placeholder key: nothing was replaced, nothing learned)."""
+
+
+def _make_plan(
+    literals: frozenset[str],
+    patterns: tuple[str, ...],
+    defaults: bool,
+    pii: tuple[tuple[str, str], ...],
+) -> _Plan:
+    families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
+    # Literal secrets, raw and as they appear inside a JSON string, longest first.
+    forms: set[str] = set()
+    for lit in literals:
+        forms.add(lit)
+        forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
+    ordered = sorted(forms, key=len, reverse=True)
+    if ordered:
+        families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
+    if defaults:
+        families.extend(
+            _Family(f"(?:{p})", t) for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
+        )
+    families.extend(_Family(f"(?:{p})") for p in patterns)
+    for i, (kind, pattern) in enumerate(pii):
+        named = f"(?P<pii{i}>{pattern})"
+        if pattern != PII_PATTERNS.get(kind):
+            families.append(_Family(named))  # the user's own pattern
+        elif kind == "email":
+            families.append(_Family(named, ("@",)))
+        else:
+            families.append(_Family(named, (), _PII_SHAPES[kind]))
+    trigger_index = tuple(
+        (t.encode("utf-8", "surrogateescape"), i)
+        for i, f in enumerate(families)
+        for t in f.triggers
+    )
+    words: dict[str, list[tuple[bytes | None, int]]] = {}
+    for trigger, i in trigger_index:
+        words.setdefault(trigger.translate(_SCAN).decode("latin-1"), []).append((trigger, i))
+    for word in _LAST_WORDS:
+        words.setdefault(word.decode("latin-1"), []).append((None, _FIELD_MARK))
+    shape_index = tuple((t, i) for i, f in enumerate(families) for t in f.shapes)
+    for shape, i in shape_index:
+        mapped = shape.replace(b"q", bytes([_QUOTE])).decode("latin-1")
+        words.setdefault(mapped, []).append((None, i))
+    return _Plan(
+        families=tuple(families),
+        pii_kinds={f"pii{i}": kind for i, (kind, _) in enumerate(pii)},
+        escaped={json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in literals},
+        trigger_index=trigger_index,
+        shape_index=shape_index,
+        always=frozenset(i for i, f in enumerate(families) if f.always),
+        words=_automaton({w: tuple(dict.fromkeys(pairs)) for w, pairs in words.items()}),
+    )
+
+
+_PlanKey = tuple[frozenset[str], tuple[str, ...], bool, tuple[tuple[str, str], ...]]
+_PLANS: dict[_PlanKey, _Plan] = {}
+_PLANS_LIMIT = 64
+
+
+def _plan(key: _PlanKey) -> _Plan:
+    """The plan of these secrets and this configuration, made once per process (the last
+    few dozen are kept: every run of a service starts with the same ones)."""
+    found = _PLANS.get(key)
+    if found is None:
+        found = _make_plan(*key)
+        if len(_PLANS) >= _PLANS_LIMIT:
+            _PLANS.clear()
+        _PLANS[key] = found
+    return found
+
+
+def sensitive_env_name(name: str, env_names: Iterable[str] = ()) -> bool:
+    """A variable whose value is secret by its name: one of ``env_names`` (any case), or a
+    name holding ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD`` ... (:data:`SENSITIVE_ENV_PARTS`)."""
+    upper = name.upper()
+    return upper in {n.upper() for n in env_names} or any(
+        part in upper for part in SENSITIVE_ENV_PARTS
+    )
+
+
+def url_passwords(text: str) -> set[str]:
+    """The passwords of the URLs in ``text`` (``scheme://user:PASSWORD@host``) longer than
+    two characters."""
+    if "://" not in text or "@" not in text:
+        return set()
+    return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
+
+
+_ENV_LITERALS: dict[tuple[object, ...], frozenset[str]] = {}
+
+
+def _env_literals(env: Mapping[str, str], env_names: tuple[str, ...]) -> frozenset[str]:
+    """The literal secrets an environment holds (values of variables secret by their name
+    or credential-like, at least :data:`MIN_LITERAL` long, and URL passwords), worked out
+    once per process for the same environment (every run of a service starts with it)."""
+    key = (env_names, *env.items())
+    found = _ENV_LITERALS.get(key)
+    if found is None:
+        literals: set[str] = set()
+        for name, value in env.items():
+            secret = sensitive_env_name(name, env_names) or credential_like(value)
+            if secret and len(value) >= MIN_LITERAL:
+                literals.add(value)
+            literals.update(url_passwords(value))
+        found = frozenset(literals)
+        if len(_ENV_LITERALS) >= 16:
+            _ENV_LITERALS.clear()
+        _ENV_LITERALS[key] = found
+    return found
 
 
 @dataclass
@@ -475,40 +648,10 @@ class Redactor:
     """The placeholder key (the store's); never written into a run."""
 
     def __post_init__(self) -> None:
-        self._literals: set[str] = set()
+        self._literals: set[str] = set(s for s in self.config.secrets if s)
         self.learned: set[str] = set()
         """Secrets added after the redactor was made (the log may hold them already)."""
-        config = self.config
-        key = (
-            config.patterns,
-            config.env_names,
-            config.secrets,
-            config.default_patterns,
-            config.pii,
-            config.pii_patterns,
-            frozenset(self.env.items()),
-        )
-        prepared = _prepared.get(key)
-        if prepared is not None:  # the same settings and environment as a redactor before
-            self.__dict__.update(prepared)
-            self._literals = set(prepared["_literals"])  # add_secret adds to its own
-            return
-        self._prepare()
-        if len(_prepared) < _PREPARED_MAX:
-            prepared = {name: getattr(self, name) for name in _PREPARED_FIELDS}
-            prepared["_literals"] = frozenset(self._literals)  # this one may learn more
-            _prepared[key] = prepared
-
-    def _prepare(self) -> None:
-        """The literal secrets of the configuration and the environment, compiled."""
-        self._literals = set(s for s in self.config.secrets if s)
-        names = {n.upper() for n in self.config.env_names}
-        for name, value in self.env.items():
-            upper = name.upper()
-            sensitive = upper in names or any(part in upper for part in SENSITIVE_ENV_PARTS)
-            if (sensitive or credential_like(value)) and len(value) >= MIN_LITERAL:
-                self._literals.add(value)
-            self._literals.update(self._url_passwords(value))
+        self._literals |= _env_literals(self.env, self.config.env_names)
         self._pii: dict[str, str] = {
             kind: PII_PATTERNS[kind] for kind in self.config.pii if kind in PII_PATTERNS
         }
@@ -521,10 +664,7 @@ class Redactor:
         return f"<{kind}:{keyed_digest(self.key, secret)}>"
 
     def is_sensitive_env(self, name: str) -> bool:
-        upper = name.upper()
-        return upper in {n.upper() for n in self.config.env_names} or any(
-            part in upper for part in SENSITIVE_ENV_PARTS
-        )
+        return sensitive_env_name(name, self.config.env_names)
 
     def env_is_secret(self, name: str, value: str) -> bool:
         return self.is_sensitive_env(name) or credential_like(value)
@@ -536,56 +676,34 @@ class Redactor:
             self.learned.add(value)
             self._compile()
 
-    @staticmethod
-    def _url_passwords(text: str) -> set[str]:
-        if "://" not in text or "@" not in text:
-            return set()
-        return {m["urlpw"] for m in re.finditer(URL_PASSWORD, text) if len(m["urlpw"]) > 2}
-
     def _compile(self) -> None:
-        families = [_Family(URL_PASSWORD, ("@",))]  # user:password@ after ://
-        # Literal secrets, raw and as they appear inside a JSON string, longest first.
-        forms: set[str] = set()
-        for lit in self._literals:
-            forms.add(lit)
-            forms.add(json.dumps(lit, ensure_ascii=False)[1:-1])
-        ordered = sorted(forms, key=len, reverse=True)
-        if ordered:
-            families.append(_Family("|".join(re.escape(f) for f in ordered), tuple(ordered)))
-        if self.config.default_patterns:
-            families.extend(
-                _Family(f"(?:{p})", t)
-                for p, t in zip(DEFAULT_PATTERNS, _DEFAULT_TRIGGERS, strict=True)
+        self._plan = _plan(
+            (
+                frozenset(self._literals),
+                self.config.patterns,
+                self.config.default_patterns,
+                tuple(self._pii.items()),
             )
-        families.extend(_Family(f"(?:{p})") for p in self.config.patterns)
-        for i, (kind, pattern) in enumerate(self._pii.items()):
-            named = f"(?P<pii{i}>{pattern})"
-            if pattern != PII_PATTERNS.get(kind):
-                families.append(_Family(named))  # the user's own pattern
-            elif kind == "email":
-                families.append(_Family(named, ("@",)))
-            else:
-                families.append(_Family(named, (), _PII_SHAPES[kind]))
-        self._pii_kinds = {f"pii{i}": kind for i, kind in enumerate(self._pii)}
-        self._escaped: dict[str, str] = {
-            json.dumps(lit, ensure_ascii=False)[1:-1]: lit for lit in self._literals
-        }
-        self._families = families
-        self._trigger_index = [(t.encode(), i) for i, f in enumerate(families) for t in f.triggers]
-        triggers = sorted({t for t, _ in self._trigger_index})
-        self._any_trigger = re.compile(b"|".join(map(re.escape, triggers))) if triggers else None
-        """Finds whether a line holds any trigger at all (one scan; most lines hold none)."""
-        self._shape_index = [(t, i) for i, f in enumerate(families) for t in f.shapes]
-        self._always = {i for i, f in enumerate(families) if f.always}
-        self._searches: dict[tuple[int, ...], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
+        )
+
+    @property
+    def state(self) -> object:
+        """What this redactor replaces (its secrets and configuration), as an object: two
+        redactors with the same state and key redact every text alike."""
+        return self._plan
+
+    @property
+    def _families(self) -> tuple[_Family, ...]:
+        return self._plan.families
 
     def _search(self, active: tuple[int, ...]) -> tuple[re.Pattern[str], re.Pattern[bytes]]:
         """One pattern of the ``active`` families, in their order (compiled once)."""
-        found = self._searches.get(active)
+        searches = self._plan.searches
+        found = searches.get(active)
         if found is None:
-            text = "|".join(self._families[i].pattern for i in active)
+            text = "|".join(self._plan.families[i].pattern for i in active)
             found = (re.compile(text), re.compile(text.encode()))
-            self._searches[active] = found
+            searches[active] = found
         return found
 
     # --- applying it ---------------------------------------------------------------------
@@ -594,13 +712,13 @@ class Redactor:
         password = groups.get("urlpw")
         if password is not None:
             return f"{groups.get('urluser') or ''}:{self.placeholder(password)}"
-        for group, kind in self._pii_kinds.items():
+        for group, kind in self._plan.pii_kinds.items():
             if groups.get(group) is not None:
                 if kind == "card":
                     digits = re.sub(r"\D", "", found)
                     return self.placeholder(digits, kind) if luhn(digits) else found
                 return self.placeholder(found, kind)
-        return self.placeholder(self._escaped.get(found, found))
+        return self.placeholder(self._plan.escaped.get(found, found))
 
     def fields(self, text: str) -> str:
         """``text`` with the value of every credential field (:data:`FIELD_PATTERN`,
@@ -622,14 +740,6 @@ class Redactor:
             else:
                 at = start
         return "".join(out) + text[done:] if out else text
-
-    def _field_bytes(self, data: bytes) -> bytes:
-        low = data.lower()
-        if _LAST_WORDS.search(low) is None or _STEMS_BYTES.search(low) is None:
-            return data
-        text = data.decode("utf-8", "surrogateescape")
-        out = self.fields(text)
-        return data if out is text else out.encode("utf-8", "surrogateescape")
 
     def field_value(self, value: str) -> str:
         """The value of a credential field, as written: its placeholder (after a ``Bearer``
@@ -653,17 +763,40 @@ class Redactor:
         found = match.group(0).decode("utf-8", "surrogateescape")
         return self._replace(groups, found).encode("utf-8", "surrogateescape")
 
+    def _scan(self, data: bytes) -> tuple[bool, tuple[int, ...]]:
+        """Whether ``data`` may hold a credential field (it holds the last word of one,
+        lowered), and the families whose condition it meets, in order: one pass of the
+        plan's automaton over the line, instead of one search per trigger, word and shape."""
+        plan = self._plan
+        found: set[int] = set()
+        field = False
+        if plan.words is not None:
+            for _, pairs in plan.words.iter(data.translate(_SCAN).decode("latin-1")):
+                for trigger, i in pairs:
+                    if i == _FIELD_MARK:
+                        field = True
+                    elif i not in found and (trigger is None or trigger in data):
+                        found.add(i)  # a shape, or the trigger as it is written
+        if plan.always:
+            found |= plan.always
+        return field, tuple(sorted(found)) if found else ()
+
     def _active(self, data: bytes) -> tuple[int, ...]:
         """The families whose condition ``data`` meets, in order."""
-        found: set[int] = set()
-        if self._any_trigger is not None and self._any_trigger.search(data) is not None:
-            found = {i for t, i in self._trigger_index if t in data}  # each one, overlaps too
-        if self._shape_index:
-            shape = data.translate(_SHAPE)
-            found |= {i for t, i in self._shape_index if t in shape}
-        return tuple(sorted(found | self._always)) if found or self._always else ()
+        return self._scan(data)[1]
 
     def text(self, value: str) -> str:
+        clean = self._plan.clean
+        if value in clean:
+            return value
+        out = self._text(value)
+        if out == value and len(value) <= _CLEAN_LENGTH:
+            clean = self._plan.clean  # the plan of the secrets known now
+            if len(clean) < _CLEAN_LIMIT:
+                clean.add(value)
+        return out
+
+    def _text(self, value: str) -> str:
         self._learn_urls(value)
         value = self.fields(value)
         if value.isascii():
@@ -671,7 +804,7 @@ class Redactor:
         else:  # ``\d`` in a text pattern matches any script's digits: no shapes for these
             active = tuple(
                 i
-                for i, f in enumerate(self._families)
+                for i, f in enumerate(self._plan.families)
                 if f.shapes or f.always or any(t in value for t in f.triggers)
             )
         if not active:
@@ -682,8 +815,15 @@ class Redactor:
         """Redact serialized text (an event line, a JSON or text blob)."""
         if b"://" in data and b"@" in data:
             self._learn_urls(data.decode("utf-8", "surrogateescape"))
-        data = self._field_bytes(data)
-        active = self._active(data)
+        plan = self._plan
+        field, active = self._scan(data)
+        if field and _STEMS_BYTES.search(data.lower()) is not None:
+            text = data.decode("utf-8", "surrogateescape")
+            out = self.fields(text)
+            if out is not text:
+                data = out.encode("utf-8", "surrogateescape")
+            if out is not text or self._plan is not plan:  # changed, or a secret learned
+                active = self._active(data)
         if not active:
             return data
         pattern = self._search(active)[1]
@@ -692,7 +832,7 @@ class Redactor:
         return pattern.sub(self._bsub, data)
 
     def _learn_urls(self, text: str) -> None:
-        for password in self._url_passwords(text):
+        for password in url_passwords(text):
             self.add_secret(password)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -3,6 +3,7 @@ reads that go through the boundary seam (so replay can hand back the recorded ti
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping
@@ -64,6 +65,14 @@ def local_timezone(environ: Mapping[str, str] | None = None) -> str:
     tz = (os.environ if environ is None else environ).get("TZ")
     if tz:
         return tz.lstrip(":")
+    return _system_timezone()
+
+
+@functools.cache
+def _system_timezone() -> str:
+    """The system's zone (its ``/etc/localtime`` link), else the local zone's name: read
+    once per process, as the C library reads it once (a process sees a new zone only when
+    it starts again)."""
     link = os.path.realpath("/etc/localtime")  # .../zoneinfo/Europe/Paris on most systems
     if "/zoneinfo/" in link:
         return link.split("/zoneinfo/", 1)[1]

@@ -1,10 +1,15 @@
 """A finished run reaches the disk off the agent's path.
 
 Sealing a captured run writes its files whole (a temporary file and a rename: a killed
-process never leaves half a manifest), but the ``fsync`` that makes them survive a power
-loss costs milliseconds the agent would wait for at the end of every run. :func:`sync_later`
-hands the files to one background thread that syncs them; the interpreter waits for it at
-exit, so the files are durable when the process ends, and shortly after each run before.
+process never leaves half a manifest), but making them survive a power loss costs
+milliseconds the agent would wait for at the end of every run. :func:`sync_later` hands the
+files to one background thread. The thread gathers what is handed over for
+:data:`BATCH_DELAY` seconds, then makes the whole batch durable at once: on Linux with one
+``syncfs`` per file system holding it (one flush and one journal commit for any number of
+runs, where an ``fsync`` of each file and folder costs a journal commit each, about 3 ms on a
+virtual disk), elsewhere with an ``fsync`` of each. The interpreter waits for it at exit, so
+the files are durable when the process ends, and shortly after each run before.
+:func:`flush` does the pending work now (a benchmark counts it inside its timed region).
 """
 
 from __future__ import annotations
@@ -13,9 +18,9 @@ import atexit
 import contextlib
 import os
 import queue
+import sys
 import threading
-import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 _queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
@@ -23,9 +28,14 @@ _worker: threading.Thread | None = None
 _lock = threading.Lock()
 _pending = 0
 _idle = threading.Condition(_lock)
+_hurry = threading.Event()
+
+BATCH_DELAY = 0.2
+"""Seconds the syncer gathers paths before syncing them together: one journal commit for a
+burst of runs, instead of one per file that would stall the next run's writes."""
 
 
-def _sync(path: Path) -> None:
+def _fsync(path: Path) -> None:
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if path.is_dir() else os.O_RDONLY
     fd = os.open(path, flags)
     try:
@@ -34,22 +44,72 @@ def _sync(path: Path) -> None:
         os.close(fd)
 
 
-BATCH_DELAY = 0.2
-"""Seconds the syncer gathers paths before syncing them together: one journal commit for a
-burst of runs, instead of one per file that would stall the next run's writes."""
+_SyncFS = Callable[[Path], None]
+
+
+def _load_syncfs() -> _SyncFS | None:
+    """``syncfs(2)`` of the file system holding a path (Linux), else ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int]
+    call.restype = ctypes.c_int
+
+    def syncfs(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if call(fd) != 0:
+                errno = ctypes.get_errno()
+                raise OSError(errno, os.strerror(errno), str(path))
+        finally:
+            os.close(fd)
+
+    return syncfs
+
+
+_syncfs: list[_SyncFS | None] = []
+"""The ``syncfs`` call, looked up by the worker on its first batch."""
+
+
+def sync_paths(paths: Iterable[Path]) -> None:
+    """Make ``paths`` (files, or folders for the names in them) durable: one ``syncfs``
+    per file system where there is one, else (or when it fails) an ``fsync`` of each. A
+    path gone already (a run deleted) is passed over."""
+    if not _syncfs:
+        _syncfs.append(_load_syncfs())
+    syncfs = _syncfs[0]
+    todo = list(dict.fromkeys(paths))  # once each, in order
+    if syncfs is not None:
+        devices: dict[int, list[Path]] = {}
+        for path in todo:
+            with contextlib.suppress(OSError):
+                devices.setdefault(os.stat(path).st_dev, []).append(path)
+        todo = []
+        for group in devices.values():
+            try:
+                syncfs(group[0])
+            except OSError:
+                todo.extend(group)  # synced one by one below
+    for path in todo:
+        with contextlib.suppress(OSError):  # gone already (a run deleted), not syncable
+            _fsync(path)
 
 
 def _run() -> None:
     global _pending
     while True:
         batch = [_queue.get()]
-        time.sleep(BATCH_DELAY)
+        _hurry.wait(BATCH_DELAY)
         with contextlib.suppress(queue.Empty):
             while True:
                 batch.append(_queue.get_nowait())
-        for path in dict.fromkeys(batch):  # once each, in order
-            with contextlib.suppress(OSError):  # gone already (a run deleted), not syncable
-                _sync(path)
+        with contextlib.suppress(Exception):  # the syncer never dies of one batch
+            sync_paths(batch)
         with _idle:
             _pending -= len(batch)
             _idle.notify_all()
@@ -62,7 +122,7 @@ def sync_later(paths: Iterable[Path]) -> None:
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_run, name="sandbox-sync", daemon=True)
             _worker.start()
-            atexit.register(wait)
+            atexit.register(flush)
         for path in paths:
             _pending += 1
             _queue.put(path)
@@ -72,3 +132,13 @@ def wait(timeout: float | None = 30.0) -> bool:
     """Wait until every path handed over so far is synced; whether it was in time."""
     with _idle:
         return _idle.wait_for(lambda: _pending == 0, timeout)
+
+
+def flush(timeout: float | None = 30.0) -> bool:
+    """Sync every path handed over so far now, without waiting for the batch to gather;
+    whether it was done in time."""
+    _hurry.set()
+    try:
+        return wait(timeout)
+    finally:
+        _hurry.clear()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import math
 import os
 import platform
 import re
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,12 +33,17 @@ def code_version(
     """The git commit of ``cwd`` and, when the tree is dirty, the diff against it as a blob.
     Outside a git checkout: an empty :class:`CodeVersion`. ``once``: read once per process
     and folder (what a capture does: the code a process runs is the code it started with)."""
-    where = os.path.realpath(cwd)
-    commit, dirty, diff = _git_state_once(where) if once else _git_state(where)
+    if once:
+        commit, dirty, diff = _git_state_once(_realpath_once(os.fspath(cwd)))
+    else:
+        commit, dirty, diff = _git_state(os.path.realpath(cwd))
     if not commit:
         return CodeVersion()
     ref = put_blob(diff, "text/x-diff") if diff.strip() else None
     return CodeVersion(commit=commit, dirty=dirty, diff=ref)
+
+
+_realpath_once = functools.lru_cache(maxsize=64)(os.path.realpath)
 
 
 def _git_state(cwd: str) -> tuple[str, bool, bytes]:
@@ -72,16 +79,29 @@ def _git_state(cwd: str) -> tuple[str, bool, bytes]:
 _git_state_once = functools.cache(_git_state)
 
 
+PATHS_CHECKED_EVERY = 1.0
+"""Seconds during which the import paths' modification times, once read, are taken as
+unchanged (a change of ``sys.path`` itself is seen at once)."""
+_paths_seen: tuple[tuple[str, ...], float, tuple[tuple[str, int], ...]] = ((), -math.inf, ())
+
+
 def _path_key() -> tuple[tuple[str, int], ...]:
     """Each import path with its modification time: installing or removing a distribution
-    changes the folder it lives in."""
+    changes the folder it lives in (the times are read again at most once a second)."""
+    global _paths_seen
+    paths = tuple(sys.path)
+    now = time.monotonic()
+    seen_paths, seen_at, seen_key = _paths_seen
+    if paths == seen_paths and now - seen_at < PATHS_CHECKED_EVERY:
+        return seen_key
     key = []
-    for entry in sys.path:
+    for entry in paths:
         try:
             key.append((entry, os.stat(entry or ".").st_mtime_ns))
         except OSError:
             key.append((entry, -1))
-    return tuple(key)
+    _paths_seen = (paths, now, tuple(key))
+    return _paths_seen[2]
 
 
 @functools.lru_cache(maxsize=4)
@@ -118,11 +138,15 @@ def _from_folder(dist: importlib.metadata.Distribution) -> tuple[str, str] | Non
 
 def runtime(packages: bool = True) -> Runtime:
     """Python version, platform, and the installed distributions (PEP 503 names) with their
-    versions (read once per process while the import paths do not change)."""
+    versions (read once per process while the import paths do not change: the same object
+    is handed out meanwhile)."""
+    return _runtime(_packages(_path_key()) if packages else ())
+
+
+@functools.lru_cache(maxsize=4)
+def _runtime(packages: tuple[tuple[str, str], ...]) -> Runtime:
     return Runtime(
-        python=sys.version.split()[0],
-        platform=platform.platform(),
-        packages=dict(_packages(_path_key())) if packages else {},
+        python=sys.version.split()[0], platform=platform.platform(), packages=dict(packages)
     )
 
 

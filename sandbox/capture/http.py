@@ -18,6 +18,7 @@ tools, assembled response, usage, provider metadata).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -56,16 +57,21 @@ class HTTPEmitter(boundary.Emitter, Protocol):
     def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]: ...
 
 
-def _body(data: bytes, content_type: str, emitter: HTTPEmitter) -> tuple[JsonValue, BlobRef | None]:
-    """A body as JSON when it is JSON, as text when it is text, else (or when large) a blob."""
+def _body(
+    data: bytes, content_type: str, emitter: HTTPEmitter, parsed: JsonValue = None
+) -> tuple[JsonValue, BlobRef | None]:
+    """A body as JSON when it is JSON, as text when it is text, else (or when large) a blob.
+    ``parsed``: the body already read as JSON, if it was."""
     media = content_type.split(";")[0].strip().lower() or "application/octet-stream"
     if not data:
         return None, None
     if len(data) > emitter.blob_threshold:
         return None, emitter.store_payload(data, media)
     if "json" in media:
+        if parsed is not None:
+            return parsed, None
         with contextlib.suppress(ValueError):
-            parsed: JsonValue = json.loads(data)
+            parsed = json.loads(data)
             return parsed, None
     if media.startswith("text/") or "json" in media or "x-www-form-urlencoded" in media:
         with contextlib.suppress(UnicodeDecodeError):
@@ -74,6 +80,19 @@ def _body(data: bytes, content_type: str, emitter: HTTPEmitter) -> tuple[JsonVal
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
         return None, emitter.store_payload(data, media)
+
+
+def _header_items(headers: Any) -> list[tuple[str, str]]:
+    """``headers.multi_items()`` (names lowered, in order, repeated names kept), decoded in
+    one pass over the raw pairs."""
+    encoding = headers.encoding
+    return [(key.lower().decode(encoding), value.decode(encoding)) for key, value in headers.raw]
+
+
+def _header(items: list[tuple[str, str]], name: str) -> str:
+    """The value of header ``name`` (lower case) as ``headers.get`` gives it: repeated ones
+    joined with commas, ``""`` when absent."""
+    return ", ".join(value for key, value in items if key == name)
 
 
 def _decode(data: bytes, encoding: str) -> bytes:
@@ -93,11 +112,20 @@ class HTTPAdapter:
     """Records an exchange as ``http`` (and ``llm``) events once its body is finished;
     replay rebuilds a response of the same httpx module from the recorded event."""
 
-    def __init__(self, module: Any, request: Any, body: bytes | None, is_async: bool) -> None:
+    def __init__(
+        self,
+        module: Any,
+        request: Any,
+        body: bytes | None,
+        is_async: bool,
+        parsed: JsonValue = None,
+    ) -> None:
         self.module = module
         self.request = request
         self.body = body
         self.is_async = is_async
+        self.parsed = parsed
+        """The body as the request's JSON holds it (:func:`_request_json`), when it is JSON."""
 
     # --- capture -------------------------------------------------------------------------
 
@@ -145,11 +173,15 @@ class HTTPAdapter:
         ``response`` with its body ``raw`` as read, or ``error``. Replay calls it with the
         response it rebuilt, so the replayed run records the exchange as capture does."""
         req = self.request
-        req_headers = emitter.redact_headers(list(req.headers.multi_items()))
-        req_body, req_blob = _body(self.body or b"", req.headers.get("content-type", ""), emitter)
+        url = str(req.url)
+        req_items = _header_items(req.headers)
+        req_headers = emitter.redact_headers(req_items)
+        req_body, req_blob = _body(
+            self.body or b"", _header(req_items, "content-type"), emitter, self.parsed
+        )
         fields: dict[str, Any] = {
             "method": req.method,
-            "url": str(req.url),
+            "url": url,
             "request_headers": req_headers,
             "request_body": req_body,
             "request_blob": req_blob,
@@ -159,13 +191,14 @@ class HTTPAdapter:
         streamed = False
         resp_body: JsonValue = None
         if response is not None:
-            ctype = response.headers.get("content-type", "")
+            resp_items = _header_items(response.headers)
+            ctype = _header(resp_items, "content-type")
             streamed = "text/event-stream" in ctype
-            data = _decode(raw, response.headers.get("content-encoding", ""))
+            data = _decode(raw, _header(resp_items, "content-encoding"))
             resp_body, resp_blob = _body(data, ctype, emitter)
             fields.update(
                 status=response.status_code,
-                response_headers=emitter.redact_headers(list(response.headers.multi_items())),
+                response_headers=emitter.redact_headers(resp_items),
                 response_body=resp_body,
                 response_blob=resp_blob,
                 streamed=streamed,
@@ -173,7 +206,7 @@ class HTTPAdapter:
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
         emitter.emit(HTTPExchange, call, **fields)
-        api = llm.recognise(req.method, str(req.url), req.headers)
+        api = llm.recognise(req.method, url, req.headers)
         if api is not None:
             self._emit_llm(api, call, emitter, req_body, resp_body, streamed, response, error)
 
@@ -236,6 +269,7 @@ class HTTPAdapter:
         self.request.stream = self.module.ByteStream(data)
         self.request._content = data
         self.body = data
+        self.parsed = None  # read again from the body sent
 
     def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
         assert isinstance(event, HTTPExchange)
@@ -259,7 +293,9 @@ class HTTPAdapter:
         )
 
 
+@functools.cache
 def _sync_tee(module: Any) -> type:
+    """The tee stream class of ``module`` (made once per module)."""
     base = module.SyncByteStream
 
     class TeeStream(base):  # type: ignore[misc, valid-type]
@@ -287,7 +323,9 @@ def _sync_tee(module: Any) -> type:
     return TeeStream
 
 
+@functools.cache
 def _async_tee(module: Any) -> type:
+    """The async tee stream class of ``module`` (made once per module)."""
     base = module.AsyncByteStream
 
     class AsyncTeeStream(base):  # type: ignore[misc, valid-type]
@@ -315,13 +353,17 @@ def _async_tee(module: Any) -> type:
     return AsyncTeeStream
 
 
-def _request_json(request: Any, body: bytes | None) -> dict[str, JsonValue]:
-    parsed: JsonValue = None
-    if body:
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = body.decode("utf-8", "replace")
+def _read_json(body: bytes | None) -> tuple[JsonValue, bool]:
+    """The body as JSON and ``True``, else as text and ``False``."""
+    if not body:
+        return None, False
+    try:
+        return json.loads(body), True
+    except ValueError:
+        return body.decode("utf-8", "replace"), False
+
+
+def _request_json(request: Any, parsed: JsonValue) -> dict[str, JsonValue]:
     return {"method": request.method, "url": normalize_url(str(request.url)), "body": parsed}
 
 
@@ -375,11 +417,12 @@ def _patch_async(module: Any, async_cls: type) -> tuple[type, str, Any]:
         if boundary.current() is None:
             return await async_orig(self, request)
         body = await _aread_body(request)
-        adapter = HTTPAdapter(module, request, body, is_async=True)
+        parsed, is_json = _read_json(body)
+        adapter = HTTPAdapter(module, request, body, True, parsed if is_json else None)
         return await boundary.athrough(
             "http",
             _name(request),
-            _request_json(request, body),
+            _request_json(request, parsed),
             lambda: async_orig(self, request),
             adapter,
         )
@@ -460,11 +503,12 @@ def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
         if boundary.current() is None:
             return sync_orig(self, request)
         body = _read_body(request)
-        adapter = HTTPAdapter(module, request, body, is_async=False)
+        parsed, is_json = _read_json(body)
+        adapter = HTTPAdapter(module, request, body, False, parsed if is_json else None)
         return boundary.through(
             "http",
             _name(request),
-            _request_json(request, body),
+            _request_json(request, parsed),
             lambda: sync_orig(self, request),
             adapter,
         )

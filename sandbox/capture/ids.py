@@ -59,8 +59,10 @@ class SeedAdapter:
         return event.seed or 0
 
 
+@functools.lru_cache(maxsize=256)
 def derive_seed(seed: int, what: str) -> int:
-    """A distinct, stable 32-bit seed per generator from the run's seed."""
+    """A distinct, stable 32-bit seed per generator from the run's seed (remembered: a
+    run asks for the same one more than once)."""
     return random.Random(f"{seed}:{what}").getrandbits(32)
 
 

@@ -85,7 +85,13 @@ process hands its failure to the parent this way)."""
 _COMMITTING_KINDS = frozenset({"tool", "http", "memory", "llm"})
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None), dict})
+"""Values written as they are (a dict or list holds JSON already: see :meth:`Recorder.jsonable`)."""
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _PLAIN_TYPES:
+        return value
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", exclude_defaults=True)
     if isinstance(value, list) and value and isinstance(value[0], BaseModel):
@@ -95,46 +101,43 @@ def _plain(value: Any) -> Any:
 
 def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> bytes:
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
-    building the model (fields that equal their default are left out, as there). The line is
-    the JSON object written piece by piece (the same bytes as :func:`ordered_json` of the
-    whole), so that a value marked with :func:`constant_json` is encoded only once."""
-    defaults = _defaults(event_type)
-    parts: list[bytes] = []
-    pending: dict[str, Any] = {"kind": kind}  # fields encoded together, braces stripped
-    for name, key in _keys(event_type):  # the model's field order, as dump_event writes
-        if name in fields:
-            value = fields[name]
-            if name in defaults and value == defaults[name]:
-                continue
-            known = _CONSTANT_JSON.get(id(value))
-            if known is None or known[0] is not value:
-                pending[name] = _plain(value)
-                continue
-            if pending:
-                parts.append(ordered_json(pending)[1:-1])
-                pending = {}
-            parts.append(key + known[1])
-    if pending:
-        parts.append(ordered_json(pending)[1:-1])
-    return b"{" + b",".join(parts) + b"}\n"
+    building the model: the kind first, then the fields in the model's order, those that
+    equal their default left out (as there), written by :func:`ordered_json` in one call."""
+    out: dict[str, Any] = {"kind": kind}
+    for name, default in _order(event_type, tuple(fields)):
+        value = fields[name]
+        if default is _REQUIRED or value != default:
+            out[name] = value if type(value) in _PLAIN_TYPES else _plain(value)
+    return ordered_json(out) + b"\n"
 
 
-_CONSTANT_JSON: dict[int, tuple[object, bytes]] = {}
-_KEYS: dict[type[Event], list[tuple[str, bytes]]] = {}
+_REQUIRED: Any = object()
+"""The default of a field that has none."""
+_ORDERS: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
 
 
-def constant_json(value: object) -> None:
-    """Mark ``value`` (a JSON value never changed from now on, such as a tool's schema made
-    at decoration) so that event lines holding it reuse its encoding. The value is kept
-    alive, so its identity is never taken by another object."""
-    _CONSTANT_JSON[id(value)] = (value, ordered_json(value))
-
-
-def _keys(event_type: type[Event]) -> list[tuple[str, bytes]]:
-    found = _KEYS.get(event_type)
+def _order(event_type: type[Event], names: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
+    """The fields ``names`` of ``event_type`` in the model's order, each with its default
+    (worked out once for each set of names an emitter passes)."""
+    key = (event_type, names)
+    found = _ORDERS.get(key)
     if found is None:
-        found = [(name, ordered_json(name) + b":") for name in event_type.model_fields]
-        _KEYS[event_type] = found
+        defaults = _defaults(event_type)
+        present = set(names)
+        found = tuple(
+            (name, defaults.get(name, _REQUIRED)) for name in _names(event_type) if name in present
+        )
+        _ORDERS[key] = found
+    return found
+
+
+_NAMES: dict[type[Event], tuple[str, ...]] = {}
+
+
+def _names(event_type: type[Event]) -> tuple[str, ...]:
+    found = _NAMES.get(event_type)
+    if found is None:
+        found = _NAMES[event_type] = tuple(event_type.model_fields)
     return found
 
 
@@ -204,7 +207,8 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
-        self._validated: set[tuple[type[Event], frozenset[str]]] = set()
+        self._validated: set[tuple[type[Event], tuple[str, ...]]] = set()
+        self._headers_seen: dict[tuple[tuple[str, str], ...], tuple[object, dict[str, str]]] = {}
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
         self.written_blobs: dict[str, bool] = {}
@@ -318,7 +322,7 @@ class Recorder:
         base.update(fields)
         parent = base.get("parent_span")
         kind = _kind(event_type)
-        shape = (event_type, frozenset(base))
+        shape = (event_type, tuple(base))  # the same call site gives the same names in order
         with self._lock:
             seq = self._seq
             base["seq"] = seq
@@ -346,12 +350,22 @@ class Recorder:
                 self._seq += 1
 
     def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
-        """Headers with sensitive values replaced; those values become secrets everywhere."""
+        """Headers with sensitive values replaced; those values become secrets everywhere.
+        The same headers again (a client's, mostly) give the same result while no secret
+        was learned meanwhile: it is remembered."""
+        key = tuple(headers)
+        known = self._headers_seen.get(key)
+        if known is not None and known[0] is self.redactor.state:
+            return dict(known[1])
         for name, value in headers:
             if sensitive_header(name):
                 _, sep, rest = value.partition(" ")
                 self.redactor.add_secret(rest if sep and rest else value)
-        return self.redactor.headers(headers)
+        redacted = self.redactor.headers(headers)
+        if len(self._headers_seen) >= 256:
+            self._headers_seen.clear()
+        self._headers_seen[key] = (self.redactor.state, redacted)
+        return dict(redacted)
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
         if media_type.lower().startswith(BINARY_MEDIA):

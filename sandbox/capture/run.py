@@ -67,7 +67,7 @@ from sandbox.capture.threads import THREADS
 from sandbox.errors import CaptureError
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
-from sandbox.snapshot.events import Event, LLMCall
+from sandbox.snapshot.events import BlobRef, Event, LLMCall
 from sandbox.snapshot.hashing import canonical_json, sha256_bytes
 from sandbox.snapshot.manifest import (
     Binding,
@@ -80,11 +80,13 @@ from sandbox.snapshot.manifest import (
 from sandbox.snapshot.manifest import Clock as ClockInfo
 from sandbox.snapshot.store import (
     EVENTS,
+    LLM_LINE,
     MANIFEST,
     DirectoryStore,
     RunWriter,
     Store,
     as_store,
+    event_blob_sizes,
     parse_event,
     referenced_blob_bytes,
 )
@@ -206,7 +208,7 @@ class Capture:
             or Entrypoint(kind="command", command=command_line(), cwd=cwd),
             code=code_version(
                 cwd,
-                lambda data, media: store.put_blob(_redacted_once(data, redactor), media),
+                lambda data, media: _put_diff(store, data, media, redactor),
                 once=True,
             ),
             runtime=runtime(self.packages),
@@ -267,7 +269,7 @@ class Capture:
                 redactor,
                 mode=self.mode,
                 declared={endpoint_key(s.kind, s.endpoint): s.name for s in self.declared},
-                environ=self.environ if self.environ is not None else os.environ.copy(),
+                environ=redactor.env,  # the run's environment, copied at its start
                 state=self.state_mode,
             )
             self._undo.append(self._discovery.install())
@@ -371,7 +373,7 @@ class Capture:
         """Seal a kept run: redact what was written before a secret was learned, capture
         its services' end states, finish the manifest, publish it from aside."""
         if recorder.redactor.learned:
-            with _sealing(recorder.writer):
+            with _sealing(recorder.writer, recorder.redactor):
                 seal(recorder)
         else:  # nothing written before a secret was learned: only the variables read
             manifest = recorder.writer.manifest
@@ -589,45 +591,74 @@ def start_recording(
     return undo
 
 
-_redacted_diffs: dict[bytes, bytes] = {}
+_redacted_diffs: dict[tuple[object, bytes, bytes], tuple[object, bytes, str]] = {}
 
 
-def _redacted_once(data: bytes, redactor: Redactor) -> bytes:
-    """The code's diff redacted, once per process (it is read once per process too)."""
-    found = _redacted_diffs.get(data)
-    if found is None:
-        found = _redacted_diffs.setdefault(data, redactor.bytes(data))
-    return found
+def _put_diff(store: Store, data: bytes, media: str, redactor: Redactor) -> BlobRef:
+    """Store the code's diff redacted, redacting and hashing it once per process for each
+    set of secrets and store key (it is read once per process too); a store that holds it
+    already is only asked."""
+    state = redactor.state
+    key = (id(state), redactor.key, data)
+    found = _redacted_diffs.get(key)
+    if found is None or found[0] is not state:
+        if len(_redacted_diffs) >= 16:
+            _redacted_diffs.clear()
+        clean = redactor.bytes(data)
+        found = _redacted_diffs[key] = (state, clean, sha256_bytes(clean))
+    _, clean, sha = found
+    if store.has_blob(sha):
+        return BlobRef(sha256=sha, size=len(clean), media_type=media)
+    return store.put_blob(clean, media)
 
 
 _BARE: dict[str, Any] = {"host": None, "entrypoint": None, "code": CodeVersion(), "runtime": None}
 """Manifest fields that are the same for every run of a process (redacted once), unset."""
-_PROCESS_FIELDS = frozenset(_BARE)
-_redacted_process: dict[str, dict[str, Any]] = {}
+_PROCESS_FIELDS = tuple(_BARE)
+_redacted_process: dict[tuple[object, bytes], tuple[object, tuple[Any, ...], dict[str, Any]]] = {}
+
+
+def _process_redacted(manifest: Manifest, redactor: Redactor) -> dict[str, Any]:
+    """The fields of ``manifest`` that are the process's (host, entrypoint, code version,
+    runtime and its package list), redacted by ``redactor``: worked out once per process for
+    the same values, secrets and store key."""
+    values = tuple(getattr(manifest, name) for name in _PROCESS_FIELDS)
+    state = redactor.state
+    key = (id(state), redactor.key)
+    found = _redacted_process.get(key)
+    if found is not None and found[0] is state and found[1] == values:
+        return found[2]
+    fields = {
+        name: value if value is None else _redact_field(value, redactor)
+        for name, value in zip(_PROCESS_FIELDS, values, strict=True)
+    }
+    if len(_redacted_process) >= 64:
+        _redacted_process.clear()
+    _redacted_process[key] = (state, values, fields)
+    return fields
+
+
+def _redact_field(value: Any, redactor: Redactor) -> Any:
+    """A manifest field's value (a string or a model) with every string in it redacted."""
+    if isinstance(value, str):
+        return redactor.text(value)
+    return type(value).model_validate(redactor.value(value.model_dump(mode="json")))
 
 
 def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:
-    """:func:`redact_manifest`, with the fields that are the process's (host, entrypoint,
-    code version, runtime and its package list) redacted once per process."""
-    key = manifest.model_dump_json(include=set(_PROCESS_FIELDS))
-    fields = _redacted_process.get(key)
-    if fields is None:
-        done = redact_manifest(manifest, redactor)
-        fields = {name: getattr(done, name) for name in _PROCESS_FIELDS}
-        if len(_redacted_process) < 64:
-            _redacted_process[key] = fields
-        return done
+    """:func:`redact_manifest`, with the fields that are the process's redacted once per
+    process (:func:`_process_redacted`)."""
+    fields = _process_redacted(manifest, redactor)
     bare = manifest.model_copy(update=_BARE)
     return redact_manifest(bare, redactor).model_copy(update=fields)
 
 
 @contextlib.contextmanager
-def _sealing(writer: RunWriter) -> Iterator[None]:
+def _sealing(writer: RunWriter, redactor: Redactor) -> Iterator[None]:
     """Within the block the manifest is held in memory (the finished one is written next)
-    and without the fields that are the process's (redacted once per process already, at
-    :meth:`Capture.begin`); after it, with them again."""
+    and without the fields that are the process's (redacted at :meth:`Capture.begin`);
+    after it, with them again, redacted again with every secret known by then."""
     manifest = writer.manifest
-    process = {name: getattr(manifest, name) for name in _PROCESS_FIELDS}
     writer.manifest = manifest.model_copy(update=_BARE)
 
     def hold(manifest: Manifest, *, durable: bool = True) -> None:
@@ -638,6 +669,7 @@ def _sealing(writer: RunWriter) -> Iterator[None]:
         yield
     finally:
         del writer.update_manifest
+        process = _process_redacted(manifest, redactor)
         writer.manifest = writer.manifest.model_copy(update=process)
 
 
@@ -673,10 +705,6 @@ def _unrecorded(capture: Capture, error: BaseException) -> Recorder:
     return recorder
 
 
-_LLM_LINE = b'{"kind":"llm",'
-"""How a model call's line of the event log starts (``dump_event`` writes the kind first)."""
-
-
 def finish_manifest(
     store: Store,
     manifest: Manifest,
@@ -686,24 +714,32 @@ def finish_manifest(
     durable: bool = True,
 ) -> Manifest:
     """Mark a run complete: count and hash its event log as it stands. Only the model calls'
-    lines are parsed (for the models list); the others are counted (one a line). The
-    manifest is synced unless not ``durable`` (the caller syncs it)."""
-    data = store.read_events_bytes(manifest.run_id)
-    if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
-        data = data[: data.rfind(b"\n") + 1]
-        with store.resume(manifest.run_id) as torn:
-            torn.replace_events(data)
-    models = manifest.models
-    if not models:
-        llm_lines = (line for line in data.split(b"\n") if line.startswith(_LLM_LINE))
-        models = models_of([parse_event(line, EVENTS) for line in llm_lines])
+    lines are parsed (for the models list); the others are counted (one a line). When the
+    writer appended the whole log itself, what it tallied on the way is used instead of
+    reading the log back. The manifest is synced unless not ``durable`` (the caller syncs
+    it)."""
+    tally = writer.tally() if isinstance(writer, RunWriter) else None
+    if tally is not None:
+        count, digest = tally.count, tally.digest.hexdigest()
+        blobs = tally.blobs
+        llm_lines = [] if manifest.models else tally.read_llm_lines(writer.folder / EVENTS)
+    else:
+        data = store.read_events_bytes(manifest.run_id)
+        if data and not data.endswith(b"\n"):  # a torn last line: keep only whole events
+            data = data[: data.rfind(b"\n") + 1]
+            with store.resume(manifest.run_id) as torn:
+                torn.replace_events(data)
+        count, digest = data.count(b"\n"), sha256_bytes(data)
+        blobs = event_blob_sizes(data)
+        llm_lines = [line for line in data.split(b"\n") if line.startswith(LLM_LINE)]
+    models = manifest.models or models_of([parse_event(line, EVENTS) for line in llm_lines])
     done = manifest.model_copy(
         update={
             "status": "complete",
-            "event_count": data.count(b"\n"),
-            "events_sha256": sha256_bytes(data),
+            "event_count": count,
+            "events_sha256": digest,
             "blob_bytes": referenced_blob_bytes(  # the runtime holds no blob (a long walk)
-                manifest.model_copy(update={"runtime": None}), data
+                manifest.model_copy(update={"runtime": None}), b"", blobs
             ),
             "models": models,
             "exit_code": exit_code if exit_code is not None else manifest.exit_code,

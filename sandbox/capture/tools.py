@@ -148,10 +148,7 @@ def tool(fn: F | str | None = None, /) -> F | Callable[[F], F]:
     as JSON Schema) comes from the signature."""
 
     def decorate(f: F, name: str | None = None) -> F:
-        from sandbox.capture.recorder import constant_json
-
         schema = tool_schema(f, name)
-        constant_json(schema)  # made here once, never changed: its encoding is reused
         return _wrap(f, "tool", str(schema["name"]), ToolAdapter(schema))
 
     if callable(fn):

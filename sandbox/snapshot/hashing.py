@@ -7,8 +7,9 @@ import json
 import os
 from typing import Any
 
+from pydantic_core import to_json
+
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-_ORDERED = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 """Made once: ``json.dumps`` with these options builds a new encoder on every call (the
 bytes are the same)."""
 
@@ -30,8 +31,12 @@ def canonical_json(value: Any) -> bytes:
 
 def ordered_json(value: Any) -> bytes:
     """JSON with no spaces and keys in their order: what a recorded value is written as, so
-    that it comes back exactly as it was (a tool's output with its keys unsorted)."""
-    return _ORDERED.encode(value).encode()
+    that it comes back exactly as it was (a tool's output with its keys unsorted). Written
+    by pydantic-core, which reads it back (``NaN`` and ``Infinity`` as Python's ``json``
+    writes them; a float is written in the shortest form that reads back the same, which
+    may differ from Python's: ``0.000012`` for ``1.2e-05``). Fingerprints use
+    :func:`canonical_json`, whose bytes never change."""
+    return to_json(value, inf_nan_mode="constants")
 
 
 def fingerprint(value: Any) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, JsonValue
 
 from sandbox.snapshot.events import SHA256_PATTERN, BlobRef, ErrorInfo, Strict
 
@@ -170,6 +170,12 @@ class ForkEdits(Strict):
     params: dict[str, JsonValue] = {}
 
 
+def _unset(value: object) -> bool:
+    """``fixed`` and ``tags`` are written only when set: a manifest that uses neither is
+    byte for byte what earlier versions wrote, and they read it."""
+    return not value
+
+
 class Manifest(Strict):
     schema_version: int = SCHEMA_VERSION
     run_id: Annotated[str, Field(pattern=RUN_ID_PATTERN)]
@@ -207,23 +213,10 @@ class Manifest(Strict):
     provenance: Provenance | None = None
     """Set on runs brought in by ``sandbox import`` (untrusted); ``None`` for local captures."""
     labels: dict[str, str] = {}
-    fixed: FixMark | None = None
+    fixed: Annotated[FixMark | None, Field(exclude_if=_unset)] = None
     """Set when the failure was marked fixed: ``ci-repro`` then expects it gone."""
-    tags: list[str] = []
+    tags: Annotated[list[str], Field(exclude_if=_unset)] = []
     """Names given to this run (``sandbox tag RUN TAG``); a tag names one run of a store."""
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_marks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``fixed`` and ``tags`` are written only when set: a manifest that uses neither is
-        byte for byte what earlier versions wrote, and they read it."""
-        data: dict[str, Any] = handler(self)
-        for key in _WRITTEN_WHEN_SET:
-            if key in data and not data[key]:
-                del data[key]
-        return data
-
-
-_WRITTEN_WHEN_SET = ("fixed", "tags")
 
 
 def manifest_json_schema() -> dict[str, Any]:

@@ -9,6 +9,7 @@ the same fingerprint.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -50,22 +51,35 @@ VOLATILE_KEYS = frozenset(
 """Keys dropped anywhere in a request (compared case-insensitively)."""
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+"""Types whose values normalize to themselves."""
+
+
 def normalize(value: Any, extra_volatile: frozenset[str] = frozenset()) -> Any:
-    """Return ``value`` without volatile keys, with mappings sorted and tuples as lists."""
+    """Return ``value`` without volatile keys, with mappings sorted (by their keys as
+    strings; of two keys with the same string the later stays) and tuples as lists."""
     if isinstance(value, dict):
         drop = VOLATILE_KEYS | extra_volatile if extra_volatile else VOLATILE_KEYS
-        return {
-            str(k): normalize(v, extra_volatile)
-            for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
-            if str(k).lower() not in drop
-        }
+        items = []
+        for k, v in value.items():
+            key = k if type(k) is str else str(k)
+            if key.lower() not in drop:
+                items.append((key, v if type(v) in _LEAVES else normalize(v, extra_volatile)))
+        items.sort(key=_first)  # stable: keys with the same string keep their order
+        return dict(items)
     if isinstance(value, list | tuple):
-        return [normalize(v, extra_volatile) for v in value]
+        return [v if type(v) in _LEAVES else normalize(v, extra_volatile) for v in value]
     return value
 
 
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
+
+
+@functools.lru_cache(maxsize=1024)
 def normalize_url(url: str) -> str:
-    """Sort query parameters and drop volatile ones; keep scheme, host, path."""
+    """Sort query parameters and drop volatile ones; keep scheme, host, path (remembered
+    for the last thousand URLs: an agent calls the same few again and again)."""
     parts = urlsplit(url)
     query = sorted((k, v) for k, v in parse_qsl(parts.query) if k.lower() not in VOLATILE_KEYS)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))

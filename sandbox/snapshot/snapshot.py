@@ -25,6 +25,10 @@ class Snapshot:
         return {ref.sha256 for ref in iter_blob_refs([self.manifest, *self.events])}
 
 
+_LEAVES = (str, int, float, type(None))
+"""Values that hold nothing (bools are ints): never pushed on the walk's stack."""
+
+
 def iter_blob_refs(models: Iterable[BaseModel]) -> Iterator[BlobRef]:
     """Every :class:`BlobRef` nested anywhere in these models."""
     stack: list[object] = list(models)
@@ -33,8 +37,9 @@ def iter_blob_refs(models: Iterable[BaseModel]) -> Iterator[BlobRef]:
         if isinstance(item, BlobRef):
             yield item
         elif isinstance(item, BaseModel):
-            stack.extend(getattr(item, name) for name in type(item).model_fields)
+            values = (getattr(item, name) for name in type(item).model_fields)
+            stack.extend(v for v in values if not isinstance(v, _LEAVES))
         elif isinstance(item, list | tuple):
-            stack.extend(item)
+            stack.extend(v for v in item if not isinstance(v, _LEAVES))
         elif isinstance(item, dict):
-            stack.extend(item.values())
+            stack.extend(v for v in item.values() if not isinstance(v, _LEAVES))

@@ -69,8 +69,14 @@ def default_spool(url: str) -> Path:
 class SpoolWriter(RunWriter):
     """A :class:`RunWriter` that wakes the uploader when the run's manifest is final."""
 
-    def __init__(self, folder: Path, manifest: Manifest, on_final: Callable[[], None]) -> None:
-        super().__init__(folder, manifest)
+    def __init__(
+        self,
+        folder: Path,
+        manifest: Manifest,
+        on_final: Callable[[], None],
+        log: IO[bytes] | None = None,
+    ) -> None:
+        super().__init__(folder, manifest, log)
         self._on_final = on_final
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
@@ -269,7 +275,7 @@ class SpooledStore(DirectoryStore):
             if claimed:
                 self._unclaim(manifest.run_id)
             raise
-        return SpoolWriter(writer.folder, writer.manifest, self.kick)
+        return SpoolWriter(writer.folder, writer.manifest, self.kick, writer.log)
 
     def save_raw(
         self, manifest: Manifest, events: bytes | Path, *, overwrite: bool = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import importlib
 import json
 import os
@@ -45,7 +46,7 @@ from sandbox.errors import (
 from sandbox.names import DEFAULT_STORE, STORE_ENV
 from sandbox.snapshot.events import EVENT_ADAPTER, SHA256_PATTERN, BlobRef, Event
 from sandbox.snapshot.hashing import canonical_json, ordered_json, sha256_bytes
-from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest
+from sandbox.snapshot.manifest import RUN_ID_PATTERN, SCHEMA_VERSION, Manifest, Runtime
 from sandbox.snapshot.snapshot import Snapshot, iter_blob_refs
 
 MANIFEST = "manifest.json"
@@ -200,7 +201,37 @@ def dump_event(event: Event) -> bytes:
 
 
 def dump_manifest(manifest: Manifest) -> bytes:
-    return manifest.model_dump_json(indent=2).encode() + b"\n"
+    """``manifest.json``: the manifest as JSON indented by two spaces. The runtime (most of
+    it: the package list), the same for every run of a process, is written once per
+    process and put in its place (:func:`_runtime_json`); the bytes are the same."""
+    runtime = manifest.runtime
+    if runtime is None or not runtime.packages:
+        return manifest.model_dump_json(indent=2).encode() + b"\n"
+    rest = manifest.model_dump_json(indent=2, exclude=_RUNTIME).encode()
+    at = rest.find(_AFTER_RUNTIME) + 1
+    if at == 0:  # not where it should be: written whole
+        return manifest.model_dump_json(indent=2).encode() + b"\n"
+    return rest[:at] + _runtime_json(runtime) + rest[at:] + b"\n"
+
+
+_RUNTIME = {"runtime"}
+_AFTER_RUNTIME = b'\n  "env": '
+"""Where the runtime goes: before the next field of the manifest (``env``, always written),
+at the top level (two spaces in)."""
+_RUNTIME_JSONS: dict[int, tuple[object, bytes]] = {}
+
+
+def _runtime_json(runtime: object) -> bytes:
+    """The ``"runtime": {...},`` lines of a manifest holding ``runtime``, made once per
+    runtime object (kept alive with its bytes)."""
+    found = _RUNTIME_JSONS.get(id(runtime))
+    if found is None or found[0] is not runtime:
+        assert isinstance(runtime, Runtime)
+        body = runtime.model_dump_json(indent=2).encode().replace(b"\n", b"\n  ")
+        if len(_RUNTIME_JSONS) >= 16:
+            _RUNTIME_JSONS.clear()
+        found = _RUNTIME_JSONS[id(runtime)] = (runtime, b'  "runtime": ' + body + b",\n")
+    return found[1]
 
 
 def count_events(events: bytes) -> int:
@@ -212,11 +243,18 @@ _EVENT_BLOB_REF = re.compile(rb'"sha256":"([0-9a-f]{64})","size":(\d+)')
 """A :class:`BlobRef` as :func:`dump_event` writes it (canonical JSON: keys sorted)."""
 
 
-def referenced_blob_bytes(manifest: Manifest, events: bytes) -> int:
-    """Bytes of the distinct blobs referenced by the manifest and the event log."""
+def event_blob_sizes(events: bytes) -> dict[str, int]:
+    """The blobs the event log references, each with its size."""
+    return {match[1].decode(): int(match[2]) for match in _EVENT_BLOB_REF.finditer(events)}
+
+
+def referenced_blob_bytes(
+    manifest: Manifest, events: bytes, event_blobs: dict[str, int] | None = None
+) -> int:
+    """Bytes of the distinct blobs referenced by the manifest and the event log (whose blobs
+    are ``event_blobs`` when the caller knows them already)."""
     sizes = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
-    for match in _EVENT_BLOB_REF.finditer(events):
-        sizes[match[1].decode()] = int(match[2])
+    sizes.update(event_blob_sizes(events) if event_blobs is None else event_blobs)
     return sum(sizes.values())
 
 
@@ -291,11 +329,44 @@ def _write_synced(path: Path, data: bytes | Path) -> None:
         os.fsync(out.fileno())
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a new file in a folder just made (nothing can stand in its place)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename
-    (after an fsync unless not ``durable``: still all or nothing for a crashed process)."""
-    with atomic_file(path, durable=durable) as f:
-        f.write(data)
+    (after an fsync unless not ``durable``: still all or nothing for a crashed process).
+    The temporary file is made as :func:`atomic_file` makes it (a new name, readable by
+    its owner only), with plain system calls."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = path.parent / f".tmp-{secrets.token_hex(6)}{path.name}"
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:  # taken (one in 2**48): another name
+            continue
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 class Store(Protocol):
@@ -501,25 +572,104 @@ def _append(path: Path) -> IO[bytes]:
     return os.fdopen(_open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab", buffering=0)
 
 
+def _new_log(path: Path) -> IO[bytes]:
+    """A new, empty event log (in a folder just made: nothing can stand in its place),
+    opened to append unbuffered."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC
+    return open(os.open(path, flags, 0o666), "ab", buffering=0)
+
+
+LLM_LINE = b'{"kind":"llm",'
+"""How a model call's line of the event log starts (:func:`dump_event` writes the kind first)."""
+
+
+class LogTally:
+    """What a writer appended to an event log that was empty when it opened it: enough to
+    seal the run (count, SHA-256, the blobs and the model calls it references) without
+    reading the log back."""
+
+    def __init__(self, stat: os.stat_result) -> None:
+        self.identity = (stat.st_dev, stat.st_ino)
+        self.size = 0
+        self.count = 0
+        self.digest = hashlib.sha256()
+        self.blobs: dict[str, int] = {}
+        self.llm_lines: list[tuple[int, int]] = []
+        """Where each model call's line is (offset, length): read back to list the models."""
+        self.whole = True
+        """Every line ended with a newline."""
+
+    def add(self, line: bytes) -> None:
+        if line.startswith(LLM_LINE):
+            self.llm_lines.append((self.size, len(line)))
+        self.size += len(line)
+        self.count += line.count(b"\n")
+        self.whole = self.whole and line.endswith(b"\n")
+        self.digest.update(line)
+        if b'"sha256":"' in line:
+            self.blobs.update(event_blob_sizes(line))
+
+    def read_llm_lines(self, path: Path) -> list[bytes]:
+        """The model calls' lines, read back from the log at ``path``."""
+        if not self.llm_lines:
+            return []
+        with open_regular(path) as f:
+            return [os.pread(f.fileno(), length, offset) for offset, length in self.llm_lines]
+
+    def matches(self, path: Path) -> bool:
+        """Whether the log at ``path`` is still the file this tally counted, whole, with
+        nothing else appended (not replaced by a rewrite, not written by another process)."""
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return False
+        return (
+            self.whole
+            and (stat.st_dev, stat.st_ino) == self.identity
+            and (stat.st_size == self.size)
+        )
+
+
 class RunWriter:
     """Appends events to a run as they happen; each line is flushed before ``append`` returns,
     so a killed process leaves every event up to the kill."""
+
+    _tally: LogTally | None = None
 
     def __init__(self, folder: Path, manifest: Manifest, log: IO[bytes] | None = None) -> None:
         self.folder = folder
         self.manifest = manifest
         self._file: IO[bytes] = log if log is not None else _append(folder / EVENTS)
+        stat = os.fstat(self._file.fileno())
+        self._tally = LogTally(stat) if stat.st_size == 0 else None
 
     def append(self, event: Event) -> None:
-        self._file.write(dump_event(event))
+        self.append_raw(dump_event(event))
 
     def append_raw(self, line: bytes) -> None:
-        """Append an already-serialized event line (ending in a newline)."""
-        self._file.write(line)
+        """Append an already-serialized event line (ending in a newline) in one write; a
+        write cut short (a full disk) is an error."""
+        written = self._file.write(line)
+        if written is not None and written != len(line):
+            self._tally = None  # the log holds part of the line
+            raise OSError(errno.ENOSPC, f"event log: {written} of {len(line)} bytes written")
+        if self._tally is not None:
+            self._tally.add(line)
+
+    @property
+    def log(self) -> IO[bytes]:
+        """The event log, open to append."""
+        return self._file
+
+    def tally(self) -> LogTally | None:
+        """What this writer appended, when that is the whole log as it stands."""
+        tally = self._tally
+        return tally if tally is not None and tally.matches(self.folder / EVENTS) else None
 
     def replace_events(self, data: bytes) -> None:
         """Replace the event log with ``data`` (atomically) and append after it."""
         self.close()
+        self._tally = None
         atomic_write(self.folder / EVENTS, data)
         self._file = _append(self.folder / EVENTS)
 
@@ -551,12 +701,19 @@ class RunWriter:
         self.close()
 
 
+_PLACEHOLDER_KEYS: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
+"""Placeholder keys read in this process, by path, with the identity of the file read."""
+
+
 class DirectoryStore(Store):
     """A store in a local folder (the default backend)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
         self.location = str(self.root)
+        self._staging_made = self._runs_made = False
+        """Whether the staging area and ``runs/`` were made (or seen) already: a run's
+        creation then tries without making them first."""
 
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.root)!r})"
@@ -588,14 +745,18 @@ class DirectoryStore(Store):
 
     def placeholder_key(self) -> bytes:
         """The store's placeholder key (32 random bytes), made on first use, readable only by
-        its owner. Redaction keys its placeholders with it; it never goes into a bundle."""
+        its owner. Redaction keys its placeholders with it; it never goes into a bundle.
+        Read once per process while its file stays the same one (one ``stat`` a call)."""
         path = self.root / PLACEHOLDER_KEY
-        try:
-            return bytes.fromhex(path.read_text().strip())
-        except FileNotFoundError:
-            pass
-        except ValueError:
-            raise StoreError(f"{path}: damaged placeholder key (expected 64 hex digits)") from None
+        with contextlib.suppress(FileNotFoundError):
+            stat_ = os.stat(path)
+            seen = (stat_.st_dev, stat_.st_ino, stat_.st_mtime_ns, stat_.st_size)
+            known = _PLACEHOLDER_KEYS.get(str(path))
+            if known is not None and known[0] == seen:
+                return known[1]
+            key = self._read_placeholder_key(path)
+            _PLACEHOLDER_KEYS[str(path)] = (seen, key)
+            return key
         with store_writes(self.root):
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-key-")
@@ -606,7 +767,14 @@ class DirectoryStore(Store):
                     os.link(tmp, path)
             finally:
                 os.unlink(tmp)
-        return bytes.fromhex(path.read_text().strip())
+        return self._read_placeholder_key(path)
+
+    @staticmethod
+    def _read_placeholder_key(path: Path) -> bytes:
+        try:
+            return bytes.fromhex(path.read_text().strip())
+        except ValueError:
+            raise StoreError(f"{path}: damaged placeholder key (expected 64 hex digits)") from None
 
     # --- blobs ---------------------------------------------------------------------------
 
@@ -770,19 +938,19 @@ class DirectoryStore(Store):
             raise
 
     def begin(self, manifest: Manifest) -> RunWriter:
-        """Create a run folder (atomically) for a capture that appends as it goes."""
+        """Create a run folder (atomically) for a capture that appends as it goes: a folder
+        made aside holding the manifest and an empty log, renamed into ``runs/``."""
         target = self.run_dir(manifest.run_id)
-        if target.exists():
+        if os.path.lexists(target):
             raise StoreError(f"run {manifest.run_id!r} already exists in {self.root}")
         with store_writes(self.root):
-            staging = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+            staging = self._made_aside()
         try:
             with store_writes(self.root):
-                (staging / MANIFEST).write_bytes(dump_manifest(manifest))
-                log = _append(staging / EVENTS)  # still the log once its folder is renamed
+                _write_new(staging / MANIFEST, dump_manifest(manifest))
+                log = _new_log(staging / EVENTS)  # still the log once its folder is renamed
                 try:
-                    self.runs_dir.mkdir(parents=True, exist_ok=True)
-                    os.rename(staging, target)
+                    self._rename_in(staging, target)
                 except BaseException:
                     log.close()
                     raise
@@ -790,6 +958,25 @@ class DirectoryStore(Store):
             shutil.rmtree(staging, ignore_errors=True)
             raise
         return RunWriter(target, manifest, log)
+
+    def _made_aside(self) -> Path:
+        """A new private folder in the staging area (made with the area when missing)."""
+        if self._staging_made:
+            with contextlib.suppress(FileNotFoundError):  # the area was removed since
+                return Path(tempfile.mkdtemp(dir=self.root / ".tmp", prefix="run-"))
+        folder = Path(tempfile.mkdtemp(dir=self.staging_dir(), prefix="run-"))
+        self._staging_made = True
+        return folder
+
+    def _rename_in(self, staging: Path, target: Path) -> None:
+        """Rename a folder made aside to ``target`` in ``runs/`` (made when missing)."""
+        if self._runs_made:
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(staging, target)
+                return
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        os.rename(staging, target)
+        self._runs_made = True
 
     def resume(self, run_id: str) -> RunWriter:
         return RunWriter(self._require(run_id), self.load_manifest(run_id))

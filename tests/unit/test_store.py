@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from snapshot_factory import CREATED, build_snapshot, tree
 
+from sandbox.capture.run import finish_manifest
 from sandbox.errors import StoreError, UnknownRunError, UnsafePathError
 from sandbox.snapshot import DirectoryStore, Manifest
-from sandbox.snapshot.events import ClockRead
+from sandbox.snapshot.events import BlobRef, ClockRead, Event, LLMCall, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
-from sandbox.snapshot.store import EVENTS, MANIFEST, dump_event
+from sandbox.snapshot.manifest import ModelInfo, Runtime
+from sandbox.snapshot.store import (
+    EVENTS,
+    MANIFEST,
+    atomic_write,
+    dump_event,
+    dump_manifest,
+    parse_manifest,
+)
 
 ESCAPES = ["../x", "/abs", "a/b", "..", ".", "", "a\\b", "x/../../y"]
 
@@ -123,3 +134,90 @@ def test_store_files_are_where_the_layout_says(store: DirectoryStore, tmp_path: 
         assert (store.root / "blobs" / "sha256" / key[:2] / key).is_file()
     # nothing outside the store's root
     assert {p.name for p in tmp_path.iterdir()} == {"store"}
+
+
+def _mixed_events() -> list[Event]:
+    blob = BlobRef(sha256="a" * 64, size=123)
+    return [
+        ToolCall(seq=0, wall=1, mono=0, name="lookup", output_blob=blob),
+        LLMCall(seq=1, wall=1, mono=0, provider="openai", model="m1", params={"t": 0.5}),
+        ClockRead(seq=2, wall=1, mono=0, value=1.0),
+    ]
+
+
+def test_a_run_is_sealed_from_what_its_writer_counted(store: DirectoryStore) -> None:
+    """A capture seals its run from what the writer counted while appending (no reading the
+    log back): the count, the hash, the blobs' bytes and the models are the log's."""
+    writer = store.begin(Manifest(run_id="counted", created=CREATED))
+    for event in _mixed_events():
+        writer.append(event)
+    writer.close(durable=False)
+    assert writer.tally() is not None
+    sealed = finish_manifest(store, writer.manifest, writer, durable=False)
+    data = (store.run_dir("counted") / EVENTS).read_bytes()
+    assert sealed.event_count == 3
+    assert sealed.events_sha256 == sha256_bytes(data)
+    assert sealed.blob_bytes == 123
+    assert sealed.models == [ModelInfo(provider="openai", model="m1", params={"t": 0.5})]
+    assert store.load_manifest("counted") == sealed
+
+
+def test_a_log_changed_behind_its_writer_is_read_back(store: DirectoryStore) -> None:
+    """What the writer counted is not used once the log holds more than it wrote (a line
+    appended by another process) or is another file (rewritten whole, even to the same
+    size): the run is sealed from the log as it stands."""
+    events = _mixed_events()
+    writer = store.begin(Manifest(run_id="appended", created=CREATED))
+    writer.append(events[0])
+    with open(store.run_dir("appended") / EVENTS, "ab") as other:
+        other.write(dump_event(events[2]))
+    writer.close(durable=False)
+    assert writer.tally() is None
+    assert finish_manifest(store, writer.manifest, writer, durable=False).event_count == 2
+
+    writer = store.begin(Manifest(run_id="rewritten", created=CREATED))
+    writer.append(events[2])
+    writer.close(durable=False)
+    path = store.run_dir("rewritten") / EVENTS
+    same_size = path.read_bytes().replace(b"1.0", b"2.0")
+    atomic_write(path, same_size)
+    sealed = finish_manifest(store, writer.manifest, writer, durable=False)
+    assert sealed.events_sha256 == sha256_bytes(same_size)
+
+
+def test_an_event_cut_short_by_a_full_log_is_an_error(tmp_path: Path) -> None:
+    """A write the system cuts short (here by the file size limit, as a full disk does) is
+    an error, so the capture marks its run damaged instead of sealing half a line."""
+    script = f"""
+import os, resource, signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from snapshot_factory import CREATED
+from sandbox.snapshot import DirectoryStore, Manifest
+from sandbox.snapshot.events import ClockRead
+store = DirectoryStore({str(tmp_path / "s")!r})
+writer = store.begin(Manifest(run_id="full", created=CREATED))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+try:
+    writer.append(ClockRead(seq=0, wall=0, mono=0, value=1.0, name="x" * 200))
+except OSError as exc:
+    print("refused:", exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert "refused: [Errno 28] event log: 100 of" in done.stdout, done.stderr
+
+
+def test_a_manifest_is_written_as_its_model_dumps_it() -> None:
+    """The package list, written once per process and put in its place, leaves the bytes
+    of ``manifest.json`` those of the model's own JSON, with and without it, tags and an
+    environment."""
+    runtime = Runtime(python="3.11.7", platform="Linux", packages={"a": "1", "b-c": "2.0"})
+    plain = Manifest(run_id="m", created=CREATED)
+    for manifest in (
+        plain,
+        plain.model_copy(update={"runtime": runtime}),
+        plain.model_copy(update={"runtime": runtime, "tags": ["t"], "env": {"A": "1"}}),
+        plain.model_copy(update={"runtime": Runtime(python="3", platform="x")}),
+    ):
+        assert dump_manifest(manifest) == manifest.model_dump_json(indent=2).encode() + b"\n"
+        assert parse_manifest(dump_manifest(manifest)) == manifest

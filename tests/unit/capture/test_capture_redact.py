@@ -323,3 +323,75 @@ def test_gated_families_redact_as_one_full_pass(parts: list[str]) -> None:
         full_text, full_bytes = r._search(tuple(range(len(r._families))))
         assert r.bytes(text.encode()) == full_bytes.sub(r._bsub, text.encode())
         assert r.text(text) == full_text.sub(r._sub, text)
+
+
+def test_a_text_found_clean_is_redacted_once_it_holds_a_secret() -> None:
+    """Texts remembered as holding nothing to redact are remembered per set of secrets: a
+    redactor that knows a secret the text holds (from its settings, its environment, or
+    learned after the text was first seen) still replaces it."""
+    value = "order note hunter22xx"
+    plain = Redactor(key=b"k" * 32)
+    assert plain.text(value) == value
+    assert plain.text(value) == value  # remembered
+    configured = Redactor(RedactionConfig(secrets=("hunter22xx",)), key=b"k" * 32)
+    assert "hunter22xx" not in configured.text(value)
+    from_env = Redactor(env={"DB_PASSWORD": "hunter22xx"}, key=b"k" * 32)
+    assert "hunter22xx" not in from_env.text(value)
+    changed_env = Redactor(env={"DB_PASSWORD": "other-pass-77"}, key=b"k" * 32)
+    assert changed_env.text(value) == value
+    assert "other-pass-77" not in changed_env.text("x other-pass-77")
+    plain.add_secret("hunter22xx")
+    assert "hunter22xx" not in plain.text(value)
+    assert "hunter22xx" not in plain.bytes(value.encode()).decode()
+
+
+def test_a_line_with_a_field_or_trigger_in_any_case_is_still_searched() -> None:
+    """The one-pass check that lets most lines through unsearched looks at the lowered line:
+    a credential field written in capitals, a mixed-case bearer scheme, a literal secret
+    with capitals, each still found."""
+    r = Redactor(RedactionConfig(secrets=("MiXeD-Secret-9",)), key=b"k" * 32)
+    line = b'{"API_KEY":"abcDEF123456","h":"Bearer zzzzzzzz1234","n":"MiXeD-Secret-9"}'
+    out = r.bytes(line)
+    assert b"abcDEF123456" not in out
+    assert b"zzzzzzzz1234" not in out
+    assert b"MiXeD-Secret-9" not in out
+
+
+def test_the_process_fields_are_redacted_with_each_runs_secrets(tmp_path: Path) -> None:
+    """What is the same for every run of a process (its command line, package list ...) is
+    redacted once per set of secrets and store, not once per process: a run that declares a
+    secret its command line holds, a run in another store, and a run that learns the secret
+    from a header while it runs each have it replaced, with their own store's placeholder."""
+    from sandbox.snapshot.manifest import Entrypoint
+
+    token = "tok-PROC-9a8b7c6d5e"
+    entry = Entrypoint(kind="command", command=["python", "agent.py", "--token", token])
+    first, second = DirectoryStore(tmp_path / "a"), DirectoryStore(tmp_path / "b")
+    with capture.run("plain", store=first, services="none", entrypoint=entry) as rec:
+        pass
+    assert token in first.load_manifest(rec.run_id).entrypoint.command  # nothing says it is one
+    declared = RedactionConfig(secrets=(token,))
+    for store in (first, second):
+        with capture.run(
+            "declared", store=store, services="none", entrypoint=entry, redaction=declared
+        ) as rec:
+            pass
+        command = store.load_manifest(rec.run_id).entrypoint.command
+        assert token not in command
+        assert Redactor(declared, key=store.placeholder_key()).placeholder(token) in command
+    with capture.run("learned", store=first, services="none", entrypoint=entry) as rec:
+        rec.redact_headers([("authorization", f"Bearer {token}")])
+    assert token not in first.load_manifest(rec.run_id).entrypoint.command
+
+
+def test_headers_seen_again_are_redacted_with_the_secrets_known_now(
+    store: DirectoryStore,
+) -> None:
+    """A run's recorder remembers headers it redacted (a client sends the same ones again
+    and again), but not across a secret learned in between: the same headers are then
+    redacted again, the new secret replaced."""
+    headers = [("accept", "*/*"), ("x-trace", "tok-HDR-55aa66bb77")]
+    with capture.run("headers", store=store, services="none") as rec:
+        assert rec.redact_headers(headers)["x-trace"] == "tok-HDR-55aa66bb77"
+        rec.redact_headers([("authorization", "Bearer tok-HDR-55aa66bb77")])  # learned
+        assert "tok-HDR-55aa66bb77" not in rec.redact_headers(headers)["x-trace"]
