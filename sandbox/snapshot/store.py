@@ -652,7 +652,9 @@ class RunWriter:
         written = self._file.write(line)
         if written is not None and written != len(line):
             self._tally = None  # the log holds part of the line
-            raise OSError(errno.ENOSPC, f"event log: {written} of {len(line)} bytes written")
+            raise StoreWriteError(
+                f"cannot write to {self.folder / EVENTS}: {written} of {len(line)} bytes written"
+            )
         if self._tally is not None:
             self._tally.add(line)
 

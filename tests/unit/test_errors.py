@@ -14,8 +14,10 @@ from sandbox import errors
 ROOT = Path(__file__).resolve().parents[2]
 CAUGHT_BY_CALLER = {
     ("sandbox/services/redis/dumptext.py", "lzf_decompress"),
+    ("sandbox/capture/durable.py", "syncfs"),
 }
-"""Helpers whose ``ValueError`` the one caller in the same module turns into its own answer."""
+"""Helpers whose error (``ValueError``, ``OSError``) the one caller in the same module turns
+into its own answer."""
 PROTOCOL = {("__getattr__", "AttributeError")}
 """What Python's protocols ask a function to raise (a module's ``__getattr__``)."""
 
