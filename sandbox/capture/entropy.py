@@ -4,8 +4,8 @@ without one, cross the seam, so replay hands back the bytes the run got.
 * ``os.urandom`` (and ``random``'s own reference to it, which ``random.SystemRandom`` and so
   ``secrets`` draw from) is wrapped: each call is a ``random`` event named ``os.urandom``
   holding the bytes it returned. The bytes are the real ones: nothing is made predictable
-  while capturing. ``uuid.uuid4`` imported before the capture started, ``secrets.token_hex``,
-  ``numpy.random.default_rng()`` (whose seed comes from ``secrets``) all draw through it.
+  while capturing. ``secrets.token_hex``, ``numpy.random.default_rng()`` (whose seed comes
+  from ``secrets``), ``uuid.uuid4`` in a run that does not seed its ids all draw through it.
 * ``random.Random.seed(None)`` (what ``random.Random()`` does) seeds from 32 bytes of that
   wrapped ``os.urandom``, instead of from the C library's own entropy, so an unseeded
   generator draws the same numbers on replay.
