@@ -62,6 +62,7 @@ from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import recorded_env, redact_manifest, seal
 from sandbox.capture.threads import THREADS
+from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
@@ -489,7 +490,8 @@ def start_recording(
     entropy: bool = True,
     save: bool = True,
 ) -> list[Callable[[], None]]:
-    """Seed the generators, give the run its seeded ``uuid4``, and hold the process-wide
+    """Seed the generators, give the run its seeded ``uuid4`` (and record ``uuid_utils``' ids:
+    :mod:`sandbox.capture.uuidutils`), and hold the process-wide
     patches (httpx, the MCP client, the agent frameworks' tools, the entropy sources
     (:mod:`sandbox.capture.entropy`), tenacity's retries, environment reads, threads
     inheriting the run); record the seeds in the manifest (written now when ``save``).
@@ -512,6 +514,7 @@ def start_recording(
         if ids:
             recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
             undo.append(patch_uuid4())
+            undo.append(patch_uuid_utils())
         if http:
             undo.append(patch_httpx())
             undo.append(patch_mcp())
