@@ -31,8 +31,14 @@ class Rebinder:
         self._seen: set[int] = set()
         self._found: list[tuple[dict[str, Any], str]] = []
         self._lock = threading.Lock()
+        self._loaded: tuple[int, str] | None = None
+        """``sys.modules`` as last looked through: its size and its newest module."""
 
     def _holders(self, originals: frozenset[int]) -> list[tuple[dict[str, Any], str]]:
+        loaded = (len(sys.modules), next(reversed(sys.modules), ""))
+        if loaded == self._loaded:  # no module loaded since: nothing new to look through
+            return list(self._found)
+        self._loaded = loaded
         for module in list(sys.modules.values()):
             if id(module) in self._seen:
                 continue
