@@ -208,8 +208,8 @@ class ReplayBoundary(Recorder):
         its task, as the capture recorded it (what stops or times out the replay is not the
         program's)."""
         if isinstance(exc, (Exception, SystemExit)):
+            self.record_exception(exc)  # then what is still waiting, as the capture's end
             self.flush_pending()
-            self.record_exception(exc)
 
     # --- Boundary ------------------------------------------------------------------------
 
