@@ -30,3 +30,10 @@ IMPORTED_FROM_LABEL = "imported_from"
 TRACE_SOURCE = "opentelemetry"
 """... ``opentelemetry``: an OTLP trace (:mod:`sandbox.otel.importer`), which records model
 calls, tool calls and the result, and no HTTP headers, clock reads or random draws."""
+OPENED_LABEL = "sandbox.opened"
+"""Manifest label of a run that a program opened itself (``capture.run`` as a decorator or a
+``with`` block in a script, its entrypoint the command line) ..."""
+OPENED_IN_PROGRAM = "capture.run"
+"""... its value: the run began when the program entered ``capture.run``, after what the
+program did first (its imports), so its replay begins its recording there too
+(:mod:`sandbox.replay.command`)."""

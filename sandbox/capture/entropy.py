@@ -4,8 +4,8 @@ without one, cross the seam, so replay hands back the bytes the run got.
 * ``os.urandom`` (and ``random``'s own reference to it, which ``random.SystemRandom`` and so
   ``secrets`` draw from) is wrapped: each call is a ``random`` event named ``os.urandom``
   holding the bytes it returned. The bytes are the real ones: nothing is made predictable
-  while capturing. ``uuid.uuid4`` imported before the capture started, ``secrets.token_hex``,
-  ``numpy.random.default_rng()`` (whose seed comes from ``secrets``) all draw through it.
+  while capturing. ``secrets.token_hex``, ``numpy.random.default_rng()`` (whose seed comes
+  from ``secrets``), ``uuid.uuid4`` in a run that does not seed its ids all draw through it.
 * ``random.Random.seed(None)`` (what ``random.Random()`` does) seeds from 32 bytes of that
   wrapped ``os.urandom``, instead of from the C library's own entropy, so an unseeded
   generator draws the same numbers on replay.
@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.capture.origin import IMPORTING, origin
 from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
@@ -57,28 +58,6 @@ class BytesAdapter:
 _ADAPTER = BytesAdapter()
 
 
-_LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
-_SCRIPT_DIRS = tuple(
-    {os.path.join(prefix, "bin") + os.sep for prefix in (sys.prefix, sys.exec_prefix)}
-)
-"""Where an installed package's console scripts are (``.venv/bin/pytest``): library code."""
-_IMPORTING = "<frozen importlib._bootstrap"
-
-
-def _origin(frame: Any) -> str:
-    """Whose code a frame runs: ``stdlib`` (the import machinery too), ``sandbox``, an
-    installed ``library``, or the ``agent``'s own."""
-    module = str(frame.f_globals.get("__name__", ""))
-    if module.split(".")[0] in sys.stdlib_module_names:
-        return "stdlib"
-    if module.startswith("sandbox."):
-        return "sandbox"
-    filename = frame.f_code.co_filename
-    if any(d in filename for d in _LIBRARY_DIRS) or filename.startswith(_SCRIPT_DIRS):
-        return "library"
-    return "agent"
-
-
 def not_the_runs() -> bool:
     """Whether a draw, asked by the wrapper that the drawing code called, is not the run's:
     the code that drew (the first caller outside the standard library and this module) is
@@ -86,16 +65,16 @@ def not_the_runs() -> bool:
     (an import frame comes before any agent code)."""
     frame: Any = sys._getframe(2)
     while frame is not None and (
-        frame.f_globals.get("__name__") == __name__ or _origin(frame) == "stdlib"
+        frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
     ):
         frame = frame.f_back
-    drawer = None if frame is None else _origin(frame)
+    drawer = None if frame is None else origin(frame)
     if drawer != "library":
         return drawer == "sandbox"
     while frame is not None:  # a library drew: was it being imported?
-        if frame.f_code.co_filename.startswith(_IMPORTING):
+        if frame.f_code.co_filename.startswith(IMPORTING):
             return True
-        if _origin(frame) == "agent":
+        if origin(frame) == "agent":
             return False  # the agent's own code called the library
         frame = frame.f_back
     return False

@@ -26,8 +26,7 @@ import threading
 from collections.abc import Callable, ItemsView, ValuesView
 from typing import Any
 
-from sandbox.capture.entropy import _IMPORTING as IMPORTING
-from sandbox.capture.entropy import _origin as origin
+from sandbox.capture.origin import IMPORTING, origin
 from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 

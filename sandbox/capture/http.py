@@ -5,9 +5,10 @@
 official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
 unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) when aiohttp
 is installed. A request an agent makes straight through an ``aiohttp.ClientSession`` (the
-async client of ``google-genai``, say) is not captured: the first one in a run, outside any
-recorded call, is named once on stderr (:func:`_warn_uncaptured`) so the gap shows at capture,
-not as a refused call at replay. Each exchange crosses the seam as an ``http`` call: the
+async client of ``google-genai``, say) is not captured, nor one through urllib3
+(``requests``, botocore): the first one in a run, outside any recorded call, is named once
+on stderr with its version (:func:`_warn_uncaptured`) so the gap shows at capture, not as a
+refused call at replay. Each exchange crosses the seam as an ``http`` call: the
 request (method, URL, body) is the normalized request; the response body is teed while the
 caller reads it (streaming keeps streaming) and the ``http`` event is written when the body
 is finished or closed. Exchanges a model API of the registry recognises
@@ -34,6 +35,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from sandbox.capture.onimport import when_imported
+from sandbox.capture.origin import asker
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary, llm
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
@@ -48,6 +50,10 @@ AIOHTTP_TRANSPORTS = frozenset(
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
 AIOHTTP_CLIENT = "aiohttp.client"
 """aiohttp's own client, watched (not captured) when imported: see :func:`_warn_uncaptured`."""
+URLLIB3_POOL = "urllib3.connectionpool"
+"""urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
+imported, as aiohttp's client is."""
+_URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):
@@ -402,8 +408,9 @@ class _Patch:
         self.count = 0
         self.originals: list[tuple[type, str, Any]] = []
         self.stop_on_import: Callable[[], None] = lambda: None
-        self.warned = False
-        """Whether the uncaptured-aiohttp warning was written (once per process)."""
+        self.warned: set[str] = set()
+        """The uncaptured clients (``aiohttp``, ``urllib3``) already named (once per
+        process each)."""
 
 
 _PATCH = _Patch()
@@ -443,30 +450,40 @@ def _version(distribution: str) -> str:
         return "(unknown version)"
 
 
-def _uncaptured_client() -> str:
-    """The client making an uncaptured aiohttp request, read off the caller's stack."""
-    frame = sys._getframe(1)
+def _uncaptured_client(library: str) -> str:
+    """The client making an uncaptured request through ``library`` (``aiohttp`` or
+    ``urllib3``), read off the caller's stack, with its version."""
+    callers: set[str] = set()
+    frame: Any = sys._getframe(1)
     while frame is not None:
-        if str(frame.f_globals.get("__name__", "")).startswith("google.genai"):
+        callers.add(str(frame.f_globals.get("__name__", "")))
+        frame = frame.f_back
+    tops = {name.partition(".")[0] for name in callers}
+    if library == "aiohttp":
+        if any(name.startswith("google.genai") for name in callers):
             return f"google-genai {_version('google-genai')} async client (aiohttp)"
-        frame = frame.f_back  # type: ignore[assignment]
-    return f"aiohttp {_version('aiohttp')} ClientSession request"
+        return f"aiohttp {_version('aiohttp')} ClientSession request"
+    top = next((name for name in _URLLIB3_CALLERS if name in tops), "urllib3")
+    return f"{top} {_version(top)}"
 
 
-def _warn_uncaptured() -> None:
-    """Say once per process, on stderr, that a run made an aiohttp request nothing records
-    (its reply will be refused on replay). Fails open: never raises into the agent."""
+def _warn_uncaptured(library: str) -> None:
+    """Say once per process, on stderr, that a run made a request through ``library``
+    (``aiohttp``, ``urllib3``) that nothing records (its reply will be refused on replay).
+    The sandbox's own requests (the Docker engine's, an object store's) are not the run's.
+    Fails open: never raises into the agent."""
     with contextlib.suppress(Exception):
         now = boundary.current()
         if (
-            _PATCH.warned
+            library in _PATCH.warned
             or now is None
             or getattr(now, "replaying", False)
             or boundary.current_span() is not None  # inside a recorded call: replayed whole
+            or asker(2) == "sandbox"
         ):
             return
-        _PATCH.warned = True
-        name = _uncaptured_client()
+        _PATCH.warned.add(library)
+        name = _uncaptured_client(library)
         advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
         sys.stderr.write(
             f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
@@ -479,19 +496,34 @@ def _patch_aiohttp_client(client: ModuleType) -> None:
     original = session._request
 
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _warn_uncaptured()
+        _warn_uncaptured("aiohttp")
         return await original(self, *args, **kwargs)
 
     session._request = _request
     _PATCH.originals.append((session, "_request", original))
 
 
+def _patch_urllib3(pool: ModuleType) -> None:
+    """Watch ``urllib3.HTTPConnectionPool.urlopen`` (``requests``' and botocore's every
+    request goes through it) for requests made inside a run."""
+    cls = pool.HTTPConnectionPool
+    original = cls.urlopen
+
+    def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _warn_uncaptured("urllib3")
+        return original(self, *args, **kwargs)
+
+    cls.urlopen = urlopen
+    _PATCH.originals.append((cls, "urlopen", original))
+
+
 def _start_aiohttp_patches() -> Callable[[], None]:
-    """Patch the SDKs' aiohttp transports (and watch aiohttp's own client) when the agent
-    imports them (at once if it has)."""
+    """Patch the SDKs' aiohttp transports (and watch aiohttp's own client and urllib3's
+    pools) when the agent imports them (at once if it has)."""
     patches: dict[str, Callable[[ModuleType], None]]
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
     patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
+    patches[URLLIB3_POOL] = _patch_urllib3
     return when_imported(patches)
 
 

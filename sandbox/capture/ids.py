@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandbox.capture.entropy import not_the_runs
+from sandbox.capture.rebind import Rebinder
 from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome
@@ -101,10 +102,12 @@ def patch_uuid4(seed: int | None = None) -> Callable[[], None]:
     cross the seam, each from the seeded generator of the run drawing (its ``uuid4_source``,
     see :func:`sandbox.capture.run.start_recording`), else from one seeded with ``seed`` (in
     a process with no boundary, one the replay runs live, unrecorded);
-    return the function that stops it (for this holder). Code that did ``from uuid import
-    uuid4`` before the patch keeps the original. A draw outside any run, of a run with no
-    generator, or that is not the run's (see :func:`sandbox.capture.entropy.not_the_runs`)
-    is the original's, not recorded."""
+    return the function that stops it (for this holder). A module that did ``from uuid
+    import uuid4`` before the patch is rebound to it while it holds, so a capture started
+    inside the program and its replay (patched before the program's imports) draw alike
+    (:mod:`sandbox.capture.rebind`). A draw outside any run, of a run with no generator, or
+    that is not the run's (see :func:`sandbox.capture.entropy.not_the_runs`) is the
+    original's, not recorded."""
     release = _UUID4.acquire()
     if seed is None:
         return release
@@ -139,12 +142,17 @@ def _patch_uuid4() -> Callable[[], None]:
         return boundary.through("random", "uuid4", None, generator, adapter)
 
     uuid.uuid4 = uuid4
+    unbind = _EARLY.rebind({original: uuid4})
 
     def restore() -> None:
+        unbind()
         if uuid.uuid4 is uuid4:
             uuid.uuid4 = original
 
     return restore
 
 
+_EARLY = Rebinder()
+"""The modules that did ``from uuid import uuid4`` before the patch (see
+:mod:`sandbox.capture.rebind`)."""
 _UUID4 = Shared(_patch_uuid4)

@@ -56,6 +56,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, JsonValue
 
 from sandbox.capture.imports import ImportPatch, Undo
+from sandbox.capture.rebind import Rebinder
 from sandbox.errors import ReplayError
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Emitter, Outcome, RecordedError
@@ -593,25 +594,9 @@ def _sse_patch(original: Any) -> Any:
     return sse_client
 
 
-def _rebind(original: object, replacement: object) -> Undo:
-    """Point every loaded module's name for ``original`` at ``replacement`` (``from mcp
-    import stdio_client`` binds the function before any patch); return the undo."""
-    bound: list[tuple[object, str]] = []
-    for module in list(sys.modules.values()):
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for attr, value in list(names.items()):
-            if value is original:
-                setattr(module, attr, replacement)
-                bound.append((module, attr))
-
-    def undo() -> None:
-        for module, attr in bound:
-            if getattr(module, attr, None) is replacement:
-                setattr(module, attr, original)
-
-    return undo
+_EARLY = Rebinder()
+"""The modules' names for the transports (``from mcp import stdio_client`` binds the
+function before any patch: see :mod:`sandbox.capture.rebind`)."""
 
 
 def _apply() -> Undo:
@@ -639,6 +624,7 @@ def _apply() -> Undo:
 
     for cls, attr, make in patched:
         setattr(cls, attr, make(cls))
+    transports: dict[Any, Any] = {}
     for module, attr, make_transport in (
         (stdio, "stdio_client", _stdio_patch),
         (streamable_http, "streamable_http_client", _http_patch),
@@ -646,7 +632,8 @@ def _apply() -> Undo:
     ):
         original = getattr(module, attr, None)  # not in every SDK version
         if original is not None:
-            undo.append(_rebind(original, make_transport(original)))
+            transports[original] = make_transport(original)
+    undo.append(_EARLY.rebind(transports))  # the module's own names and every other's
     return restore
 
 

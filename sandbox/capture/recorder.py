@@ -218,6 +218,8 @@ class Recorder:
         """The run's seeded ``uuid4`` generator (see :mod:`sandbox.capture.ids`)."""
         self.damaged: str | None = None
         """Why the capture of this run failed (its own error, never the agent's), if it did."""
+        self._exception: BaseException | None = None
+        """The exception recorded as the one that ended the run."""
 
     @property
     def run_id(self) -> str:
@@ -226,6 +228,16 @@ class Recorder:
     @property
     def event_count(self) -> int:
         return self._seq
+
+    def hand_over(self) -> None:
+        """The program entered ``capture.run`` while this recorder serves it: a replay's
+        recorder of a run the program opened itself begins recording there (see
+        :class:`sandbox.replay.boundary.ReplayBoundary`); a capture's does nothing."""
+
+    def hand_back(self, exc: BaseException | None) -> None:
+        """The program left the ``capture.run`` it entered while this recorder serves it,
+        with ``exc`` escaping: a replay's recorder records it there, in that task, as the
+        capture did; a capture's does nothing."""
 
     # --- Boundary ------------------------------------------------------------------------
 
@@ -484,7 +496,12 @@ class Recorder:
 
     def record_exception(self, exc: BaseException) -> None:
         """The exception that ended the run: a final ``result`` event with the error, and the
-        failure (unless one was marked already)."""
+        failure (unless one was marked already). The same exception is recorded once (it
+        may reach the program's top after the ``capture.run`` it escaped recorded it)."""
+        with self._lock:
+            if exc is self._exception:
+                return
+            self._exception = exc
         info = error_info(exc)
         self.emit(FinalResult, None, name="result", error=info)
         if self.failure is None:

@@ -64,7 +64,9 @@ from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import recorded_env, redact_manifest, seal
 from sandbox.capture.threads import THREADS
+from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.events import BlobRef, Event, LLMCall
@@ -171,6 +173,8 @@ class Capture:
         self.keep = check_keep(self.keep)
         self._staging: Staging | None = None
         self._recorder: Recorder | None = None
+        self._handed: Recorder | None = None
+        """The replay's recorder this block handed over to (see :meth:`__enter__`)."""
         self._undo: list[Callable[[], None]] = []
         self._discovery: Discovery | None = None
         self._pins: dict[str, PinnedState] = {}
@@ -216,7 +220,10 @@ class Capture:
             clock=ClockInfo(start=start_datetime(clock), timezone=local_timezone(env)),
             seeds={"run": seed, "uuid4": derive_seed(seed, "uuid4")},
             services=services,
-            labels=dict(self.labels),
+            labels={
+                **self.labels,
+                **({OPENED_LABEL: OPENED_IN_PROGRAM} if self.entrypoint is None else {}),
+            },
         )
         writer = store.begin(_redacted(manifest, redactor))
         return store, writer, redactor, seed
@@ -227,7 +234,10 @@ class Capture:
         active = boundary.current()
         if isinstance(active, Recorder) and active.replaying:
             # Inside a replay this block *is* the run being replayed: hand over to the
-            # replay's recorder (no second run; an escaping exception is the replay's).
+            # replay's recorder (no second run; an escaping exception is the replay's), which
+            # begins recording here when the capture did (see Recorder.hand_over).
+            active.hand_over()
+            self._handed = active
             return active
         if boundary.installed() is not None:
             raise CaptureError(
@@ -312,6 +322,10 @@ class Capture:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        handed, self._handed = self._handed, None
+        if handed is not None:
+            handed.hand_back(exc)
+            return
         recorder = self._recorder
         if recorder is None:
             return
@@ -551,7 +565,8 @@ def start_recording(
     entropy: bool = True,
     save: bool = True,
 ) -> list[Callable[[], None]]:
-    """Seed the generators, give the run its seeded ``uuid4``, and hold the process-wide
+    """Seed the generators, give the run its seeded ``uuid4`` (and record ``uuid_utils``' ids:
+    :mod:`sandbox.capture.uuidutils`), and hold the process-wide
     patches (httpx, the MCP client, the agent frameworks' tools, the entropy sources
     (:mod:`sandbox.capture.entropy`), tenacity's retries, environment reads, threads
     inheriting the run); record the seeds in the manifest (written now when ``save``).
@@ -574,6 +589,7 @@ def start_recording(
         if ids:
             recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
             undo.append(patch_uuid4())
+            undo.append(patch_uuid_utils())
         if http:
             undo.append(patch_httpx())
             undo.append(patch_mcp())

@@ -156,6 +156,8 @@ class ReplayBoundary(Recorder):
         )
         self.seed = seed
         """The run's seed: the entropy of the processes the replay starts live."""
+        self.on_hand_over: Callable[[], None] | None = None
+        """Called the first time the program enters ``capture.run`` (see :meth:`hand_over`)."""
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)
@@ -191,6 +193,23 @@ class ReplayBoundary(Recorder):
         self.served_live_on_miss = 0
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
+
+    def hand_over(self) -> None:
+        """The replayed program entered ``capture.run``: the session's deferred start of
+        the recording (seeds, ids, entropy, clients' hooks) runs now, once, in this task, as
+        the capture's did (:class:`sandbox.replay.session.ReplaySession`)."""
+        with self._state_lock:
+            start, self.on_hand_over = self.on_hand_over, None
+        if start is not None:
+            start()
+
+    def hand_back(self, exc: BaseException | None) -> None:
+        """The replayed program left that ``capture.run`` with ``exc``: recorded there, in
+        its task, as the capture recorded it (what stops or times out the replay is not the
+        program's)."""
+        if isinstance(exc, (Exception, SystemExit)):
+            self.record_exception(exc)  # then what is still waiting, as the capture's end
+            self.flush_pending()
 
     # --- Boundary ------------------------------------------------------------------------
 

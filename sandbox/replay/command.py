@@ -11,11 +11,13 @@ that switch the capture hook's ``sitecustomize`` to replay:
   enforcement, the clock mode, and the file the child writes its :class:`Served` to.
 
 In the child, :func:`start_from_env` opens a :class:`~sandbox.replay.session.ReplaySession`
-(the same one the in-process replay uses), records the exception that ends the program as a
-capture does, and at exit writes what the boundary saw for the parent, which then judges the
-run exactly as an in-process one. The variables are removed from the program's environment;
-its own Python children replay their recorded tasks into the same run
-(:mod:`sandbox.capture.children`).
+(the same one the in-process replay uses; for a run the program opened itself with
+``capture.run``, its recording begins where the program enters ``capture.run`` again, as
+the capture's did, so what the program drew before, as it imported, is not the run's
+either), records the exception that ends the program as a capture does, and at exit writes
+what the boundary saw for the parent, which then judges the run exactly as an in-process
+one. The variables are removed from the program's environment; its own Python children
+replay their recorded tasks into the same run (:mod:`sandbox.capture.children`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from sandbox.capture.children import ENV_VAR as CAPTURE_VAR
 from sandbox.capture.children import ChildWriter, events_of_child, hook_environment
 from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL
 from sandbox.replay.boundary import ReplayStopped
 from sandbox.replay.session import (
     OF_VAR,
@@ -164,8 +167,14 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         return session
     result = Path(settings["result"])
     writer = store.resume(run_id)
+    manifest = store.load_manifest(original)
     session = ReplaySession(
-        writer, store, store.load_manifest(original), store.load_events(original), options
+        writer,
+        store,
+        manifest,
+        store.load_events(original),
+        options,
+        at_hand_over=manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM,
     )
     rec = session.rec
 

@@ -185,7 +185,14 @@ def replay_variables(
 
 class ReplaySession:
     """Replay one run in this process, recording it through ``writer``; :meth:`close` undoes
-    everything (the patches, the boundary, the clock) and closes the writer."""
+    everything (the patches, the boundary, the clock) and closes the writer.
+
+    The recording proper (the generators seeded, the ids and entropy drawn through the seam,
+    the clients' hooks: :func:`sandbox.capture.run.start_recording`) begins at once, or, with
+    ``at_hand_over``, when the program enters ``capture.run`` (the boundary's
+    :meth:`~sandbox.replay.boundary.ReplayBoundary.hand_over`): where a run the program
+    opened itself began at capture, after its imports. The clock, the network guard and the
+    services' redirection hold from the start either way."""
 
     def __init__(
         self,
@@ -196,6 +203,7 @@ class ReplaySession:
         options: ReplayOptions,
         *,
         follow: bool = True,
+        at_hand_over: bool = False,
     ) -> None:
         self.writer = writer
         self.clock: ReplayClock = (
@@ -236,14 +244,20 @@ class ReplaySession:
             self._undo.append(self.guard.install())
             seed = original.seeds.get("run")
             if seed is not None:
-                self._undo.extend(
-                    start_recording(
-                        self.rec,
-                        seed,
-                        ids="uuid4" in original.seeds,
-                        entropy=any(e.name == URANDOM for e in recording if e.kind == "random"),
-                    )
-                )
+                entropy = any(e.name == URANDOM for e in recording if e.kind == "random")
+                ids = "uuid4" in original.seeds
+                run_seed: int = seed
+
+                def start() -> None:
+                    if not self._closed:
+                        self._undo.extend(
+                            start_recording(self.rec, run_seed, ids=ids, entropy=entropy)
+                        )
+
+                if at_hand_over:
+                    self.rec.on_hand_over = start
+                else:
+                    start()
             if follow:
                 self._undo.append(self._follow_children(store, original.run_id, options))
         except BaseException:

@@ -428,7 +428,9 @@ _ERROR_VALUE_LIMIT = 16_384
 
 def error_info(exc: BaseException) -> ErrorInfo:
     """An exception as data: ``module.QualName`` (builtins without module), message, and the
-    arguments and attributes that are JSON (see :class:`ErrorInfo`)."""
+    arguments and attributes that are JSON (see :class:`ErrorInfo`). An exception group's
+    message goes on with the exceptions it holds (``unhandled errors in a TaskGroup (1
+    sub-exception): RuntimeError: ...``)."""
     args = [_error_value(a) for a in exc.args]
     attrs: dict[str, JsonValue] = {}
     for name, value in vars(exc).items() if hasattr(exc, "__dict__") else ():
@@ -438,6 +440,10 @@ def error_info(exc: BaseException) -> ErrorInfo:
         if found is not _NOT_JSON:
             attrs[name] = found
     message = str(exc)
+    if isinstance(exc, BaseExceptionGroup):  # name what went wrong, not only the group
+        leaves = _leaves(exc)
+        message += ": " + "; ".join(f"{qualified_name(type(e))}: {e}" for e in leaves[:3])
+        message += f"; and {len(leaves) - 3} more" if len(leaves) > 3 else ""
     plain = args == [message] or any(a is _NOT_JSON for a in args)  # (message,): the default
     return ErrorInfo(
         type=qualified_name(type(exc)), message=message, args=None if plain else args, attrs=attrs
@@ -445,6 +451,15 @@ def error_info(exc: BaseException) -> ErrorInfo:
 
 
 _NOT_JSON: Any = object()
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions of a group that are no group themselves (an anyio ``TaskGroup``'s
+    ``ExceptionGroup`` wraps the error of the task that failed), in order."""
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 def _error_value(value: object) -> Any:

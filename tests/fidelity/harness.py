@@ -62,13 +62,15 @@ def capture(
     *args: str,
     command: list[str] | None = None,
     extra: tuple[str, ...] = (),
+    cwd: Path = AGENTS,
 ) -> Captured:
-    """``sandbox capture --name AGENT -- python agents/AGENT.py ARGS`` (or ``command``)."""
+    """``sandbox capture --name AGENT -- python agents/AGENT.py ARGS`` (or ``command``, run
+    in ``cwd``)."""
     cmd = command or [sys.executable, f"{agent}.py", *args]
     done = subprocess.run(
         [SANDBOX, "capture", "--store", str(store.root), "--name", agent, *extra, "--", *cmd],
         env=dict(env),
-        cwd=AGENTS,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,

@@ -49,6 +49,21 @@ def test_readme_decorator_example_run_as_a_script_replays(tmp_path: Path) -> Non
     harness.assert_reproduced_every_time(result)
 
 
+def test_a_script_that_draws_as_it_imports_replays_the_draws_of_its_run(tmp_path: Path) -> None:
+    """``raffle.py`` draws from the global ``random`` and makes a ``uuid4`` as it is imported,
+    then its decorated (async) ``main`` picks a winner and a ticket. The capture seeded the
+    run's generators when ``main`` entered ``capture.run``, after those draws; the replay
+    does the same there (not as the interpreter starts), so the winner and the ticket, and
+    so the recorded failure's message, come back; the seeding and the failure are recorded
+    in ``main``'s task, as they were (no divergence)."""
+    store, run = _run_script(tmp_path, "raffle")
+
+    result = harness.replay(store, run, times=2)
+
+    harness.assert_reproduced_every_time(result, times=2)
+    assert result.report["divergences"] == [None, None], result.report["divergences"]
+
+
 @pytest.mark.parametrize("args", [("checkout_block.py",), ("-m", "checkout_block")])
 def test_context_manager_run_as_a_script_replays(tmp_path: Path, args: tuple[str, ...]) -> None:
     ids = itertools.count(1)

@@ -1,28 +1,28 @@
 """An OpenAI Agents SDK agent on the chat completions API (``set_default_openai_api
-("chat_completions")``, so ``Agent(model="...")`` runs ``OpenAIChatCompletionsModel``), which
-opens the capture itself with ``@capture.run``: run as ``python agents_chat_coupons.py`` and
-replayed with ``sandbox replay RUN --json`` from another folder, with the model server
-stopped and the coupon's row in ``coupons.db`` changed since."""
+("chat_completions")``, so ``Agent(model="...")`` runs ``OpenAIChatCompletionsModel``),
+captured both ways (:mod:`tests.fidelity.wild.corpus`: ``sandbox capture -- python
+agents_chat_coupons.py``, and with ``@capture.run`` on its async ``main``) and replayed with
+``sandbox replay RUN --json`` from another folder, with the model server stopped and the
+coupon's row in ``coupons.db`` changed since."""
 
 from __future__ import annotations
 
 import ast
 import json
-import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from examples._model import last_tool_results
 from sandbox.snapshot.events import HTTPExchange, LLMCall, ToolCall
-from sandbox.snapshot.store import DirectoryStore
 from tests.fidelity import harness
-from tests.fidelity.wild.test_wild_agents import (
-    AGENTS,
+from tests.fidelity.wild.corpus import (
+    STYLES,
     assert_gone,
     assert_inconclusive,
+    captured,
     edit,
     model_env,
 )
@@ -39,7 +39,10 @@ def coupons_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"content": json.dumps({"total": 80.0 * (1 - percent / 100), "coupon": "SPRING"})}
 
 
-def test_agents_sdk_on_chat_completions_replays_its_used_up_coupon(tmp_path: Path) -> None:
+@pytest.mark.parametrize("style", STYLES)
+def test_agents_sdk_on_chat_completions_replays_its_used_up_coupon(
+    tmp_path: Path, style: str
+) -> None:
     """Coupon SPRING (20 %) has no uses left; the assistant applies it all the same and the
     checkout refuses it. The model's calls are recorded as chat completions; the live
     ``coupons.db`` gets the coupon's uses back after the capture and the replay reads the
@@ -49,24 +52,11 @@ def test_agents_sdk_on_chat_completions_replays_its_used_up_coupon(tmp_path: Pat
         conn.execute("CREATE TABLE coupons (code TEXT PRIMARY KEY, percent INT, uses_left INT)")
         conn.execute("INSERT INTO coupons VALUES ('SPRING', 20, 0)")
     conn.close()
-    shutil.copy(AGENTS / f"{AGENT}.py", tmp_path)
     with harness.model(coupons_model) as base:
-        done = subprocess.run(
-            [sys.executable, f"{AGENT}.py"],
-            cwd=tmp_path,
-            env=model_env(base),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert done.returncode == 1, done.stderr
-    store = DirectoryStore(tmp_path / "snapshots")
-    (run_id,) = [p.name for p in store.runs_dir.iterdir()]
-    manifest = store.load_manifest(run_id)
-    assert manifest.failure is not None, done.stderr
-    assert "coupon SPRING has no uses left" in manifest.failure.reason
-    events = store.load_events(run_id)
+        run = captured(style, tmp_path, AGENT, model_env(base))
+    assert run.exit_code == 1 and run.manifest.failure is not None, run.output
+    assert "coupon SPRING has no uses left" in run.manifest.failure.reason
+    store, run_id, events = run.store, run.run_id, run.events
     posts = [e.url for e in events if isinstance(e, HTTPExchange)]
     assert posts and all(url.endswith("/chat/completions") for url in posts), posts
     assert len([e for e in events if isinstance(e, LLMCall)]) == 2

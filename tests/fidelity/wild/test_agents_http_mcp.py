@@ -1,9 +1,10 @@
 """An OpenAI Agents SDK agent whose stock comes from a real MCP server over HTTP
 (``agents.mcp.MCPServerStreamableHttp``, and ``MCPServerSse`` for SSE; the server is the
 ``mcp`` SDK's ``MCPServer``, started here on 127.0.0.1 with its stock in a SQLite file),
-captured as a user does (``sandbox capture -- python agents_http_stock.py``) and replayed
-with ``sandbox replay RUN --json`` with the server and the model stopped and the stock
-changed since."""
+captured both ways (:mod:`tests.fidelity.wild.corpus`: ``sandbox capture -- python
+agents_http_stock.py``, and with ``@capture.run`` on its ``main``) and replayed with
+``sandbox replay RUN --json`` with the server and the model stopped and the stock changed
+since."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ import pytest
 from examples._model import last_tool_results
 from sandbox.snapshot.events import HTTPExchange, LLMCall, ToolCall
 from tests.fidelity import harness
-from tests.fidelity.wild.test_wild_agents import (
+from tests.fidelity.wild.corpus import (
     AGENTS,
+    STYLES,
     assert_gone,
     assert_inconclusive,
-    capture,
+    captured,
     edit,
     model_env,
 )
@@ -42,7 +44,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(params=["streamable-http", "sse"])
+@pytest.fixture
 def warehouse(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
@@ -87,8 +89,10 @@ def stock_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"content": json.dumps(promise)}
 
 
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("warehouse", ["streamable-http", "sse"], indirect=True)
 def test_agents_sdk_over_http_mcp_replays_its_promise_of_held_stock(
-    tmp_path: Path, warehouse: tuple[str, subprocess.Popen[bytes]]
+    tmp_path: Path, warehouse: tuple[str, subprocess.Popen[bytes]], style: str
 ) -> None:
     """4 lamps on hand, 3 held for open orders: the model promises 3 today and the order code
     refuses it. The server's requests are MCP events carrying its URL, not ``http`` or model
@@ -97,7 +101,7 @@ def test_agents_sdk_over_http_mcp_replays_its_promise_of_held_stock(
     makes it go; a crash before booking is inconclusive and named."""
     with harness.model(stock_model) as base:
         url, server = warehouse
-        run = capture(tmp_path, AGENT, {**model_env(base), "STOCK_MCP_URL": url})
+        run = captured(style, tmp_path, AGENT, {**model_env(base), "STOCK_MCP_URL": url})
     assert run.exit_code == 1 and run.manifest.failure is not None, run.output
     assert "only 1 are free" in run.manifest.failure.reason
     calls = [e for e in run.events if isinstance(e, ToolCall) and e.mcp is not None]

@@ -1,5 +1,5 @@
 """A LangGraph ``create_react_agent`` on ``ChatOpenAI``, captured as a user does (see
-``test_wild_agents.py``): the library's returns desk checks book 12 in on the day it is due,
+``corpus.py``): the library's returns desk checks book 12 in on the day it is due,
 and its circulation code fines it a day (the due day is taken as its midnight); the fines
 ledger's ``CHECK (returned_on > due)`` refuses the fine. The loan is a row of the agent's own
 ``library.db``, the check-in stamped with its clock: after the capture the live row is due
@@ -17,7 +17,7 @@ from typing import Any
 
 from sandbox.snapshot.store import DirectoryStore
 from tests.fidelity import harness
-from tests.fidelity.wild.test_wild_agents import (
+from tests.fidelity.wild.corpus import (
     AGENTS,
     assert_gone,
     assert_inconclusive,

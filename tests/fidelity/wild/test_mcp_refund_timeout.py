@@ -5,7 +5,10 @@ MCPError`` retries, and order 7 is refunded twice. The refunds are rows in a SQL
 that only the server process opens: the capture finds it there and captures it. Replayed
 fully recorded (the server and the model stopped), the recorded timeout comes back as the
 SDK's ``MCPError``, so the retry runs again: reproduced every time; the fixed agent (it
-looks before it retries) makes the failure go; a crash is inconclusive."""
+looks before it retries) makes the failure go; a crash is inconclusive. Captured both ways:
+in ``with capture.run(..., entrypoint=...)`` (``refund_agent.capture_into``), and zero-code
+(``sandbox capture --fail-if 'result:refund_requests > 1' -- python -m ...refund_agent``,
+replayed as that command on the venv's ``python``)."""
 
 from __future__ import annotations
 
@@ -32,8 +35,8 @@ Captured = tuple[DirectoryStore, str, Path]
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
-    """The agent captured as it runs on the venv's ``python``."""
+def by_capture_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
+    """The agent captured in ``capture.run`` as it runs on the venv's ``python``."""
     tmp = tmp_path_factory.mktemp("refund-timeout")
     store = DirectoryStore(tmp / "store")
     db = tmp / "refunds.db"
@@ -47,12 +50,49 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
         timeout=180,
         check=True,
     )
-    run_id = done.stdout.split()[-1]
+    yield from _moved_on(store, done.stdout.split()[-1], db)
+
+
+@pytest.fixture(scope="module")
+def zero_code(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Captured]:
+    """``sandbox capture --services auto --fail-if ... -- python -m ...refund_agent``."""
+    tmp = tmp_path_factory.mktemp("refund-timeout-zero-code")
+    store = DirectoryStore(tmp / "store")
+    db = tmp / "refunds.db"
+    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "20"}
+    done = subprocess.run(
+        [
+            *(str(BIN / "python"), "-m", "cli.main", "capture", "--name", "refund"),
+            *("--store", str(store.root), "--services", "auto"),
+            *("--fail-if", "result:refund_requests > 1", "--", str(BIN / "python"), "-m", AGENT),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (manifest,) = store.list()
+    assert manifest.failure is not None and manifest.failure.observed, manifest.failure
+    yield from _moved_on(store, manifest.run_id, db)
+
+
+def _moved_on(store: DirectoryStore, run_id: str, db: Path) -> Iterator[Captured]:
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (2,)
+    conn.close()
     db.unlink()  # production moved on: nothing of the capture's state is left
     with environ(REFUNDS_DB=str(db)):
         yield store, run_id, db
+
+
+@pytest.fixture(params=["by_capture_run", "zero_code"])
+def captured(request: pytest.FixtureRequest) -> Captured:
+    """The run captured each way."""
+    found: Captured = request.getfixturevalue(request.param)
+    return found
 
 
 def replay3(store: DirectoryStore, run_id: str, *extra: str, times: int = 3) -> dict[str, Any]:
@@ -90,6 +130,7 @@ def test_the_timeout_is_recorded_as_the_sdk_error_and_the_servers_sqlite_is_capt
     manifest = store.load_manifest(run_id)
     (touched,) = [t for t in manifest.touched if t.kind == "sqlite"]
     assert touched.clients == ["sqlite3"] and touched.service is not None
+    assert touched.endpoint == str(captured[2])  # opened by the server, a child process
     (state,) = [s for s in manifest.services if s.name == touched.service]
     assert state.before is not None and state.after is not None
     assert state.before.sha256 != state.after.sha256  # the two refunds are in the end state
@@ -97,9 +138,10 @@ def test_the_timeout_is_recorded_as_the_sdk_error_and_the_servers_sqlite_is_capt
 
 def test_fully_recorded_replay_on_python3_reproduces_every_time(captured: Captured) -> None:
     store, run_id, db = captured
-    report = replay3(store, run_id)
+    report = replay3(store, run_id, times=2)
     assert report["exit_code"] == 1, report
-    assert (report["verdict"]["reproduced"], report["verdict"]["total"]) == (3, 3), report
+    assert (report["verdict"]["reproduced"], report["verdict"]["total"]) == (2, 2), report
+    assert report["divergences"] == [None, None], report["divergences"]
     assert not any("stand-in" in note for note in report["notes"]), report["notes"]
     assert not db.exists()  # the server never started: nothing opened its database
     replayed = [e for e in store.load_events(report["replays"][0]) if isinstance(e, ToolCall)]
@@ -107,10 +149,12 @@ def test_fully_recorded_replay_on_python3_reproduces_every_time(captured: Captur
     assert [e.error is not None for e in refunds] == [True, False]  # the retry ran again
 
 
-def test_live_the_server_started_as_python3_is_the_recorded_one(captured: Captured) -> None:
+def test_live_the_server_started_as_python3_is_the_recorded_one(
+    by_capture_run: Captured,
+) -> None:
     """``--live mcp:refund-desk``: the server is started as ``python3`` and recognized as
     the recorded ``python`` one; its SQLite is the restored one, not the production path."""
-    store, run_id, db = captured
+    store, run_id, db = by_capture_run
     report = replay3(store, run_id, "--live", f"mcp:{SERVER}", times=1)
     assert report["mismatch"] is None, report
     assert report["verdict"]["reproduced"] == 1, report
@@ -133,31 +177,4 @@ def test_a_crash_is_inconclusive(captured: Captured) -> None:
     report = replay3(store, run_id, "--entrypoint", f"{AGENT}:main_crash", times=1)
     assert report["exit_code"] == 2, report
     assert [r["outcome"] for r in report["verdict"]["runs"]] == ["inconclusive"], report
-
-
-def test_sandbox_capture_finds_the_sqlite_the_server_process_opens(tmp_path: Path) -> None:
-    """``sandbox capture --services auto -- python -m ...refund_agent``: the SQLite file is
-    opened by the MCP server, a child of the program, and is captured into the run."""
-    store = DirectoryStore(tmp_path / "store")
-    db = tmp_path / "refunds.db"
-    env = {**os.environ, "REFUNDS_DB": str(db), "REFUND_CONFIRM_SECONDS": "20"}
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "cli.main", "capture", "--name", "refund"),
-            *("--store", str(store.root), "--services", "auto"),
-            *("--", sys.executable, "-m", AGENT),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    (manifest,) = store.list()
-    (touched,) = [t for t in manifest.touched if t.kind == "sqlite"]
-    assert touched.endpoint == str(db) and touched.service is not None
-    (state,) = [s for s in manifest.services if s.name == touched.service]
-    assert state.before is not None and state.after is not None
-    assert state.before.sha256 != state.after.sha256
+    assert "forced crash after the first attempt" in json.dumps(report), report

@@ -1,9 +1,10 @@
 """A pydantic-ai agent whose tools come from a real MCP server over stdio through
 pydantic-ai's ``MCPToolset`` (on fastmcp's client, over the ``mcp`` SDK's ``stdio_client``):
 the server (``agents/pydantic_mcp_rooms_server.py``, the ``mcp`` SDK's ``MCPServer``) reads
-its rooms from a SQLite file. Captured as a user does (``sandbox capture -- python
-pydantic_mcp_rooms.py``) and replayed with ``sandbox replay RUN --json`` fully recorded,
-the model stopped, the room's row changed and the server unable to start."""
+its rooms from a SQLite file. Captured both ways (:mod:`tests.fidelity.wild.corpus`:
+``sandbox capture -- python pydantic_mcp_rooms.py``, and with ``@capture.run`` on its
+``main``) and replayed with ``sandbox replay RUN --json`` fully recorded, the model stopped,
+the room's row changed and the server unable to start."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from examples._model import last_tool_results
 from sandbox.snapshot.events import ToolCall
 from tests.fidelity import harness
-from tests.fidelity.wild.test_wild_agents import (
+from tests.fidelity.wild.corpus import (
+    STYLES,
     assert_gone,
     assert_inconclusive,
     capture,
+    captured,
     edit,
     model_env,
 )
@@ -46,7 +51,10 @@ def _rooms(folder: Path, seats: int) -> None:
     conn.close()
 
 
-def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path: Path) -> None:
+@pytest.mark.parametrize("style", STYLES)
+def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(
+    tmp_path: Path, style: str
+) -> None:
     """Kyoto seats 6 since it was refitted; the assistant books it for 10 and the calendar
     refuses. The server's requests are recorded with its command; the SQLite file the server
     process opens is captured into the run. After the capture Kyoto seats 12 again and the
@@ -54,7 +62,7 @@ def test_pydantic_ai_mcp_toolset_over_stdio_replays_its_room_too_small(tmp_path:
     the fixed script (it waitlists a room too small) makes it go, a crash is inconclusive."""
     _rooms(tmp_path, 6)
     with harness.model(rooms_model) as base:
-        run = capture(tmp_path, AGENT, model_env(base))
+        run = captured(style, tmp_path, AGENT, model_env(base))
     assert run.exit_code == 1 and run.manifest.failure is not None, run.output
     assert "room Kyoto seats 6, booked for 10 people" in run.manifest.failure.reason
     calls = [e for e in run.events if isinstance(e, ToolCall) and e.mcp is not None]

@@ -1,72 +1,34 @@
-"""Agents written by someone else, captured as a user does: the script is copied into a
-folder of its own, run as ``sandbox capture --name N -- python agent.py`` there (or as
-``python agent.py`` when it opens ``capture.run`` itself), and replayed with ``sandbox
-replay RUN --json`` from another folder, with the model server stopped and the agent's own
-SQLite files changed since. A fix is an edit to the script; so is a crash."""
+"""Agents written by someone else, captured as a user does (:mod:`tests.fidelity.wild.corpus`):
+the script is copied into a folder of its own, run as ``sandbox capture --name N -- python
+agent.py`` there (or as ``python agent.py`` when it opens ``capture.run`` itself), and
+replayed with ``sandbox replay RUN --json`` from another folder, with the model server
+stopped and the agent's own SQLite files changed since. A fix is an edit to the script; so
+is a crash."""
 
 from __future__ import annotations
 
 import ast
 import json
-import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from examples._model import last_tool_results
 from sandbox.snapshot.store import DirectoryStore
 from tests.fidelity import harness
-
-AGENTS = Path(__file__).parent / "agents"
-
-
-def capture(folder: Path, agent: str, env: dict[str, str], *extra: str) -> harness.Captured:
-    """``sandbox capture --name AGENT -- python AGENT.py`` in ``folder``."""
-    for path in AGENTS.iterdir():
-        if path.suffix == ".py":
-            shutil.copy(path, folder)
-    store = DirectoryStore(folder / "snapshots")
-    command = ["--", sys.executable, f"{agent}.py"]
-    done = subprocess.run(
-        [harness.SANDBOX, "capture", "--store", str(store.root), "--name", agent, *extra, *command],
-        env=env,
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    found = [line for line in done.stderr.splitlines() if "captured run " in line]
-    assert found, done.stdout + done.stderr
-    run_id = found[-1].split("captured run ")[1].split()[0]
-    return harness.Captured(store, run_id, done.returncode, done.stdout + done.stderr)
-
-
-def edit(folder: Path, agent: str, old: str, new: str) -> None:
-    path = folder / f"{agent}.py"
-    text = path.read_text()
-    assert old in text
-    path.write_text(text.replace(old, new, 1))
-
-
-def assert_gone(result: harness.Replayed) -> None:
-    assert result.exit_code == 0, result.output
-    assert result.report["verdict"]["gone"] == result.total, result.output
-
-
-def assert_inconclusive(result: harness.Replayed, reason: str) -> None:
-    assert result.exit_code == 2, result.output
-    assert result.report["verdict"]["inconclusive"] == result.total, result.output
-    assert reason in result.output
-
-
-def model_env(base: str) -> dict[str, str]:
-    return harness.base_env(OPENAI_BASE_URL=base, OPENAI_API_KEY=harness.API_KEY)
-
+from tests.fidelity.wild.corpus import (
+    STYLES,
+    assert_gone,
+    assert_inconclusive,
+    capture,
+    captured,
+    edit,
+    model_env,
+)
 
 # --- pydantic-ai: a reminder booked in the past ------------------------------------------
 
@@ -164,37 +126,30 @@ def test_agents_sdk_agent_captured_as_a_command_replays_its_refund_over_the_tota
 # --- settings read at import, before capture.run -----------------------------------------
 
 
+@pytest.mark.parametrize("style", STYLES)
 def test_settings_read_at_import_are_replayed_and_a_redacted_one_is_supplied_with_env(
-    tmp_path: Path,
+    tmp_path: Path, style: str
 ) -> None:
     """``triage.py`` reads ``AGENT_MODEL`` (and, through ``OpenAI()``, the API key) as it
-    starts, before it opens ``capture.run``. The replay restores the model's name; the key
-    was redacted, and ``--env`` supplies it."""
-    shutil.copy(AGENTS / "triage.py", tmp_path)
+    starts: with ``@capture.run`` on its ``main``, before the capture opens. The replay
+    restores the model's name; the key was redacted, and ``--env`` supplies it."""
+
     with harness.model(lambda messages: {"content": "Payments"}) as base:
-        done = subprocess.run(
-            [sys.executable, "triage.py"],
-            cwd=tmp_path,
-            env={**model_env(base), "AGENT_MODEL": "scripted-1"},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    store = DirectoryStore(tmp_path / "snapshots")
-    (run_id,) = [p.name for p in store.runs_dir.iterdir()]
-    manifest = store.load_manifest(run_id)
-    assert manifest.failure is not None, done.stderr
+        run = captured(style, tmp_path, "triage", {**model_env(base), "AGENT_MODEL": "scripted-1"})
+    store, run_id, manifest = run.store, run.run_id, run.manifest
+    assert manifest.failure is not None, run.output
     assert manifest.env["AGENT_MODEL"] == "scripted-1"
     assert manifest.env["OPENAI_API_KEY"] != harness.API_KEY
 
-    harness.assert_reproduced_every_time(harness.replay(store, run_id))
+    harness.assert_reproduced_every_time(harness.replay(store, run_id, times=2), times=2)
 
     no_key = harness.base_env()
     refused = harness.run_cli(["replay", run_id, "--store", str(store.root)], no_key)
     assert refused.returncode == 2 and "needs OPENAI_API_KEY" in refused.stderr, refused.stderr
-    given = harness.replay(store, run_id, no_key, "--env", f"OPENAI_API_KEY={harness.API_KEY}")
-    harness.assert_reproduced_every_time(given)
+    given = harness.replay(
+        store, run_id, no_key, "--env", f"OPENAI_API_KEY={harness.API_KEY}", times=1
+    )
+    harness.assert_reproduced_every_time(given, times=1)
 
 
 def test_env_that_is_not_name_equals_value_is_one_error_line(store: DirectoryStore) -> None:
@@ -211,7 +166,10 @@ def test_env_that_is_not_name_equals_value_is_one_error_line(store: DirectorySto
 # --- a live MCP server under the replay's clock -------------------------------------------
 
 
-def test_a_live_mcp_server_runs_on_the_frozen_clock_with_seeded_ids(tmp_path: Path) -> None:
+@pytest.mark.parametrize("style", STYLES)
+def test_a_live_mcp_server_runs_on_the_frozen_clock_with_seeded_ids(
+    tmp_path: Path, style: str
+) -> None:
     """The desk's MCP server stamps each visit with SQLite's ``datetime('now')`` and a
     ``uuid4``. Made live on replay (``--live mcp:front-desk``), its stamps are the captured
     time, not the replay's, and both replays draw the same id."""
@@ -219,7 +177,7 @@ def test_a_live_mcp_server_runs_on_the_frozen_clock_with_seeded_ids(tmp_path: Pa
         conn.execute("CREATE TABLE visits (id TEXT, customer TEXT, at TEXT)")
         conn.execute("INSERT INTO visits VALUES ('earlier', 'ada', datetime('now'))")
     conn.close()
-    run = capture(tmp_path, "front_desk", harness.base_env())
+    run = captured(style, tmp_path, "front_desk", harness.base_env())
     assert run.exit_code == 1 and run.manifest.failure is not None, run.output
     assert "no welcome gift" in run.manifest.failure.reason
     clock = run.manifest.clock

@@ -143,6 +143,7 @@ def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
         "http.method": "GET",
         "http.path": "/orders/o-7",
         "http.query": "full=1",
+        "sandbox.opened": "capture.run",  # its replay records from where the run began
     }
 
 

@@ -1,5 +1,6 @@
 """Entropy and children at capture: the bytes ``os.urandom`` returned are recorded (and so
-what ``secrets``, ``uuid4`` and unseeded ``random.Random`` drew), Python children are told
+what ``secrets`` and unseeded ``random.Random`` drew; ``uuid4`` bound before the capture
+draws the run's ids), Python children are told
 apart from other programs, and a child's events round-trip through the parent's log."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import UUID, uuid4
+from uuid import uuid4
 from uuid import uuid4 as early_uuid4
 
 from sandbox import capture
@@ -25,13 +26,14 @@ def test_entropy_draws_record_the_bytes_returned(store: DirectoryStore) -> None:
     with capture.run("entropy", store=store, packages=False) as rec:
         token = secrets.token_hex(4)
         raw = os.urandom(3)
-        uid = early_uuid4()  # imported before the capture: draws from os.urandom
+        uid = early_uuid4()  # imported before the capture: rebound to the run's uuid4
         first = random.Random().random()
     draws = [e for e in store.load_events(rec.run_id) if isinstance(e, RandomDraw)]
     urandom = [e.value for e in draws if e.name == "os.urandom"]
     assert urandom[:2] == [token, raw.hex()]
-    assert UUID(bytes=bytes.fromhex(str(urandom[2])), version=4) == uid
-    seed = int(str(urandom[3]), 16)
+    assert [e.value for e in draws if e.name == "uuid4"] == [str(uid)]
+    assert early_uuid4 is uuid4  # the module's own name is pointed back
+    seed = int(str(urandom[2]), 16)
     assert random.Random(seed).random() == first
     assert os.urandom.__module__ == "posix"  # undone
 

@@ -122,7 +122,8 @@ def test_manifest_describes_the_run(store: DirectoryStore) -> None:
     assert m.seeds["run"] == 99 and m.seeds["random"] == 99 and "uuid4" in m.seeds
     assert m.runtime is not None and "pydantic" in m.runtime.packages
     assert m.clock is not None and m.clock.start.tzinfo is not None and m.clock.timezone
-    assert m.pid is not None and m.host and m.labels == {"team": "a"}
+    assert m.pid is not None and m.host
+    assert m.labels == {"team": "a", "sandbox.opened": "capture.run"}  # opened in the program
     assert m.env["HOME"] == "/home/x"
     assert m.env["OPENAI_API_KEY"].startswith("<redacted:")
     assert m.env["DB_PASSWORD"].startswith("<redacted:")

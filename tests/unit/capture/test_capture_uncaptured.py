@@ -1,5 +1,7 @@
 """A client the capture does not record says so at capture time, in one stderr line naming
-it and its version: google-genai's async client (over aiohttp) against the scripted model."""
+it and its version: google-genai's async client (over aiohttp) against the scripted model,
+aiohttp's own ``ClientSession``, ``requests`` (over urllib3), also in a decorated function;
+the sandbox's own requests (the Docker engine's) say nothing."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 import aiohttp
 import openai
 import pytest
+import requests
 from google import genai
 from google.genai import types
 
@@ -22,7 +25,7 @@ from sandbox.snapshot.store import DirectoryStore
 
 @pytest.fixture(autouse=True)
 def _unwarned(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http._PATCH, "warned", False)
+    monkeypatch.setattr(http._PATCH, "warned", set())
 
 
 def _client(url: str) -> genai.Client:
@@ -77,6 +80,46 @@ def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
         f"sandbox: aiohttp {version} ClientSession request is not captured: its calls will be "
         "refused on replay; use httpx"
     ]
+
+
+def test_a_requests_call_in_a_decorated_run_is_named_with_its_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, stop = serve_model(_refunds.script)
+
+    @capture.run("requests", store=DirectoryStore(tmp_path), packages=False)
+    def main() -> None:
+        for _ in range(2):  # the second call says nothing more
+            requests.post(f"{url}/v1/chat/completions", json={"messages": []}, timeout=10)
+
+    try:
+        requests.post(f"{url}/v1/chat/completions", json={"messages": []}, timeout=10)
+        assert "sandbox:" not in capsys.readouterr().err  # outside a run: nothing to say
+        main()
+    finally:
+        stop()
+    version = importlib.metadata.version("requests")
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    assert lines == [
+        f"sandbox: requests {version} is not captured: its calls will be refused on replay; "
+        "use httpx"
+    ]
+
+
+def test_the_sandboxs_own_requests_say_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A request made by code of the sandbox's (the Docker SDK's, an object store's: here a
+    function of a module named ``sandbox.*``) inside a run is not the run's."""
+    url, stop = serve_model(_refunds.script)
+    own: dict[str, object] = {"__name__": "sandbox.containers.own", "requests": requests}
+    exec("def ping(url):\n    return requests.get(url, timeout=10)\n", own)
+    try:
+        with capture.run("own", store=DirectoryStore(tmp_path), packages=False):
+            own["ping"](url)  # type: ignore[operator]
+    finally:
+        stop()
+    assert "sandbox:" not in capsys.readouterr().err
 
 
 def test_the_openai_aiohttp_transport_is_captured_and_says_nothing(

@@ -44,6 +44,24 @@ def test_a_recorded_error_comes_back_as_its_own_class(original: Exception) -> No
     assert again.args == original.args
 
 
+def test_an_exception_group_names_the_errors_it_holds() -> None:
+    """A crash inside an anyio or asyncio ``TaskGroup`` (an MCP client's ``stdio_client``
+    runs one) ends the run with an ``ExceptionGroup``: its message names the crash."""
+    crash = RuntimeError("forced crash before the time was asked")
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [crash])
+    outer = BaseExceptionGroup("outer", [group, KeyboardInterrupt()])
+    info = error_info(group)
+    assert info.type == "ExceptionGroup" and info.args is None
+    assert info.message == (
+        "unhandled errors in a TaskGroup (1 sub-exception): "
+        "RuntimeError: forced crash before the time was asked"
+    )
+    assert error_info(outer).message == (
+        "outer (2 sub-exceptions): RuntimeError: forced crash before the time was asked; "
+        "KeyboardInterrupt: "
+    )
+
+
 def test_mcp_error_keeps_its_error_data() -> None:
     again = rebuild_error(error_info(MCPError(-32001, "Request timed out", {"timeout": 5})))
     assert isinstance(again, MCPError)

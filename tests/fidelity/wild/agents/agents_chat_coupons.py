@@ -7,8 +7,6 @@ import sqlite3
 from agents import Agent, Runner, function_tool, set_default_openai_api, set_tracing_disabled
 from pydantic import BaseModel
 
-from sandbox import capture
-
 DB = "coupons.db"
 set_default_openai_api("chat_completions")
 set_tracing_disabled(True)
@@ -49,11 +47,10 @@ def pay(basket: Basket) -> None:
     print(f"charged {basket.total:.2f}")
 
 
-@capture.run("agents-chat-coupons", store="snapshots")
-async def checkout() -> None:
+async def main() -> None:
     result = await Runner.run(agent, "My basket is 80.00, I have the coupon SPRING.")
     pay(result.final_output)
 
 
 if __name__ == "__main__":
-    asyncio.run(checkout())
+    asyncio.run(main())

@@ -42,5 +42,9 @@ def book(promised: Promise, level: dict) -> None:
     print(f"booked {promised.units} x {promised.sku}")
 
 
-if __name__ == "__main__":
+def main() -> None:
     book(*asyncio.run(promise("Can 3 lamps ship today?")))
+
+
+if __name__ == "__main__":
+    main()

@@ -74,3 +74,7 @@ def main_fixed() -> dict[str, Any]:
 
 def main_crash() -> dict[str, Any]:
     return asyncio.run(_closes_in("crash"))
+
+
+if __name__ == "__main__":
+    main()

@@ -55,5 +55,9 @@ def settle(book_id: int, loan: dict) -> None:
         print(f"{loan['member']} owes {days * FINE_CENTS} cents for book {book_id}")
 
 
-if __name__ == "__main__":
+def main() -> None:
     settle(12, asyncio.run(check_in(12)))
+
+
+if __name__ == "__main__":
+    main()

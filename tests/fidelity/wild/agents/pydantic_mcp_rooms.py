@@ -32,5 +32,9 @@ def book(booking: Booking) -> None:
     print(f"booked {booking.room} for {booking.people}")
 
 
-if __name__ == "__main__":
+def main() -> None:
     book(agent.run_sync("Book Kyoto for our team of 10 tomorrow.").output)
+
+
+if __name__ == "__main__":
+    main()

@@ -64,3 +64,7 @@ def main_fixed() -> dict[str, Any]:
 
 def main_crash() -> dict[str, Any]:
     return asyncio.run(_refund("crash"))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,6 @@ import os
 
 from openai import OpenAI
 
-from sandbox import capture
-
 MODEL = os.environ["AGENT_MODEL"]
 TEAMS = os.environ.get("TRIAGE_TEAMS", "billing,shipping").split(",")
 client = OpenAI()
@@ -26,6 +24,9 @@ def route(ticket: str) -> str:
     return team
 
 
+def main() -> None:
+    print(route("I was charged twice for order 7."))
+
+
 if __name__ == "__main__":
-    with capture.run("triage", store="snapshots"):
-        print(route("I was charged twice for order 7."))
+    main()
