@@ -8,6 +8,8 @@ divergence, coverage, the verdict), :mod:`~sandbox.replay.serving` (policies, ma
 routing) and :mod:`~sandbox.replay.isolation` (the replayed process's environment, network
 and trust)."""
 
+import sys
+
 from sandbox.replay.boundary import ReplayBoundary, ReplayStopped
 from sandbox.replay.engine import replay
 from sandbox.replay.judging.divergence import (
@@ -31,8 +33,13 @@ from sandbox.replay.judging.verdict import (
 )
 from sandbox.replay.plan import ReplayPlan
 from sandbox.replay.report import ReplayReport
+from sandbox.replay.serving import policy as _policy
 from sandbox.replay.serving.matcher import Matcher, MissMode
 from sandbox.replay.serving.policy import Policy, PolicyRule, PolicySet, get_policy, policy_names
+
+# Regression tests that `sandbox pytest` wrote before this package was grouped import
+# ``sandbox.replay.policy``: that name still gives the module, now in ``serving``.
+sys.modules.setdefault(f"{__name__}.policy", _policy)
 
 __all__ = [
     "BOUNDARY_KINDS",
