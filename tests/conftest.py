@@ -64,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def sandbox_images(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Docker tests run against locally built images: the missing ones are built once, when
     the first test that needs Docker runs (never while tests are being collected), by one
-    process at a time (pytest-xdist's workers wait for the one that builds)."""
+    test session at a time (another one that needs them waits for the one that builds)."""
     import fcntl
 
     from sandbox.containers import build_images
@@ -75,7 +75,7 @@ def sandbox_images(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPat
         if reporter is not None and "building" in line.lower():
             reporter.write_line(f"images: {line}")
 
-    # the folder the workers of one run share (each has a base folder of its own inside it)
+    # the folder above the session's own temporary folder: the user's, which sessions share
     shared = tmp_path_factory.getbasetemp().parent
     with open(shared / "sandbox-images.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
