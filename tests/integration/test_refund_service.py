@@ -13,6 +13,7 @@ import pytest
 from examples import refund_load, refund_service
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.replay import replay
+from sandbox.services.postgres.pgtouched import WAIT_ENV
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
@@ -28,13 +29,18 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Directo
         RestoreSpec(name="cache", kind="redis", env="REDIS_URL"),
     ]
     url, stop = refund_load.gateway(refund_service.GATEWAY_TIMEOUT * 2)
-    saved = {k: os.environ.get(k) for k in ("DATABASE_URL", "REDIS_URL", "PAYMENTS_URL")}
+    names = ("DATABASE_URL", "REDIS_URL", "PAYMENTS_URL", WAIT_ENV)
+    saved = {k: os.environ.get(k) for k in names}
     try:
         with bring_up(specs) as env:
             os.environ.update(
                 DATABASE_URL=env.services["db"].url,
                 REDIS_URL=env.services["cache"].url,
                 PAYMENTS_URL=url,
+                # Under load the service's pooled sessions never go idle long enough for a
+                # failed run's touched-state capture to tell their tables: it captures the
+                # whole database once this wait is over (30 s by default, for each failed run).
+                **{WAIT_ENV: "1"},
             )
             refund_service.setup(os.environ["DATABASE_URL"], REQUESTS)
             orders = [f"o-{i}" for i in range(1, REQUESTS + 1)]
