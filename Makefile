@@ -71,8 +71,22 @@ lint: setup
 types: setup
 	$(BIN)/mypy
 
+# `make pytest` runs the suite as two pytest sessions at once, each on a part of tests/ (most
+# tests wait on containers and child processes, so two sessions share two cores well; test
+# sessions already share the Docker engine, ports are free ones, temporary folders their own).
+# The second part's output follows the first's. With PYTEST_ARGS, one session runs those.
+PYTEST_PART1 = tests/integration tests/unit/replay
+PYTEST_PART2 = tests --ignore=tests/integration --ignore=tests/unit/replay
+
 pytest: test-deps
-	$(BIN)/pytest $(PYTEST_ARGS)
+	@if [ -n "$(PYTEST_ARGS)" ]; then exec $(BIN)/pytest $(PYTEST_ARGS); fi; \
+	log=$$(mktemp); \
+	$(BIN)/pytest $(PYTEST_PART2) >$$log 2>&1 & part2=$$!; \
+	$(BIN)/pytest $(PYTEST_PART1); one=$$?; \
+	wait $$part2; two=$$?; \
+	echo "== the other part of the suite: $(PYTEST_PART2)"; cat $$log; rm -f $$log; \
+	echo "make pytest: $(PYTEST_PART1) exited $$one, the rest $$two"; \
+	[ $$one -eq 0 ] && [ $$two -eq 0 ]
 
 test: engine lint types pytest
 

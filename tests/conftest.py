@@ -61,9 +61,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def sandbox_images(pytestconfig: pytest.Config) -> None:
+def sandbox_images(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Docker tests run against locally built images: the missing ones are built once, when
-    the first test that needs Docker runs (never while tests are being collected)."""
+    the first test that needs Docker runs (never while tests are being collected), by one
+    test session at a time (another one that needs them waits for the one that builds)."""
+    import fcntl
+
     from sandbox.containers import build_images
 
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
@@ -72,9 +75,13 @@ def sandbox_images(pytestconfig: pytest.Config) -> None:
         if reporter is not None and "building" in line.lower():
             reporter.write_line(f"images: {line}")
 
-    for result in build_images(["postgres", "redis"], progress=progress):
-        if reporter is not None:
-            reporter.write_line(f"images: {result.describe()}")
+    # the folder above the session's own temporary folder: the user's, which sessions share
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "sandbox-images.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for result in build_images(["postgres", "redis"], progress=progress):
+            if reporter is not None:
+                reporter.write_line(f"images: {result.describe()}")
 
 
 @pytest.fixture

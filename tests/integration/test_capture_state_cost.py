@@ -16,12 +16,12 @@ from types import ModuleType
 
 import psycopg
 import pytest
-from test_services_containers import create_database, postgres_server
+from test_services_containers import create_database, postgres_server, sessions_ended
 
 from cli.main import main
 from sandbox import capture
 from sandbox.services.postgres import PINS
-from sandbox.services.postgres.pgtouched import FLUSH_IDLE_S, PINNED_AT_META, ROWS_META, STATE_META
+from sandbox.services.postgres.pgtouched import PINNED_AT_META, ROWS_META, STATE_META
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
@@ -84,7 +84,7 @@ def shop(server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SCHEMA)
     monkeypatch.setenv("DATABASE_URL", url)
-    time.sleep(FLUSH_IDLE_S)  # the setup's own counters are flushed (not the runs')
+    sessions_ended(server, "shop")  # the setup's own counters are flushed (not the run's)
     return url
 
 

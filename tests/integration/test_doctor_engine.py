@@ -19,19 +19,20 @@ from sandbox.snapshot import DirectoryStore, Snapshot
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
 DEMO_RUN = "demo-orders-duplicate"
 
 
-def _copy_demo_store(dest: Path) -> DirectoryStore:
-    shutil.copytree(REPO / "snapshots" / "runs" / DEMO_RUN, dest / "runs" / DEMO_RUN)
-    shutil.copytree(REPO / "snapshots" / "blobs", dest / "blobs")
+def _copy_demo_store(committed: Path, dest: Path) -> DirectoryStore:
+    """The demo run and the blobs the repository ships (never what a capture into the
+    working tree's snapshots/ added)."""
+    shutil.copytree(committed / "runs" / DEMO_RUN, dest / "runs" / DEMO_RUN)
+    shutil.copytree(committed / "blobs", dest / "blobs")
     return DirectoryStore(dest)
 
 
 @pytest.fixture
-def demo_store(tmp_path: Path) -> DirectoryStore:
-    return _copy_demo_store(tmp_path / "store")
+def demo_store(tmp_path: Path, committed_snapshots: Path) -> DirectoryStore:
+    return _copy_demo_store(committed_snapshots, tmp_path / "store")
 
 
 def _failing(diagnosis: Diagnosis) -> list[str]:
@@ -125,9 +126,9 @@ def small_volume(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_store_on_a_too_small_volume(
-    small_volume: Path, capsys: pytest.CaptureFixture[str]
+    small_volume: Path, committed_snapshots: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = _copy_demo_store(small_volume / "store")
+    store = _copy_demo_store(committed_snapshots, small_volume / "store")
     code = main(["doctor", "--store", str(store.root)])
     lines = capsys.readouterr().out.splitlines()
     assert code == 1

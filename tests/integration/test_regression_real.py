@@ -33,8 +33,9 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Directo
 
 
 def _repo_runs() -> set[str]:
-    runs = ROOT / "snapshots" / "runs"
-    return {p.name for p in runs.iterdir()} if runs.is_dir() else set()
+    """The runs in the repository's store (the readable ones: a test of the committed copy
+    plants an empty run folder there for a moment, and may while this one runs)."""
+    return {m.run_id for m in DirectoryStore(ROOT / "snapshots").list()}
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ timeouts not injected (``--no-inject-faults``) and a service brought up empty
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,13 @@ from sandbox.replay import replay
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
-SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
 RUN = "demo-orders-duplicate"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> DirectoryStore:
-    shutil.copytree(SNAPSHOTS, tmp_path / "store")
-    return DirectoryStore(tmp_path / "store")
+def store(committed_snapshots: Path) -> DirectoryStore:
+    """What the repository ships, never the replays earlier commands left in snapshots/."""
+    return DirectoryStore(committed_snapshots)
 
 
 def test_without_the_recorded_timeout_the_duplicate_order_is_gone(store: DirectoryStore) -> None:

@@ -91,6 +91,25 @@ def create_database(server: str, name: str) -> str:
     return f"{server}/{name}"
 
 
+def sessions_ended(server: str, name: str, timeout: float = 30.0) -> None:
+    """Wait until no client session is left on database ``name``: a session flushes its
+    statistics counters as it exits, before it leaves ``pg_stat_activity`` (so a setup's own
+    counters are not a later run's, without waiting out the idle flush interval)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        while True:
+            (left,) = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = %s AND backend_type = 'client backend'",
+                (name,),
+            ).fetchone() or (0,)
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"{left} session(s) still on database {name} after {timeout}s")
+            time.sleep(0.02)
+
+
 @pytest.mark.docker
 def test_service_containers_are_labelled_and_removed() -> None:
     client = docker.from_env()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_services_containers import create_database, postgres_server
+from test_services_containers import create_database, postgres_server, sessions_ended
 
 from cli.main import main
 from sandbox.services import get_kind
@@ -64,7 +64,7 @@ def shop(server: str) -> str:
     url = create_database(server, "shop")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(SCHEMA)
-    time.sleep(FLUSH_IDLE_S)  # the setup's own counters are flushed (not the run's)
+    sessions_ended(server, "shop")  # the setup's own counters are flushed (not the run's)
     return url
 
 

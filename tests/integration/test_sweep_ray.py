@@ -25,7 +25,7 @@ from sandbox.sweep import sweep
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMES = 5
+TIMES = 3
 
 
 @pytest.fixture(scope="module")

@@ -46,9 +46,11 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def phoenix(tmp_path: Path) -> Iterator[str]:
-    """A Phoenix server; yields its base URL."""
+@pytest.fixture(scope="module")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Phoenix server for the module's tests (each exports into a project of its own);
+    yields its base URL."""
+    tmp_path = tmp_path_factory.mktemp("phoenix")
     program = _phoenix_program()
     port = _free_port()
     env = {

@@ -173,13 +173,13 @@ def test_a_hanging_command_is_killed_with_its_children(tmp_path: Path) -> None:
 
     start = time.monotonic()
     # (the limit counts the interpreter starting too: generous on a loaded machine)
-    replayed = sandbox("replay", run_id, *at, "--timeout", "20", "--json")
+    replayed = sandbox("replay", run_id, *at, "--timeout", "10", "--json")
     assert time.monotonic() - start < 90
     assert replayed.returncode == 2, replayed.stdout + replayed.stderr
     report = json.loads(replayed.stdout)
     (run,) = report["verdict"]["runs"]
     assert (run["outcome"], run["reason"]) == ("inconclusive", "timeout")
-    assert run["detail"] == "timeout after 20 s: the run was stopped unfinished"
+    assert run["detail"] == "timeout after 10 s: the run was stopped unfinished"
     assert (tmp_path / "child.pid").exists(), replayed.stderr
     child = int((tmp_path / "child.pid").read_text())
     assert not _alive(child), "the agent's child process outlived the replay"
