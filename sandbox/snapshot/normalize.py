@@ -61,11 +61,19 @@ def normalize(value: Any, extra_volatile: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
         drop = VOLATILE_KEYS | extra_volatile if extra_volatile else VOLATILE_KEYS
         items = []
+        strings = True
         for k, v in value.items():
-            key = k if type(k) is str else str(k)
+            if type(k) is str:
+                key = k
+            else:
+                key = str(k)
+                strings = False
             if key.lower() not in drop:
                 items.append((key, v if type(v) in _LEAVES else normalize(v, extra_volatile)))
-        items.sort(key=_first)  # stable: keys with the same string keep their order
+        if strings:
+            items.sort()  # keys of one dict, all strings: distinct, no value is compared
+        else:
+            items.sort(key=_first)  # stable: keys with the same string keep their order
         return dict(items)
     if isinstance(value, list | tuple):
         return [v if type(v) in _LEAVES else normalize(v, extra_volatile) for v in value]
