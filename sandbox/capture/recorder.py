@@ -103,11 +103,18 @@ def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> byt
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
     building the model: the kind first, then the fields in the model's order, those that
     equal their default left out (as there), written by :func:`ordered_json` in one call."""
+    return _dump(kind, _order(event_type, tuple(fields)), fields)
+
+
+def _dump(kind: str, order: tuple[tuple[str, Any], ...], fields: dict[str, Any]) -> bytes:
+    """:func:`fast_dump` with the fields' order (:func:`_order`) worked out already."""
     out: dict[str, Any] = {"kind": kind}
-    for name, default in _order(event_type, tuple(fields)):
+    plain = _PLAIN_TYPES
+    for name, default in order:
         value = fields[name]
-        if default is _REQUIRED or value != default:
-            out[name] = value if type(value) in _PLAIN_TYPES else _plain(value)
+        if value is default or (default is not _REQUIRED and value == default):
+            continue
+        out[name] = value if type(value) in plain else _plain(value)
     return ordered_json(out) + b"\n"
 
 
@@ -207,7 +214,8 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
-        self._validated: set[tuple[type[Event], tuple[str, ...]]] = set()
+        self._validated: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
+        """Each shape of event written (its type, the names of its fields) -> the fields' order."""
         self._headers_seen: dict[tuple[tuple[str, str], ...], tuple[object, dict[str, str]]] = {}
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
@@ -320,19 +328,20 @@ class Recorder:
                 "attempt": current_attempt(),
             }
         base.update(fields)
-        parent = base.get("parent_span")
-        kind = _kind(event_type)
+        parent = base["parent_span"]
         shape = (event_type, tuple(base))  # the same call site gives the same names in order
+        order = self._validated.get(shape)
+        kind = _kind(event_type)
         with self._lock:
             seq = self._seq
             base["seq"] = seq
             base["wall"] = self.clock.time()
             base["mono"] = self.clock.monotonic() - self.t0
-            if shape in self._validated:
-                line = fast_dump(event_type, kind, base)
+            if order is not None:
+                line = _dump(kind, order, base)
             else:  # the first event of each shape is validated by the model, then trusted
                 line = dump_event(event_type(**base))
-                self._validated.add(shape)
+                self._validated[shape] = _order(event_type, tuple(base))
             self.writer.append_raw(self.redactor.bytes(line))
             self._seq = seq + 1
             if parent is not None and kind in _COMMITTING_KINDS and not fields.get("error"):
@@ -349,7 +358,7 @@ class Recorder:
                 self.writer.append_raw(self.redactor.bytes(line))
                 self._seq += 1
 
-    def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
+    def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere.
         The same headers again (a client's, mostly) give the same result while no secret
         was learned meanwhile: it is remembered."""
