@@ -342,10 +342,14 @@ class _Tee:
     def finish(self, error: ErrorInfo | None = None) -> None:
         if next(self._ends):
             return
-        self._emitter.undefer(self)
-        self._adapter.emit_exchange(
-            self._call, self._emitter, self._response, b"".join(self._chunks), error
-        )
+        emitter, response = self._emitter, self._response
+        # The response holds this stream: let go of it (and of what the event needed) so
+        # that the two are freed as soon as the caller drops the response, not by a
+        # collection of reference cycles.
+        self._emitter = self._response = None
+        emitter.undefer(self)
+        self._adapter.emit_exchange(self._call, emitter, response, b"".join(self._chunks), error)
+        self._chunks = []
 
     def unfinished(self) -> None:
         """The run ends with this body not read to the end."""

@@ -203,8 +203,10 @@ class Recorder:
         self.store = store
         self.redactor = redactor or Redactor()
         self.clock: TimeSource = clock or SystemClock()
+        self._monotonic = self.clock.monotonic
+        self._time = self.clock.time
         self.blob_threshold = blob_threshold
-        self.t0 = self.clock.monotonic()
+        self.t0 = self._monotonic()
         self.failure: Failure | None = None
         self.result: JsonValue = None
         self.has_result = False
@@ -238,30 +240,30 @@ class Recorder:
     # --- Boundary ------------------------------------------------------------------------
 
     def open(self, kind: str, name: str, request: JsonValue) -> Call:
-        return open_call(self._spans, kind, name, request, self.elapsed())
+        return open_call(self._spans, kind, name, request, self._monotonic() - self.t0)
 
     def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
-        start = self.clock.monotonic()
+        start = self._monotonic()
         try:
             value = perform()
         except BaseException as exc:
-            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
+            self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
         return self._record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
+            call, Outcome(value=value, duration=self._monotonic() - start), adapter
         )
 
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T:
-        start = self.clock.monotonic()
+        start = self._monotonic()
         try:
             value = await perform()
         except BaseException as exc:
-            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
+            self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
         return self._record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
+            call, Outcome(value=value, duration=self._monotonic() - start), adapter
         )
 
     def _record(self, call: Call, outcome: Outcome[T], adapter: Adapter[T]) -> T:
@@ -297,7 +299,7 @@ class Recorder:
     # --- Emitter -------------------------------------------------------------------------
 
     def elapsed(self) -> float:
-        return self.clock.monotonic() - self.t0
+        return self._monotonic() - self.t0
 
     def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
         if self.closed or self.damaged is not None:
@@ -335,8 +337,8 @@ class Recorder:
         with self._lock:
             seq = self._seq
             base["seq"] = seq
-            base["wall"] = self.clock.time()
-            base["mono"] = self.clock.monotonic() - self.t0
+            base["wall"] = self._time()
+            base["mono"] = self._monotonic() - self.t0
             if order is not None:
                 line = _dump(kind, order, base)
             else:  # the first event of each shape is validated by the model, then trusted
@@ -361,11 +363,11 @@ class Recorder:
     def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere.
         The same headers again (a client's, mostly) give the same result while no secret
-        was learned meanwhile: it is remembered."""
+        was learned meanwhile: it is remembered (the same dict: read it, do not change it)."""
         key = tuple(headers)
         known = self._headers_seen.get(key)
         if known is not None and known[0] is self.redactor.state:
-            return dict(known[1])
+            return known[1]
         for name, value in headers:
             if sensitive_header(name):
                 _, sep, rest = value.partition(" ")
@@ -374,7 +376,7 @@ class Recorder:
         if len(self._headers_seen) >= 256:
             self._headers_seen.clear()
         self._headers_seen[key] = (self.redactor.state, redacted)
-        return dict(redacted)
+        return redacted
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
         if media_type.lower().startswith(BINARY_MEDIA):

@@ -203,8 +203,8 @@ def recognise(method: str, url: str, headers: Mapping[str, str] | None = None) -
     """The API a request is a call of, if any. While no registered API reads the headers,
     the answer for a method and URL is remembered (the last thousand: an agent calls the
     same few URLs again and again)."""
-    registry = apis()
-    if not _header_blind(registry):
+    registry = _registry if _registry is not None else apis()
+    if not (_BLIND and _BLIND[0] is registry and _BLIND[1]) and not _header_blind(registry):
         return next((a for a in registry if a.recognises(method, url, headers or {})), None)
     key = (method, url)
     found: LLMApi | None = _RECOGNISED.get(key, _UNKNOWN)

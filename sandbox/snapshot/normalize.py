@@ -10,10 +10,11 @@ the same fingerprint.
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from sandbox.snapshot.hashing import fingerprint
+from sandbox.snapshot.hashing import canonical_json
 
 VOLATILE_KEYS = frozenset(
     {
@@ -94,5 +95,7 @@ def normalize_url(url: str) -> str:
 
 
 def request_fingerprint(kind: str, name: str, request: Any) -> str:
-    """The fingerprint of a boundary request: kind, name and the normalized request."""
-    return fingerprint({"kind": kind, "name": name, "request": normalize(request)})
+    """The fingerprint of a boundary request: kind, name and the normalized request
+    (:func:`~sandbox.snapshot.hashing.fingerprint` of them, in one call)."""
+    value = {"kind": kind, "name": name, "request": normalize(request)}
+    return hashlib.sha256(canonical_json(value)).hexdigest()
