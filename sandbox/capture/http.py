@@ -56,6 +56,9 @@ class HTTPEmitter(boundary.Emitter, Protocol):
     blob_threshold: int
 
     def elapsed(self) -> float: ...
+    def emit_fields(
+        self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
+    ) -> int: ...
     def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]: ...
 
 
@@ -128,7 +131,11 @@ def _header_view(headers: Any) -> _HeaderView:
     but for the date and the length). The encoding in the key is the one set on them, if
     any (``None``: the one httpx derives from the raw pairs themselves)."""
     encoding = getattr(headers, "_encoding", _UNSET)
-    key = (headers.encoding if encoding is _UNSET else encoding, *headers.raw)
+    pairs = getattr(headers, "_list", None)  # (raw name, lowered name, value): no copy made
+    key = (
+        headers.encoding if encoding is _UNSET else encoding,
+        *(headers.raw if pairs is None else pairs),
+    )
     found = _VIEWS.get(key)
     if found is None:
         found = _HeaderView(headers)
@@ -205,35 +212,42 @@ class HTTPAdapter:
         req = self.request
         url = self.url
         req_view = _header_view(req.headers)
-        req_headers = emitter.redact_headers(req_view.items)
         req_body, req_blob = _body(self.body or b"", req_view.content_type, emitter, self.parsed)
-        fields: dict[str, Any] = {
-            "method": req.method,
-            "url": url,
-            "request_headers": req_headers,
-            "request_body": req_body,
-            "request_blob": req_blob,
-            "error": error,
-            "duration": emitter.elapsed() - call.started,
-        }
         streamed = False
         resp_body: JsonValue = None
-        if response is not None:
+        if response is None:
+            fields: dict[str, Any] = {
+                "method": req.method,
+                "url": url,
+                "request_headers": emitter.redact_headers(req_view.items),
+                "request_body": req_body,
+                "request_blob": req_blob,
+                "error": error,
+                "duration": emitter.elapsed() - call.started,
+            }
+        else:
             view = _header_view(response.headers)
             ctype = view.content_type
             streamed = "text/event-stream" in ctype
             data = _decode(raw, view.content_encoding) if view.content_encoding else raw
             resp_body, resp_blob = _body(data, ctype, emitter)
-            fields.update(
-                status=response.status_code,
-                response_headers=emitter.redact_headers(view.items),
-                response_body=resp_body,
-                response_blob=resp_blob,
-                streamed=streamed,
-            )
+            fields = {
+                "method": req.method,
+                "url": url,
+                "request_headers": emitter.redact_headers(req_view.items),
+                "request_body": req_body,
+                "request_blob": req_blob,
+                "error": error,
+                "duration": emitter.elapsed() - call.started,
+                "status": response.status_code,
+                "response_headers": emitter.redact_headers(view.items),
+                "response_body": resp_body,
+                "response_blob": resp_blob,
+                "streamed": streamed,
+            }
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
-        emitter.emit(HTTPExchange, call, **fields)
+        emitter.emit_fields(HTTPExchange, call, fields)
         api = llm.recognise(req.method, url, req.headers)
         if api is not None:
             self._emit_llm(api, call, emitter, req_body, resp_body, streamed, response, error)

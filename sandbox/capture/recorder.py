@@ -249,9 +249,7 @@ class Recorder:
         except BaseException as exc:
             self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
-        return self._record(
-            call, Outcome(value=value, duration=self._monotonic() - start), adapter
-        )
+        return self._record(call, Outcome(value=value, duration=self._monotonic() - start), adapter)
 
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
@@ -262,9 +260,7 @@ class Recorder:
         except BaseException as exc:
             self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
-        return self._record(
-            call, Outcome(value=value, duration=self._monotonic() - start), adapter
-        )
+        return self._record(call, Outcome(value=value, duration=self._monotonic() - start), adapter)
 
     def _record(self, call: Call, outcome: Outcome[T], adapter: Adapter[T]) -> T:
         """``adapter.record``; an error of the recording itself damages the run and the
@@ -302,6 +298,12 @@ class Recorder:
         return self._monotonic() - self.t0
 
     def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
+        return self.emit_fields(event_type, call, fields)
+
+    def emit_fields(
+        self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
+    ) -> int:
+        """:meth:`emit` with the fields in a dict (read, not kept, not changed)."""
         if self.closed or self.damaged is not None:
             # Not the run's any more (a thread that outlived it), or no longer recorded.
             if self.replaying:

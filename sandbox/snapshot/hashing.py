@@ -26,8 +26,14 @@ _C_CANONICAL: Any = (
 chunks, no check for a value holding itself, which JSON data never does), made once."""
 
 
+_SHA256 = hashlib.sha256()
+"""Never updated: a copy of it is a new hash without looking the algorithm up again."""
+
+
 def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    digest = _SHA256.copy()
+    digest.update(data)
+    return digest.hexdigest()
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
