@@ -24,11 +24,12 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
+import itertools
 import json
 import sys
 import threading
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -40,6 +41,7 @@ from sandbox.errors import CaptureError
 from sandbox.seam import boundary, llm
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import BlobRef, ErrorInfo, Event, HTTPExchange, LLMCall
+from sandbox.snapshot.hashing import read_json
 from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 
 MODULES = ("httpx", "httpx2")
@@ -60,7 +62,10 @@ class HTTPEmitter(boundary.Emitter, Protocol):
     blob_threshold: int
 
     def elapsed(self) -> float: ...
-    def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]: ...
+    def emit_fields(
+        self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
+    ) -> int: ...
+    def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]: ...
 
 
 def _body(
@@ -68,16 +73,16 @@ def _body(
 ) -> tuple[JsonValue, BlobRef | None]:
     """A body as JSON when it is JSON, as text when it is text, else (or when large) a blob.
     ``parsed``: the body already read as JSON, if it was."""
-    media = content_type.split(";")[0].strip().lower() or "application/octet-stream"
     if not data:
         return None, None
+    media = _media(content_type)
     if len(data) > emitter.blob_threshold:
         return None, emitter.store_payload(data, media)
     if "json" in media:
         if parsed is not None:
             return parsed, None
         with contextlib.suppress(ValueError):
-            parsed = json.loads(data)
+            parsed = read_json(data)
             return parsed, None
     if media.startswith("text/") or "json" in media or "x-www-form-urlencoded" in media:
         with contextlib.suppress(UnicodeDecodeError):
@@ -88,17 +93,62 @@ def _body(
         return None, emitter.store_payload(data, media)
 
 
-def _header_items(headers: Any) -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=256)
+def _media(content_type: str) -> str:
+    """The media type of a ``content-type`` value, lower case, without its parameters."""
+    return content_type.split(";")[0].strip().lower() or "application/octet-stream"
+
+
+def _header_items(headers: Any) -> tuple[tuple[str, str], ...]:
     """``headers.multi_items()`` (names lowered, in order, repeated names kept), decoded in
     one pass over the raw pairs."""
     encoding = headers.encoding
-    return [(key.lower().decode(encoding), value.decode(encoding)) for key, value in headers.raw]
+    return tuple(
+        (key.lower().decode(encoding), value.decode(encoding)) for key, value in headers.raw
+    )
 
 
-def _header(items: list[tuple[str, str]], name: str) -> str:
+def _header(items: tuple[tuple[str, str], ...], name: str) -> str:
     """The value of header ``name`` (lower case) as ``headers.get`` gives it: repeated ones
     joined with commas, ``""`` when absent."""
     return ", ".join(value for key, value in items if key == name)
+
+
+class _HeaderView:
+    """What an exchange's record reads of one set of headers: the decoded pairs, the
+    content type and the content encoding."""
+
+    __slots__ = ("content_encoding", "content_type", "items")
+
+    def __init__(self, headers: Any) -> None:
+        self.items = _header_items(headers)
+        self.content_type = _header(self.items, "content-type")
+        self.content_encoding = _header(self.items, "content-encoding")
+
+
+_UNSET: Any = object()
+_VIEWS: dict[tuple[Any, ...], _HeaderView] = {}
+_VIEWS_LIMIT = 512
+
+
+def _header_view(headers: Any) -> _HeaderView:
+    """The view of ``headers``, remembered for the same raw pairs and encoding (a client
+    sends the same headers request after request; a server answers with the same ones
+    but for the date and the length). The encoding in the key is the one set on them, if
+    any (``None``: the one httpx derives from the raw pairs themselves)."""
+    encoding = getattr(headers, "_encoding", _UNSET)
+    pairs = getattr(headers, "_list", None)  # (raw name, lowered name, value): no copy made
+    key = (
+        headers.encoding if encoding is _UNSET else encoding,
+        *(headers.raw if pairs is None else pairs),
+    )
+    found = _VIEWS.get(key)
+    if found is None:
+        found = _HeaderView(headers)
+        if len(_VIEWS) >= _VIEWS_LIMIT:
+            _VIEWS.clear()
+        _VIEWS[key] = found
+    return found
 
 
 def _decode(data: bytes, encoding: str) -> bytes:
@@ -125,13 +175,16 @@ class HTTPAdapter:
         body: bytes | None,
         is_async: bool,
         parsed: JsonValue = None,
+        url: str | None = None,
     ) -> None:
         self.module = module
         self.request = request
         self.body = body
         self.is_async = is_async
         self.parsed = parsed
-        """The body as the request's JSON holds it (:func:`_request_json`), when it is JSON."""
+        """The body as the normalized request holds it (:func:`_cross`), when it is JSON."""
+        self.url = str(request.url) if url is None else url
+        """The request's URL, as ``str(request.url)`` gives it."""
 
     # --- capture -------------------------------------------------------------------------
 
@@ -140,26 +193,10 @@ class HTTPAdapter:
             self.emit_exchange(call, emitter, None, b"", boundary.error_info(outcome.error))
             return None
         response: Any = outcome.value
-        chunks: list[bytes] = []
-        done = threading.Event()
-
-        def finish(error: ErrorInfo | None = None) -> None:
-            if done.is_set():
-                return
-            done.set()
-            emitter.undefer(tee)
-            self.emit_exchange(call, emitter, response, b"".join(chunks), error)
-
-        def flush_at_end() -> None:
-            finish(ErrorInfo(type="IncompleteRead", message="body not read to the end"))
-
-        tee: Any
-        if self.is_async:
-            tee = _async_tee(self.module)(response.stream, chunks, finish)
-        else:
-            tee = _sync_tee(self.module)(response.stream, chunks, finish)
-        response.stream = tee
-        emitter.defer(tee, flush_at_end)
+        tee = (_async_tee if self.is_async else _sync_tee)(self.module)
+        stream = tee(response.stream, self, call, emitter, response)
+        response.stream = stream
+        emitter.defer(stream, stream.unfinished)
         return response
 
     def record_replayed(self, call: Call, value: Any, emitter: Any) -> Any:
@@ -179,39 +216,44 @@ class HTTPAdapter:
         ``response`` with its body ``raw`` as read, or ``error``. Replay calls it with the
         response it rebuilt, so the replayed run records the exchange as capture does."""
         req = self.request
-        url = str(req.url)
-        req_items = _header_items(req.headers)
-        req_headers = emitter.redact_headers(req_items)
-        req_body, req_blob = _body(
-            self.body or b"", _header(req_items, "content-type"), emitter, self.parsed
-        )
-        fields: dict[str, Any] = {
-            "method": req.method,
-            "url": url,
-            "request_headers": req_headers,
-            "request_body": req_body,
-            "request_blob": req_blob,
-            "error": error,
-            "duration": emitter.elapsed() - call.started,
-        }
+        url = self.url
+        req_view = _header_view(req.headers)
+        req_body, req_blob = _body(self.body or b"", req_view.content_type, emitter, self.parsed)
         streamed = False
         resp_body: JsonValue = None
-        if response is not None:
-            resp_items = _header_items(response.headers)
-            ctype = _header(resp_items, "content-type")
+        if response is None:
+            fields: dict[str, Any] = {
+                "method": req.method,
+                "url": url,
+                "request_headers": emitter.redact_headers(req_view.items),
+                "request_body": req_body,
+                "request_blob": req_blob,
+                "error": error,
+                "duration": emitter.elapsed() - call.started,
+            }
+        else:
+            view = _header_view(response.headers)
+            ctype = view.content_type
             streamed = "text/event-stream" in ctype
-            data = _decode(raw, _header(resp_items, "content-encoding"))
+            data = _decode(raw, view.content_encoding) if view.content_encoding else raw
             resp_body, resp_blob = _body(data, ctype, emitter)
-            fields.update(
-                status=response.status_code,
-                response_headers=emitter.redact_headers(resp_items),
-                response_body=resp_body,
-                response_blob=resp_blob,
-                streamed=streamed,
-            )
+            fields = {
+                "method": req.method,
+                "url": url,
+                "request_headers": emitter.redact_headers(req_view.items),
+                "request_body": req_body,
+                "request_blob": req_blob,
+                "error": error,
+                "duration": emitter.elapsed() - call.started,
+                "status": response.status_code,
+                "response_headers": emitter.redact_headers(view.items),
+                "response_body": resp_body,
+                "response_blob": resp_blob,
+                "streamed": streamed,
+            }
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
-        emitter.emit(HTTPExchange, call, **fields)
+        emitter.emit_fields(HTTPExchange, call, fields)
         api = llm.recognise(req.method, url, req.headers)
         if api is not None:
             self._emit_llm(api, call, emitter, req_body, resp_body, streamed, response, error)
@@ -299,62 +341,89 @@ class HTTPAdapter:
         )
 
 
+class _Tee:
+    """What the tee streams of one response share: the body read so far, and writing the
+    exchange's event once, when the body is finished or closed (or, still open, at the
+    run's end)."""
+
+    def __init__(
+        self, inner: Any, adapter: HTTPAdapter, call: Call, emitter: Any, response: Any
+    ) -> None:
+        self._inner = inner
+        self._chunks: list[bytes] = []
+        self._adapter = adapter
+        self._call = call
+        self._emitter = emitter
+        self._response = response
+        self._ends = itertools.count()
+        """``next`` of it is 0 for the first end only (atomic: a stream may be closed in one
+        thread while the run's end flushes it in another)."""
+
+    def finish(self, error: ErrorInfo | None = None) -> None:
+        if next(self._ends):
+            return
+        emitter, response = self._emitter, self._response
+        # The response holds this stream: let go of it (and of what the event needed) so
+        # that the two are freed as soon as the caller drops the response, not by a
+        # collection of reference cycles.
+        self._emitter = self._response = None
+        emitter.undefer(self)
+        self._adapter.emit_exchange(self._call, emitter, response, b"".join(self._chunks), error)
+        self._chunks = []
+
+    def unfinished(self) -> None:
+        """The run ends with this body not read to the end."""
+        self.finish(ErrorInfo(type="IncompleteRead", message="body not read to the end"))
+
+
 @functools.cache
-def _sync_tee(module: Any) -> type:
+def _sync_tee(module: Any) -> type[_Tee]:
     """The tee stream class of ``module`` (made once per module)."""
     base = module.SyncByteStream
 
-    class TeeStream(base):  # type: ignore[misc, valid-type]
-        def __init__(self, inner: Any, chunks: list[bytes], finish: Callable[..., None]) -> None:
-            self._inner = inner
-            self._chunks = chunks
-            self._finish = finish
-
+    class TeeStream(_Tee, base):  # type: ignore[misc, valid-type]
         def __iter__(self) -> Iterator[bytes]:
+            chunks = self._chunks
             try:
                 for chunk in self._inner:
-                    self._chunks.append(chunk)
+                    chunks.append(chunk)
                     yield chunk
             except BaseException as exc:
-                self._finish(boundary.error_info(exc))
+                self.finish(boundary.error_info(exc))
                 raise
-            self._finish()
+            self.finish()
 
         def close(self) -> None:
             try:
                 self._inner.close()
             finally:
-                self._finish()
+                self.finish()
 
     return TeeStream
 
 
 @functools.cache
-def _async_tee(module: Any) -> type:
+def _async_tee(module: Any) -> type[_Tee]:
     """The async tee stream class of ``module`` (made once per module)."""
     base = module.AsyncByteStream
 
-    class AsyncTeeStream(base):  # type: ignore[misc, valid-type]
-        def __init__(self, inner: Any, chunks: list[bytes], finish: Callable[..., None]) -> None:
-            self._inner = inner
-            self._chunks = chunks
-            self._finish = finish
-
+    class AsyncTeeStream(_Tee, base):  # type: ignore[misc, valid-type]
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            chunks = self._chunks
             try:
                 async for chunk in self._inner:
-                    self._chunks.append(chunk)
+                    chunks.append(chunk)
                     yield chunk
             except BaseException as exc:
-                self._finish(boundary.error_info(exc))
+                self.finish(boundary.error_info(exc))
                 raise
-            self._finish()
+            self.finish()
 
         async def aclose(self) -> None:
             try:
                 await self._inner.aclose()
             finally:
-                self._finish()
+                self.finish()
 
     return AsyncTeeStream
 
@@ -364,18 +433,44 @@ def _read_json(body: bytes | None) -> tuple[JsonValue, bool]:
     if not body:
         return None, False
     try:
-        return json.loads(body), True
+        return read_json(body), True
     except ValueError:
         return body.decode("utf-8", "replace"), False
-
-
-def _request_json(request: Any, parsed: JsonValue) -> dict[str, JsonValue]:
-    return {"method": request.method, "url": normalize_url(str(request.url)), "body": parsed}
 
 
 def _name(request: Any) -> str:
     url = request.url
     return f"{request.method} {url.scheme}://{url.netloc.decode()}{url.path}"
+
+
+_TARGETS: dict[tuple[str, str], tuple[str, str]] = {}
+_TARGETS_LIMIT = 1024
+
+
+def _target(request: Any, url: str) -> tuple[str, str]:
+    """The crossing's name (:func:`_name`) and the normalized URL (:func:`normalize_url`)
+    of a request to ``url`` (``str(request.url)``), remembered for the last thousand
+    methods and URLs: an agent calls the same few again and again."""
+    key = (request.method, url)
+    found = _TARGETS.get(key)
+    if found is None:
+        found = (_name(request), normalize_url(url))
+        if len(_TARGETS) >= _TARGETS_LIMIT:
+            _TARGETS.clear()
+        _TARGETS[key] = found
+    return found
+
+
+def _cross(
+    module: Any, request: Any, body: bytes | None, is_async: bool
+) -> tuple[str, dict[str, JsonValue], HTTPAdapter]:
+    """The crossing of ``request`` with its ``body`` read: its name, its normalized request
+    (method, URL, body) and the adapter recording it."""
+    parsed, is_json = _read_json(body)
+    url = str(request.url)
+    name, normal_url = _target(request, url)
+    adapter = HTTPAdapter(module, request, body, is_async, parsed if is_json else None, url)
+    return name, {"method": request.method, "url": normal_url, "body": parsed}, adapter
 
 
 def _read_body(request: Any) -> bytes | None:
@@ -423,15 +518,9 @@ def _patch_async(module: Any, async_cls: type) -> tuple[type, str, Any]:
     async def handle_async_request(self: Any, request: Any) -> Any:
         if boundary.current() is None:
             return await async_orig(self, request)
-        body = await _aread_body(request)
-        parsed, is_json = _read_json(body)
-        adapter = HTTPAdapter(module, request, body, True, parsed if is_json else None)
+        name, normalized, adapter = _cross(module, request, await _aread_body(request), True)
         return await boundary.athrough(
-            "http",
-            _name(request),
-            _request_json(request, parsed),
-            lambda: async_orig(self, request),
-            adapter,
+            "http", name, normalized, lambda: async_orig(self, request), adapter
         )
 
     async_cls.handle_async_request = handle_async_request  # type: ignore[attr-defined]
@@ -534,16 +623,8 @@ def _patch_module(module: Any) -> list[tuple[type, str, Any]]:
     def handle_request(self: Any, request: Any) -> Any:
         if boundary.current() is None:
             return sync_orig(self, request)
-        body = _read_body(request)
-        parsed, is_json = _read_json(body)
-        adapter = HTTPAdapter(module, request, body, False, parsed if is_json else None)
-        return boundary.through(
-            "http",
-            _name(request),
-            _request_json(request, parsed),
-            lambda: sync_orig(self, request),
-            adapter,
-        )
+        name, normalized, adapter = _cross(module, request, _read_body(request), False)
+        return boundary.through("http", name, normalized, lambda: sync_orig(self, request), adapter)
 
     sync_cls.handle_request = handle_request
     return [

@@ -103,11 +103,18 @@ def fast_dump(event_type: type[Event], kind: str, fields: dict[str, Any]) -> byt
     """The line :func:`~sandbox.snapshot.store.dump_event` writes for these fields, without
     building the model: the kind first, then the fields in the model's order, those that
     equal their default left out (as there), written by :func:`ordered_json` in one call."""
+    return _dump(kind, _order(event_type, tuple(fields)), fields)
+
+
+def _dump(kind: str, order: tuple[tuple[str, Any], ...], fields: dict[str, Any]) -> bytes:
+    """:func:`fast_dump` with the fields' order (:func:`_order`) worked out already."""
     out: dict[str, Any] = {"kind": kind}
-    for name, default in _order(event_type, tuple(fields)):
+    plain = _PLAIN_TYPES
+    for name, default in order:
         value = fields[name]
-        if default is _REQUIRED or value != default:
-            out[name] = value if type(value) in _PLAIN_TYPES else _plain(value)
+        if value is default or (default is not _REQUIRED and value == default):
+            continue
+        out[name] = value if type(value) in plain else _plain(value)
     return ordered_json(out) + b"\n"
 
 
@@ -196,8 +203,10 @@ class Recorder:
         self.store = store
         self.redactor = redactor or Redactor()
         self.clock: TimeSource = clock or SystemClock()
+        self._monotonic = self.clock.monotonic
+        self._time = self.clock.time
         self.blob_threshold = blob_threshold
-        self.t0 = self.clock.monotonic()
+        self.t0 = self._monotonic()
         self.failure: Failure | None = None
         self.result: JsonValue = None
         self.has_result = False
@@ -207,7 +216,8 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
-        self._validated: set[tuple[type[Event], tuple[str, ...]]] = set()
+        self._validated: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
+        """Each shape of event written (its type, the names of its fields) -> the fields' order."""
         self._headers_seen: dict[tuple[tuple[str, str], ...], tuple[object, dict[str, str]]] = {}
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
@@ -242,31 +252,27 @@ class Recorder:
     # --- Boundary ------------------------------------------------------------------------
 
     def open(self, kind: str, name: str, request: JsonValue) -> Call:
-        return open_call(self._spans, kind, name, request, self.elapsed())
+        return open_call(self._spans, kind, name, request, self._monotonic() - self.t0)
 
     def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
-        start = self.clock.monotonic()
+        start = self._monotonic()
         try:
             value = perform()
         except BaseException as exc:
-            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
+            self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
-        return self._record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
-        )
+        return self._record(call, Outcome(value=value, duration=self._monotonic() - start), adapter)
 
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T:
-        start = self.clock.monotonic()
+        start = self._monotonic()
         try:
             value = await perform()
         except BaseException as exc:
-            self._record(call, Outcome(error=exc, duration=self.clock.monotonic() - start), adapter)
+            self._record(call, Outcome(error=exc, duration=self._monotonic() - start), adapter)
             raise
-        return self._record(
-            call, Outcome(value=value, duration=self.clock.monotonic() - start), adapter
-        )
+        return self._record(call, Outcome(value=value, duration=self._monotonic() - start), adapter)
 
     def _record(self, call: Call, outcome: Outcome[T], adapter: Adapter[T]) -> T:
         """``adapter.record``; an error of the recording itself damages the run and the
@@ -301,9 +307,15 @@ class Recorder:
     # --- Emitter -------------------------------------------------------------------------
 
     def elapsed(self) -> float:
-        return self.clock.monotonic() - self.t0
+        return self._monotonic() - self.t0
 
     def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
+        return self.emit_fields(event_type, call, fields)
+
+    def emit_fields(
+        self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
+    ) -> int:
+        """:meth:`emit` with the fields in a dict (read, not kept, not changed)."""
         if self.closed or self.damaged is not None:
             # Not the run's any more (a thread that outlived it), or no longer recorded.
             if self.replaying:
@@ -332,19 +344,20 @@ class Recorder:
                 "attempt": current_attempt(),
             }
         base.update(fields)
-        parent = base.get("parent_span")
-        kind = _kind(event_type)
+        parent = base["parent_span"]
         shape = (event_type, tuple(base))  # the same call site gives the same names in order
+        order = self._validated.get(shape)
+        kind = _kind(event_type)
         with self._lock:
             seq = self._seq
             base["seq"] = seq
-            base["wall"] = self.clock.time()
-            base["mono"] = self.clock.monotonic() - self.t0
-            if shape in self._validated:
-                line = fast_dump(event_type, kind, base)
+            base["wall"] = self._time()
+            base["mono"] = self._monotonic() - self.t0
+            if order is not None:
+                line = _dump(kind, order, base)
             else:  # the first event of each shape is validated by the model, then trusted
                 line = dump_event(event_type(**base))
-                self._validated.add(shape)
+                self._validated[shape] = _order(event_type, tuple(base))
             self.writer.append_raw(self.redactor.bytes(line))
             self._seq = seq + 1
             if parent is not None and kind in _COMMITTING_KINDS and not fields.get("error"):
@@ -361,14 +374,14 @@ class Recorder:
                 self.writer.append_raw(self.redactor.bytes(line))
                 self._seq += 1
 
-    def redact_headers(self, headers: list[tuple[str, str]]) -> dict[str, str]:
+    def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere.
         The same headers again (a client's, mostly) give the same result while no secret
-        was learned meanwhile: it is remembered."""
+        was learned meanwhile: it is remembered (the same dict: read it, do not change it)."""
         key = tuple(headers)
         known = self._headers_seen.get(key)
         if known is not None and known[0] is self.redactor.state:
-            return dict(known[1])
+            return known[1]
         for name, value in headers:
             if sensitive_header(name):
                 _, sep, rest = value.partition(" ")
@@ -377,7 +390,7 @@ class Recorder:
         if len(self._headers_seen) >= 256:
             self._headers_seen.clear()
         self._headers_seen[key] = (self.redactor.state, redacted)
-        return dict(redacted)
+        return redacted
 
     def store_payload(self, data: bytes, media_type: str) -> BlobRef:
         if media_type.lower().startswith(BINARY_MEDIA):

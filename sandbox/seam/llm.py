@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -99,7 +99,9 @@ class LLMApi(Protocol):
 
     def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
         """Whether a request (method, full URL, headers; a recorded request's headers may be
-        empty) is a call of this API."""
+        empty) is a call of this API. One that reads only the method and URL says so with
+        :func:`url_only` (a subclass overriding it is taken to read the headers unless it
+        says so again): :func:`recognise` then remembers its answers."""
         ...
 
     def parse_request(self, url: str, body: Any) -> LLMRequest: ...
@@ -170,9 +172,48 @@ def api(name: object) -> LLMApi | None:
     return next((a for a in apis() if a.name == name), None)
 
 
+_F = TypeVar("_F", bound=Callable[..., bool])
+_RECOGNISED: dict[tuple[str, str], LLMApi | None] = {}
+_RECOGNISED_LIMIT = 1024
+_BLIND: list[Any] = []
+"""``[registry, whether no API of it reads headers]``, for the registry whose answers
+:data:`_RECOGNISED` holds."""
+_UNKNOWN: Any = object()
+
+
+def url_only(recognises: _F) -> _F:
+    """Mark an API's :meth:`LLMApi.recognises` as reading only the method and the URL of a
+    request, never its headers (as the built-in APIs' do)."""
+    recognises.reads_headers = False  # type: ignore[attr-defined]
+    return recognises
+
+
+def _header_blind(registry: list[LLMApi]) -> bool:
+    """Whether no API of ``registry`` reads a request's headers to recognise it (each one's
+    ``recognises`` is marked :func:`url_only`)."""
+    if _BLIND and _BLIND[0] is registry:
+        return bool(_BLIND[1])
+    blind = not any(getattr(a.recognises, "reads_headers", True) for a in registry)
+    _RECOGNISED.clear()
+    _BLIND[:] = [registry, blind]
+    return blind
+
+
 def recognise(method: str, url: str, headers: Mapping[str, str] | None = None) -> LLMApi | None:
-    """The API a request is a call of, if any."""
-    return next((a for a in apis() if a.recognises(method, url, headers or {})), None)
+    """The API a request is a call of, if any. While no registered API reads the headers,
+    the answer for a method and URL is remembered (the last thousand: an agent calls the
+    same few URLs again and again)."""
+    registry = _registry if _registry is not None else apis()
+    if not (_BLIND and _BLIND[0] is registry and _BLIND[1]) and not _header_blind(registry):
+        return next((a for a in registry if a.recognises(method, url, headers or {})), None)
+    key = (method, url)
+    found: LLMApi | None = _RECOGNISED.get(key, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = next((a for a in registry if a.recognises(method, url, {})), None)
+        if len(_RECOGNISED) >= _RECOGNISED_LIMIT:
+            _RECOGNISED.clear()
+        _RECOGNISED[key] = found
+    return found
 
 
 def for_provider(provider: str) -> LLMApi | None:

@@ -5,7 +5,7 @@ which capture then reads model calls with, as it does the built-in ones."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 from examples._model import serve_http
 from sandbox import capture
 from sandbox.seam import llm
+from sandbox.seam.apis.openai_chat import ChatCompletions
 from sandbox.snapshot.events import LLMCall
 from sandbox.snapshot.store import DirectoryStore
 
@@ -70,6 +71,33 @@ def test_the_built_in_apis_are_registered_each_recognising_its_own_endpoint() ->
     assert llm.recognise("POST", "https://api.example.com/v1/orders") is None
     assert llm.recognise("POST", f"{GEMINI}/v1beta/models/gemini-2.5-flash:countTokens") is None
     assert all(isinstance(a, llm.LLMApi) for a in llm.apis())
+
+
+class _ByHeader(ChatCompletions):
+    """A chat API told apart by a header: a subclass overriding ``recognises`` without
+    marking it ``url_only``."""
+
+    name = "by.header"
+
+    def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
+        return headers.get("x-api-flavour") == "by-header"
+
+
+def test_an_api_reading_headers_is_asked_with_them_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answers for a method and URL are remembered only while every API reads no
+    headers: one that does (a subclass of a built-in one overriding ``recognises``) is
+    asked with each request's headers."""
+    url = "https://api.example.com/v1/anything"
+    assert llm.recognise("POST", url) is None
+    assert llm.recognise("POST", url) is None  # remembered: the built-in APIs are url_only
+    monkeypatch.setattr(llm, "_registry", [_ByHeader(), *llm.apis()])
+    found = llm.recognise("POST", url, {"x-api-flavour": "by-header"})
+    assert found is not None and found.name == "by.header"
+    assert llm.recognise("POST", url, {}) is None
+    again = llm.recognise("POST", url, {"x-api-flavour": "by-header"})
+    assert again is not None and again.name == "by.header"
 
 
 def test_an_entry_point_api_is_registered_after_the_built_in_ones(plugin: None) -> None:

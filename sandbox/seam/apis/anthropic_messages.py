@@ -24,6 +24,7 @@ class Messages:
     client: tuple[str, str] | None = ("anthropic", "anthropic")
     usage_keys = ("input_tokens", "output_tokens")
 
+    @llm.url_only
     def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
         return method.upper() == "POST" and urlsplit(url).path.rstrip("/").endswith("/messages")
 

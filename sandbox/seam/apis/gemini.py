@@ -33,6 +33,7 @@ class GenerateContent:
     client: tuple[str, str] | None = ("google-genai", "google.genai")
     usage_keys = ("input_tokens", "output_tokens", "total_tokens")
 
+    @llm.url_only
     def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
         return method.upper() == "POST" and ENDPOINT.search(urlsplit(url).path) is not None
 

@@ -20,6 +20,7 @@ class ChatCompletions:
     client: tuple[str, str] | None = ("openai", "openai")
     usage_keys = ("prompt_tokens", "completion_tokens")
 
+    @llm.url_only
     def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
         return method.upper() == "POST" and _path(url).endswith("/chat/completions")
 

@@ -20,6 +20,7 @@ class Responses:
     client: tuple[str, str] | None = ("openai", "openai")
     usage_keys = ("input_tokens", "output_tokens")
 
+    @llm.url_only
     def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
         return method.upper() == "POST" and urlsplit(url).path.rstrip("/").endswith("/responses")
 

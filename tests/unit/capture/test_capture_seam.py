@@ -6,6 +6,7 @@ This tiny replayer is test code: it shows that the recorded events plus each ada
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -108,3 +109,16 @@ def test_nothing_installed_means_plain_calls() -> None:
     assert boundary.through("tool", "x", {}, lambda: 41 + 1, None) == 42  # type: ignore[arg-type]
     with pytest.raises(ZeroDivisionError):
         boundary.through("tool", "x", {}, lambda: 1 / 0, None)  # type: ignore[arg-type]
+
+
+def test_an_opened_call_is_the_frozen_dataclass_its_fields_make() -> None:
+    """open_call fills a Call without its __init__: it equals the one the dataclass makes
+    of the same fields, field for field, and stays frozen."""
+    spans = SpanAllocator()
+    with boundary.attempt_scope(2), boundary.task_scope("worker"):
+        call = open_call(spans, "tool", "lookup", {"id": 7}, 1.5)
+    made = Call(**{f.name: getattr(call, f.name) for f in dataclasses.fields(Call)})
+    assert call == made and repr(call) == repr(made) and vars(call) == vars(made)
+    assert (call.span, call.task, call.attempt, call.started) == (0, "worker", 2, 1.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        call.name = "other"  # type: ignore[misc]
