@@ -67,13 +67,27 @@ _IMPORTING = "<frozen importlib._bootstrap"
 
 def _origin(frame: Any) -> str:
     """Whose code a frame runs: ``stdlib`` (the import machinery too), ``sandbox``, an
-    installed ``library``, or the ``agent``'s own."""
-    module = str(frame.f_globals.get("__name__", ""))
+    installed ``library``, or the ``agent``'s own (told once for each code object and
+    module: a stack is walked at every environment read and every draw)."""
+    module = frame.f_globals.get("__name__", "")
+    key = (frame.f_code, module)
+    found = _ORIGINS.get(key)
+    if found is None:
+        found = _origin_of(str(module), frame.f_code.co_filename)
+        if len(_ORIGINS) >= 4096:
+            _ORIGINS.clear()
+        _ORIGINS[key] = found
+    return found
+
+
+_ORIGINS: dict[tuple[Any, Any], str] = {}
+
+
+def _origin_of(module: str, filename: str) -> str:
     if module.split(".")[0] in sys.stdlib_module_names:
         return "stdlib"
     if module.startswith("sandbox."):
         return "sandbox"
-    filename = frame.f_code.co_filename
     if any(d in filename for d in _LIBRARY_DIRS) or filename.startswith(_SCRIPT_DIRS):
         return "library"
     return "agent"
