@@ -385,7 +385,9 @@ class Capture:
 
     def _complete(self, recorder: Recorder) -> None:
         """Seal a kept run: redact what was written before a secret was learned, capture
-        its services' end states, finish the manifest, publish it from aside."""
+        its services' end states, finish the manifest, publish it from aside (a run held
+        in memory is sealed there and written into the store whole: see
+        :mod:`sandbox.capture.held`)."""
         if recorder.redactor.learned:
             with _sealing(recorder.writer, recorder.redactor):
                 seal(recorder)

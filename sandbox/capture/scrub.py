@@ -10,6 +10,7 @@ the old blob is removed when this run created it. The manifest is redacted again
 
 from __future__ import annotations
 
+from sandbox.capture.held import HeldWriter
 from sandbox.capture.recorder import Recorder
 from sandbox.errors import CaptureError
 from sandbox.redaction import Redactor
@@ -72,14 +73,22 @@ def _rewrite(recorder: Recorder) -> None:
         recorder.written_blobs.pop(key, None)
         if created:
             store.delete_blob(key)
-    path = recorder.writer.folder / EVENTS
+
+    def rewritten(line: bytes) -> bytes:
+        out = redactor.bytes(line)
+        for old, (new, old_size, new_size) in moved.items():
+            if old.encode() in out:
+                out = out.replace(
+                    f'"sha256":"{old}","size":{old_size}'.encode(),
+                    f'"sha256":"{new}","size":{new_size}'.encode(),
+                ).replace(old.encode(), new.encode())
+        return out
+
+    writer = recorder.writer
+    if isinstance(writer, HeldWriter) and not writer.spilled:  # the log is in memory
+        writer.replace_lines([rewritten(line) for line in writer.held()])
+        return
+    path = writer.folder / EVENTS
     with open(path, "rb") as src, atomic_file(path) as dst:
         for line in src:
-            out = redactor.bytes(line)
-            for old, (new, old_size, new_size) in moved.items():
-                if old.encode() in out:
-                    out = out.replace(
-                        f'"sha256":"{old}","size":{old_size}'.encode(),
-                        f'"sha256":"{new}","size":{new_size}'.encode(),
-                    ).replace(old.encode(), new.encode())
-            dst.write(out)
+            dst.write(rewritten(line))

@@ -1,15 +1,18 @@
 """Pins shared among runs that start together (:mod:`sandbox.services.pinshare`): a run
 starting within the window of an open pin shares it, a later one opens its own, the pin is
-closed when its last share is released, and a bad window is one clear error."""
+closed when its last share is released, the next pin is opened ahead while runs keep
+coming, and a bad window is one clear error."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
 from sandbox.errors import ServiceError
-from sandbox.services.pinshare import WINDOW_ENV, PinPool, window
+from sandbox.services.pinshare import REFRESH_AT, WINDOW_ENV, PinPool, window
 
 
 class Pin:
@@ -94,3 +97,46 @@ def test_window_zero_shares_nothing_and_a_bad_window_is_refused(
     monkeypatch.setenv(WINDOW_ENV, "soon")
     with pytest.raises(ServiceError, match=WINDOW_ENV):
         window()
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not done():
+        assert time.monotonic() < deadline, "not done within 10 s"
+        time.sleep(0.005)
+
+
+def test_the_next_pin_is_opened_ahead_off_the_runs_thread_and_closed_when_unused() -> None:
+    """A run sharing a pin past :data:`REFRESH_AT` of its window has the next one opened on
+    the pool's thread; the runs starting once it is open share it; a pin opened ahead that
+    no run takes is closed when its window is over."""
+    clock = Clock()
+    pool: PinPool[Pin] = PinPool(clock)
+    opened: list[tuple[Pin, int]] = []
+
+    def open_pin() -> Pin:
+        opened.append((Pin(), threading.get_ident()))
+        return opened[-1][0]
+
+    window = 0.2
+    a = pool.share("db", open_pin, within=window)
+    clock.now += window * (REFRESH_AT + 1) / 2  # late in the pin's window: the next is asked
+    b = pool.share("db", open_pin, within=window)
+    assert b.hold is a.hold
+    _until(lambda: len(opened) == 2)
+    ahead = opened[1][0]
+    assert opened[0][1] == threading.get_ident() != opened[1][1]
+
+    def next_share() -> bool:
+        share = pool.share("db", open_pin, within=window)
+        if share.hold is ahead:
+            share.release()
+            return True
+        share.release()
+        return False
+
+    _until(next_share)  # once open, the runs that start share it
+    a.release()
+    b.release()
+    assert opened[0][0].closed == 1 and len(opened) == 2
+    _until(lambda: ahead.closed == 1)  # no run holds it: closed after its window

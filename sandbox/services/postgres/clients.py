@@ -4,6 +4,7 @@ psycopg2 and asyncpg (SQLAlchemy's engines connect through these), named in the
 
 from __future__ import annotations
 
+import functools
 import getpass
 import importlib
 import os
@@ -50,11 +51,19 @@ def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
 
     options = {"autocommit", "prepare_threshold", "context", "row_factory", "cursor_factory"}
 
+    @functools.lru_cache(maxsize=64)
+    def parsed(conninfo: str, given: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        """The connection parameters of ``conninfo`` and the keywords ``given``: parsed once
+        for the same ones (an agent opens the same connection again and again)."""
+        return conninfo_to_dict(make_conninfo(conninfo, **dict(given)))
+
     def reroute(conninfo: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         extra = {k: v for k, v in kwargs.items() if k in options}
-        params = conninfo_to_dict(
-            make_conninfo(conninfo, **{k: v for k, v in kwargs.items() if k not in options})
-        )
+        given = tuple(sorted((k, v) for k, v in kwargs.items() if k not in options))
+        try:
+            params = dict(parsed(conninfo, given))
+        except TypeError:  # a keyword's value cannot be a key: parsed each time
+            params = conninfo_to_dict(make_conninfo(conninfo, **dict(given)))
         endpoint = _url(params)
         target = route(router, Connect("postgres", "psycopg", endpoint, conninfo or None))
         if target == endpoint:

@@ -143,6 +143,18 @@ class _Endpoint:
             params.pop("password", None)
         return make_conninfo(**params)
 
+    @functools.cached_property
+    def pin_key(self) -> str:
+        """The endpoint without its password, as the pins of it are known (worked out once:
+        a run per request asks for it each time)."""
+        return self.conninfo(password=False)
+
+    @functools.cached_property
+    def seen_address(self) -> str:
+        """``host:port/dbname`` as :mod:`~sandbox.services.postgres.pgseen` keys statements."""
+        params = self.params
+        return pgseen.address(params.get("host"), params.get("port"), params.get("dbname"))
+
     @property
     def maintenance_db(self) -> str:
         """A database to connect to while ``dbname`` is dropped and created."""
@@ -547,12 +559,9 @@ class PinnedPostgres:
         from sandbox.seam import boundary
 
         self._ep = ep
-        params = ep.params
-        self.seen = pgseen.Seen(
-            pgseen.address(params.get("host"), params.get("port"), params.get("dbname"))
-        )
+        self.seen = pgseen.Seen(ep.seen_address)
         self.ended: float | None = None
-        self._share = PINS.share(ep.conninfo(password=False), lambda: _Pin(ep))
+        self._share = PINS.share(ep.pin_key, lambda: _Pin(ep))
         self.seen.bind(boundary.current())
 
     def bind(self) -> None:

@@ -503,9 +503,12 @@ class PinnedKeys:
         inside = touched.own()  # the capture's own commands are no touches
         try:
             db = _db(self._endpoint)
-            with _connect(self._endpoint) as client:
+            client = self.pin.client  # the pins' own pool: no connection made per run
+            try:
                 version = _server_version(client)
                 now_ms = _now_ms(client)
+            except redis.RedisError as exc:
+                raise ServiceError(f"redis at {_where(self._endpoint)}: {exc}") from None
             ended = self.pin.now()
             keys = sorted(self.pin.first)
             extra = {

@@ -135,6 +135,11 @@ class PinnedRedis:
     def version(self) -> str:
         return self._server.version
 
+    @property
+    def client(self) -> redis.Redis:
+        """A client on the pool the pins of this database share (the capture's own)."""
+        return self._client
+
     def _keys(self, args: Sequence[object]) -> list[bytes]:
         parser = self._server.parser()
         words = [_as_bytes(a).decode("utf-8", "surrogateescape") for a in args[:1]]

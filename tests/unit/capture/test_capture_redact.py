@@ -44,9 +44,12 @@ def _assert_absent(root: Path, planted: list[str]) -> None:
             assert secret.encode() not in data, f"{secret} found in {path}"
 
 
+@pytest.mark.parametrize("keep", ["all", "failed"])
 def test_planted_secrets_are_nowhere_on_disk(
-    store: DirectoryStore, fake_api: Any, monkeypatch: pytest.MonkeyPatch
+    store: DirectoryStore, fake_api: Any, monkeypatch: pytest.MonkeyPatch, keep: str
 ) -> None:
+    """Under ``keep="all"`` events are written as they happen; under ``keep="failed"`` the
+    run is held in memory and written once kept: a secret learned late is redacted in both."""
     monkeypatch.setenv("STRIPE_SECRET", ENV_SECRET)
     monkeypatch.setenv("CORP_PASS", USER_ENV)
     monkeypatch.setenv("ACME_SETTING", ODD_NAME)
@@ -64,7 +67,7 @@ def test_planted_secrets_are_nowhere_on_disk(
 
     config = RedactionConfig(patterns=(r"ACME-\d{4}-SECRET-CODE",), env_names=("CORP_PASS",))
     settings: dict[str, Any] = {"redaction": config, "blob_threshold": 512, "cwd": str(store.root)}
-    with capture.run("secrets", store=store, seed=1, **settings) as rec:
+    with capture.run("secrets", store=store, seed=1, keep=keep, **settings) as rec:
         fetch_token()  # the token is written before anything says it is secret
         db = os.environ["DATABASE_URL"]
         odd = os.getenv("ACME_SETTING", "")
@@ -93,6 +96,9 @@ def test_planted_secrets_are_nowhere_on_disk(
         send_email(EMAIL, f"key={HEADER_KEY} env={ENV_SECRET} pass={USER_ENV} db={db}")
         send_email("a@b.c", ("padding " * 100) + ENV_SECRET + odd + LATE_TOKEN)
         capture.result({"leak": ENV_SECRET, "plain": plain})
+        if keep == "failed":
+            rec.mark_failed("kept")
+    capture.flush()  # a kept run is written in the background
 
     planted = [HEADER_KEY, ENV_SECRET, CUSTOM, USER_ENV, ODD_NAME, UNREAD, LATE_TOKEN, EMAIL]
     planted += [FORM_SECRET, XML_SECRET, VENDOR_SECRET, f":{DB_PASSWORD}@"]

@@ -1,0 +1,103 @@
+"""A run that may be dropped (``keep="failed"``, a rate) is held in memory: while it runs
+nothing of it is on disk; a kept one reaches the store whole, a dropped one leaves nothing.
+Past a size (the run's, or every held run's in the process) it spills to a folder aside
+and goes on there; a Python child it follows writes into that folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox import capture
+from sandbox.capture import held
+from sandbox.snapshot.events import RandomDraw, ToolCall
+from sandbox.snapshot.hashing import sha256_bytes
+from sandbox.snapshot.store import PLACEHOLDER_KEY, DirectoryStore
+
+BIG = "z" * 100_000  # stored as a blob
+
+
+@capture.tool
+def fetch(n: int) -> str:
+    return f"{n}:{BIG}"
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name != PLACEHOLDER_KEY)
+
+
+def _run(store: DirectoryStore, name: str, *, fail: bool, during: list[list[Path]]) -> None:
+    """A run of two tool calls with large outputs (``<fail>1:...`` and ``<fail>2:...``)."""
+    try:
+        with capture.run(
+            name, store=store, services="none", keep="failed", cwd=str(store.root.parent)
+        ):
+            fetch(10 * fail + 1)
+            fetch(10 * fail + 2)
+            during.append(_files(store.root))
+            if fail:
+                raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+
+
+def test_a_held_run_writes_nothing_while_it_runs(store: DirectoryStore) -> None:
+    during: list[list[Path]] = []
+    before = held.held_bytes()
+    _run(store, "fine", fail=False, during=during)
+    _run(store, "bad", fail=True, during=during)
+    capture.flush()
+    assert during == [[], []]  # not a file of either run, blobs included, while it ran
+    assert held.held_bytes() == before  # what they held is let go
+    (kept,) = store.list()
+    assert (kept.name, kept.status) == ("bad", "complete")
+    events = store.load_events(kept.run_id)
+    data = store.read_events_bytes(kept.run_id)
+    assert (kept.event_count, kept.events_sha256) == (len(events), sha256_bytes(data))
+    outputs = [e.output_blob for e in events if isinstance(e, ToolCall)]
+    assert [store.get_blob(o.sha256)[:3] for o in outputs if o] == [b"11:", b"12:"]
+    assert len(list(store.iter_blobs())) == 2  # the kept run's, none of the other's
+
+
+@pytest.mark.parametrize("limit", ["RUN_LIMIT", "PROCESS_LIMIT"])
+def test_a_run_past_a_limit_spills_aside_and_is_kept_or_dropped_whole(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, limit: str
+) -> None:
+    monkeypatch.setattr(held, limit, held.held_bytes() + 50_000)  # the first blob passes it
+    during: list[list[Path]] = []
+    _run(store, "fine", fail=False, during=during)
+    _run(store, "bad", fail=True, during=during)
+    capture.flush()
+    for files in during:  # each run went on in its folder aside: log, manifest, both blobs
+        names = [p.name for p in files]
+        assert all(".tmp" in p.parts for p in files) and len(files) == 4
+        assert "events.jsonl" in names and "manifest.json" in names
+    assert [m.name for m in store.list()] == ["bad"]
+    (kept,) = store.list()
+    events = store.load_events(kept.run_id)
+    assert sum(isinstance(e, ToolCall) for e in events) == 2
+    assert kept.event_count == len(events)
+    assert not [p for p in _files(store.root) if ".tmp" in p.parts]  # the folder aside is gone
+
+
+def test_a_child_of_a_held_run_is_captured_into_it(store: DirectoryStore) -> None:
+    child = [sys.executable, "-c", "import os; os.urandom(4)"]
+    for fail in (False, True):
+        try:
+            with capture.run("kid", store=store, services="none", keep="failed"):
+                subprocess.run(child, check=True)
+                if fail:
+                    raise RuntimeError("boom")
+        except RuntimeError:
+            pass
+    capture.flush()
+    (kept,) = store.list()
+    draws = [e.task for e in store.load_events(kept.run_id) if isinstance(e, RandomDraw)]
+    assert "child-1" in draws  # the child's own draw, adopted into the kept run
+    assert [p.name for p in _files(store.root) if "runs" in p.parts] == [
+        "events.jsonl",
+        "manifest.json",
+    ]
