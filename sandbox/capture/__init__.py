@@ -21,7 +21,7 @@ read at import, before ``capture.run``): see :mod:`sandbox.capture.envreads`.
 
 from sandbox.capture.clock import now
 from sandbox.capture.envreads import track_from_import
-from sandbox.capture.finisher import wait as flush
+from sandbox.capture.finisher import flush
 from sandbox.capture.markers import active, mark_failed, result, state, timeout
 from sandbox.capture.memory import (
     amemory_read,

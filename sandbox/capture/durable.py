@@ -14,21 +14,13 @@ the files are durable when the process ends, and shortly after each run before.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
-import queue
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-_queue: queue.SimpleQueue[Path] = queue.SimpleQueue()
-_worker: threading.Thread | None = None
-_lock = threading.Lock()
-_pending = 0
-_idle = threading.Condition(_lock)
-_hurry = threading.Event()
+from sandbox.capture.worker import Worker
 
 BATCH_DELAY = 0.2
 """Seconds the syncer gathers paths before syncing them together: one journal commit for a
@@ -100,45 +92,20 @@ def sync_paths(paths: Iterable[Path]) -> None:
             _fsync(path)
 
 
-def _run() -> None:
-    global _pending
-    while True:
-        batch = [_queue.get()]
-        _hurry.wait(BATCH_DELAY)
-        with contextlib.suppress(queue.Empty):
-            while True:
-                batch.append(_queue.get_nowait())
-        with contextlib.suppress(Exception):  # the syncer never dies of one batch
-            sync_paths(batch)
-        with _idle:
-            _pending -= len(batch)
-            _idle.notify_all()
+def flush(timeout: float | None = 30.0) -> bool:
+    """Sync every path handed over so far now, without waiting for the batch to gather;
+    whether it was done in time."""
+    return _WORKER.hurry(timeout)
+
+
+_WORKER: Worker[Path] = Worker("sandbox-sync", sync_paths, gather=BATCH_DELAY, at_exit=flush)
 
 
 def sync_later(paths: Iterable[Path]) -> None:
     """Sync ``paths`` (files, or folders for the names in them) in the background."""
-    global _worker, _pending
-    with _lock:
-        if _worker is None or not _worker.is_alive():
-            _worker = threading.Thread(target=_run, name="sandbox-sync", daemon=True)
-            _worker.start()
-            atexit.register(flush)
-        for path in paths:
-            _pending += 1
-            _queue.put(path)
+    _WORKER.submit(paths)
 
 
 def wait(timeout: float | None = 30.0) -> bool:
     """Wait until every path handed over so far is synced; whether it was in time."""
-    with _idle:
-        return _idle.wait_for(lambda: _pending == 0, timeout)
-
-
-def flush(timeout: float | None = 30.0) -> bool:
-    """Sync every path handed over so far now, without waiting for the batch to gather;
-    whether it was done in time."""
-    _hurry.set()
-    try:
-        return wait(timeout)
-    finally:
-        _hurry.clear()
+    return _WORKER.wait(timeout)

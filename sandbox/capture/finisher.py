@@ -17,69 +17,54 @@ service shutting down); the interpreter waits for it at exit, up to :data:`EXIT_
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import contextvars
-import queue
 import sys
-import threading
 from collections.abc import Callable
+
+from sandbox.capture import durable
+from sandbox.capture.worker import Worker
 
 EXIT_WAIT_S = 120.0
 """How long the interpreter waits at exit for the kept runs still being finished."""
 
-_queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-_worker: threading.Thread | None = None
-_lock = threading.Lock()
-_pending = 0
-_idle = threading.Condition(_lock)
 
-
-def _run() -> None:
-    global _pending
-    while True:
-        job = _queue.get()
+def _finish(jobs: list[Callable[[], None]]) -> None:
+    for job in jobs:
         try:
             contextvars.Context().run(job)  # no run's context: the job's own work is unseen
         except BaseException as error:  # a job handles its own errors; never lose the thread
             with contextlib.suppress(Exception):
                 sys.stderr.write(f"sandbox: finishing a kept run failed: {error!r}\n")
-        finally:
-            with _idle:
-                _pending -= 1
-                _idle.notify_all()
 
 
 def _at_exit() -> None:
     if wait(EXIT_WAIT_S):
-        from sandbox.capture.durable import wait as synced
+        durable.wait()  # the files the jobs handed to the syncer
 
-        synced()  # the files the jobs handed to the syncer
+
+_WORKER: Worker[Callable[[], None]] = Worker("sandbox-finish", _finish, at_exit=_at_exit)
 
 
 def submit(job: Callable[[], None]) -> None:
     """Run ``job`` on the background thread, after the jobs submitted before it."""
-    global _worker, _pending
-    with _lock:
-        if _worker is None or not _worker.is_alive():
-            if _worker is None:
-                atexit.register(_at_exit)
-            _worker = threading.Thread(target=_run, name="sandbox-finish", daemon=True)
-            _worker.start()
-        _pending += 1
-        _queue.put(job)
+    _WORKER.submit([job])
 
 
 def pending() -> int:
     """How many jobs are submitted and not finished yet."""
-    with _lock:
-        return _pending
+    return _WORKER.pending()
 
 
 def wait(timeout: float | None = 60.0) -> bool:
     """Wait until every kept run handed over so far is finished (in the store, or marked
     damaged); whether it was in time."""
-    if threading.current_thread() is _worker:
-        return _pending <= 1
-    with _idle:
-        return _idle.wait_for(lambda: _pending == 0, timeout)
+    if _WORKER.on_thread():
+        return _WORKER.pending() <= 1
+    return _WORKER.wait(timeout)
+
+
+def flush(timeout: float | None = 60.0) -> bool:
+    """Wait until every run kept so far is finished and its files are durable; whether it
+    was in time (each of the two waits up to ``timeout``)."""
+    return wait(timeout) and durable.flush(timeout)

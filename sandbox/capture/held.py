@@ -379,13 +379,15 @@ class HeldWriter(RunWriter):
         self._inner.replace_events(data)
 
     def replace_lines(self, lines: list[bytes]) -> None:
-        """Replace the log held in memory with ``lines`` (each ending in a newline)."""
+        """Replace the log with ``lines`` (each ending in a newline): the one held in
+        memory, or the one aside if the run has spilled."""
         with self._store._lock:
-            if self._inner is not None:
-                raise RuntimeError("the log is aside already: replace_events")
-            before = sum(len(line) for line in self._lines)
-            self._lines = list(lines)
-            self._store.hold(sum(len(line) for line in self._lines) - before)
+            if self._inner is None:
+                before = sum(len(line) for line in self._lines)
+                self._lines = list(lines)
+                self._store.hold(sum(len(line) for line in self._lines) - before)
+                return
+        self._inner.replace_events(b"".join(lines))
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
         """Hold the manifest; once spilled, also write it (atomically)."""

@@ -18,8 +18,9 @@ CAUGHT_BY_CALLER = {
 }
 """Helpers whose error (``ValueError``, ``OSError``) the one caller in the same module turns
 into its own answer."""
-PROTOCOL = {("__getattr__", "AttributeError")}
-"""What Python's protocols ask a function to raise (a module's ``__getattr__``)."""
+PROTOCOL = {("__getattr__", "AttributeError"), ("folder", "AttributeError")}
+"""What Python's protocols ask a function to raise (a module's ``__getattr__``, the setter
+of an attribute that cannot be set)."""
 
 
 def _error_types() -> list[type[errors.SandboxError]]:

@@ -1,0 +1,96 @@
+"""One background thread that does a kind of work handed over to it, in order.
+
+Capture hands two kinds of work off the agent's path: finishing a kept run
+(:mod:`sandbox.capture.finisher`) and making written files durable
+(:mod:`sandbox.capture.durable`). Each is a :class:`Worker`: a daemon thread started on the
+first item, a count of the items not done yet, a wait for them, and the interpreter waiting
+for them at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Worker(Generic[T]):
+    """Hands items to ``handle`` on one daemon thread named ``name``.
+
+    With ``gather`` > 0 the thread waits that many seconds after an item arrives (or until
+    :meth:`hurry`) and hands every item queued by then to ``handle`` in one batch; with 0,
+    one item at a time. ``handle`` handles its own errors: one that escapes is passed over,
+    the thread never dies of it. ``at_exit`` is registered with :mod:`atexit` when the
+    first item is handed over."""
+
+    def __init__(
+        self,
+        name: str,
+        handle: Callable[[list[T]], None],
+        *,
+        gather: float = 0.0,
+        at_exit: Callable[[], object] | None = None,
+    ) -> None:
+        self._name = name
+        self._handle = handle
+        self._gather = gather
+        self._at_exit = at_exit
+        self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._hurry = threading.Event()
+        self._pending = 0
+
+    def submit(self, items: Iterable[T]) -> None:
+        """Queue ``items``, after the ones handed over before them."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                if self._thread is None and self._at_exit is not None:
+                    atexit.register(self._at_exit)
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            for item in items:
+                self._pending += 1
+                self._queue.put(item)
+
+    def pending(self) -> int:
+        """How many items are handed over and not done yet."""
+        with self._lock:
+            return self._pending
+
+    def on_thread(self) -> bool:
+        """Whether the caller runs on the worker's own thread."""
+        return threading.current_thread() is self._thread
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until every item handed over so far is done; whether it was in time."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def hurry(self, timeout: float | None) -> bool:
+        """:meth:`wait`, the batch handled without waiting for it to gather."""
+        self._hurry.set()
+        try:
+            return self.wait(timeout)
+        finally:
+            self._hurry.clear()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            if self._gather > 0:
+                self._hurry.wait(self._gather)
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        batch.append(self._queue.get_nowait())
+            with contextlib.suppress(Exception):
+                self._handle(batch)
+            with self._idle:
+                self._pending -= len(batch)
+                self._idle.notify_all()
