@@ -221,36 +221,26 @@ class HTTPAdapter:
         req_body, req_blob = _body(self.body or b"", req_view.content_type, emitter, self.parsed)
         streamed = False
         resp_body: JsonValue = None
-        if response is None:
-            fields: dict[str, Any] = {
-                "method": req.method,
-                "url": url,
-                "request_headers": emitter.redact_headers(req_view.items),
-                "request_body": req_body,
-                "request_blob": req_blob,
-                "error": error,
-                "duration": emitter.elapsed() - call.started,
-            }
-        else:
+        fields: dict[str, Any] = {
+            "method": req.method,
+            "url": url,
+            "request_headers": emitter.redact_headers(req_view.items),
+            "request_body": req_body,
+            "request_blob": req_blob,
+            "error": error,
+            "duration": emitter.elapsed() - call.started,
+        }
+        if response is not None:
             view = _header_view(response.headers)
             ctype = view.content_type
             streamed = "text/event-stream" in ctype
             data = _decode(raw, view.content_encoding) if view.content_encoding else raw
             resp_body, resp_blob = _body(data, ctype, emitter)
-            fields = {
-                "method": req.method,
-                "url": url,
-                "request_headers": emitter.redact_headers(req_view.items),
-                "request_body": req_body,
-                "request_blob": req_blob,
-                "error": error,
-                "duration": emitter.elapsed() - call.started,
-                "status": response.status_code,
-                "response_headers": emitter.redact_headers(view.items),
-                "response_body": resp_body,
-                "response_blob": resp_blob,
-                "streamed": streamed,
-            }
+            fields["status"] = response.status_code
+            fields["response_headers"] = emitter.redact_headers(view.items)
+            fields["response_body"] = resp_body
+            fields["response_blob"] = resp_blob
+            fields["streamed"] = streamed
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
         emitter.emit_fields(HTTPExchange, call, fields)
