@@ -444,15 +444,18 @@ class ReplayBoundary(Recorder):
         if self.fork is not None:
             self._served[call.span] = how
 
-    def emit(self, event_type: type[Event], call: Call | None, /, **fields: Any) -> int:
-        """:meth:`Recorder.emit`; in a fork, the event says how its crossing was served."""
+    def emit_fields(
+        self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
+    ) -> int:
+        """:meth:`Recorder.emit_fields` (which :meth:`Recorder.emit` calls too); in a fork,
+        the event says how its crossing was served."""
         if self._served:
             span = call.span if call is not None else fields.get("parent_span")
             if isinstance(span, int) and (call is not None or event_type is LLMCall):
                 how = self._served.get(span)
                 if how is not None:
-                    fields["served"] = how
-        return super().emit(event_type, call, **fields)
+                    fields = {**fields, "served": how}
+        return super().emit_fields(event_type, call, fields)
 
     def _rebuilt(self, info: ErrorInfo) -> BaseException:
         """The recorded error raised again (:func:`rebuild_error`); a stand-in is noted."""

@@ -180,7 +180,11 @@ class PinPool(Generic[H]):
             now = time.monotonic()
             while held and held[0][0] <= now:
                 _, _, done_key, done = heapq.heappop(held)
-                self._release(done_key, done)
+                try:
+                    self._release(done_key, done)
+                except Exception as error:  # a server gone: its pin is gone with it
+                    with contextlib.suppress(Exception):
+                        sys.stderr.write(f"sandbox: closing a pin failed: {error}\n")
             if ask is None:
                 continue
             key, limit, open_pin = ask

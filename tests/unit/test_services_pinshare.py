@@ -140,3 +140,40 @@ def test_the_next_pin_is_opened_ahead_off_the_runs_thread_and_closed_when_unused
     b.release()
     assert opened[0][0].closed == 1 and len(opened) == 2
     _until(lambda: ahead.closed == 1)  # no run holds it: closed after its window
+
+
+def test_a_pin_ahead_that_fails_to_close_leaves_the_pools_thread_serving(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pin opened ahead whose close raises (its server gone) is one line on stderr; the
+    pool's thread lives on and opens the next pin asked for ahead."""
+    clock = Clock()
+    pool: PinPool[Pin] = PinPool(clock)
+    opened: list[Pin] = []
+
+    class Lost(Pin):
+        def close(self) -> None:
+            super().close()
+            raise ServiceError("postgres at db: the connection is lost")
+
+    def open_pin() -> Pin:
+        opened.append(Lost() if len(opened) == 1 else Pin())
+        return opened[-1]
+
+    window = 0.2
+    first = pool.share("db", open_pin, within=window)
+    clock.now += window * (REFRESH_AT + 1) / 2
+    pool.share("db", open_pin, within=window).release()  # asks the next one ahead
+    _until(lambda: len(opened) == 2 and opened[1].closed == 1)  # closed, raising, unused
+    first.release()
+    worker = pool._worker
+    assert worker is not None
+    time.sleep(0.05)
+    assert worker.is_alive()
+    assert "closing a pin failed: postgres at db: the connection is lost" in capsys.readouterr().err
+    second = pool.share("other", open_pin, within=window)
+    clock.now += window * (REFRESH_AT + 1) / 2
+    pool.share("other", open_pin, within=window).release()
+    _until(lambda: len(opened) == 4)  # the same thread opened the next one ahead
+    assert pool._worker is worker
+    second.release()
