@@ -241,10 +241,11 @@ def test_a_100k_event_run_is_imported_verified_shown_and_listed_in_bounded_memor
 def _staged_peak(folder: Path, done: threading.Event, peak: list[int]) -> None:
     while not done.is_set():
         total = 0
-        for path in folder.rglob("*"):
-            with contextlib.suppress(OSError):
-                if path.is_file():
-                    total += path.stat().st_size
+        with contextlib.suppress(OSError):  # a staging folder removed while it is walked
+            for path in folder.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if path.is_file():
+                        total += path.stat().st_size
         peak[0] = max(peak[0], total)
         time.sleep(0.002)
 
