@@ -144,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     url, stop = refund_load.gateway(refund_service.GATEWAY_TIMEOUT * 2)
     throughput: list[float] = []
     p99: list[float] = []
+    clean: list[float] = []
+    """Throughput ratios of the rounds where both sides answered every request with 200: a
+    side whose gateway calls time out answers some with 500, slower, which flatters the
+    other side."""
     try:
         with bring_up(specs) as env:
             db, cache = env.services["db"].url, env.services["cache"].url
@@ -168,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"r{i}{'c' if capture_on else 'n'}", capture_on, args.requests
                     )
                 throughput.append(loads[True].throughput / loads[False].throughput)
+                if all(set(load.statuses) == {200} for load in loads.values()):
+                    clean.append(throughput[-1])
                 p99.append(loads[True].quantile(0.99) / loads[False].quantile(0.99))
                 print(f"  ratios: throughput {throughput[-1]:.2f}x, p99 {p99[-1]:.2f}x")
     finally:
@@ -183,6 +189,16 @@ def main(argv: list[str] | None = None) -> int:
         goal=">= 0.9x",
         holds=lambda m: m >= 0.9,
     )
+    if clean:
+        record(
+            f"service throughput, capture on / off, {args.clients} clients, rounds where "
+            "every request of both sides was answered 200",
+            clean,
+            goal=">= 0.9x",
+            holds=lambda m: m >= 0.9,
+        )
+    else:
+        print("service throughput: no round where both sides answered every request 200")
     record(
         f"service p99 latency, capture on (keep=failed) / off, {args.clients} clients",
         p99,
