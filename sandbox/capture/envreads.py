@@ -40,9 +40,9 @@ _original: type[os._Environ[str]] | None = None
 def _note(key: str) -> None:
     reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
     if reads is not None:
-        if not _read_by_the_sandbox():
+        if key not in reads and not _read_by_the_sandbox():  # a name noted once: no walk
             reads.add(key)
-    elif _outside is not None and _read_by_the_agent():
+    elif _outside is not None and key not in _outside and _read_by_the_agent():
         _outside.add(key)
 
 
