@@ -5,6 +5,7 @@ request nothing records) is told apart by the code that asked for it
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Literal
@@ -22,25 +23,17 @@ IMPORTING = "<frozen importlib._bootstrap"
 def origin(frame: Any) -> Origin:
     """Whose code ``frame`` runs (told once for each code object and module: a stack is
     walked at every environment read and every draw)."""
-    module = frame.f_globals.get("__name__", "")
-    key = (frame.f_code, module)
-    found = _ORIGINS.get(key)
-    if found is None:
-        found = _origin_of(str(module), frame.f_code.co_filename)
-        if len(_ORIGINS) >= 4096:
-            _ORIGINS.clear()
-        _ORIGINS[key] = found
-    return found
+    return _origin_of(frame.f_code, frame.f_globals.get("__name__", ""))
 
 
-_ORIGINS: dict[tuple[Any, Any], Origin] = {}
-
-
-def _origin_of(module: str, filename: str) -> Origin:
-    if module.split(".")[0] in sys.stdlib_module_names:
+@functools.lru_cache(maxsize=4096)
+def _origin_of(code: Any, module: Any) -> Origin:
+    name = str(module)
+    if name.split(".")[0] in sys.stdlib_module_names:
         return "stdlib"
-    if module.startswith("sandbox."):
+    if name.startswith("sandbox."):
         return "sandbox"
+    filename = code.co_filename
     if any(d in filename for d in _LIBRARY_DIRS) or filename.startswith(_SCRIPT_DIRS):
         return "library"
     return "agent"

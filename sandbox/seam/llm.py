@@ -13,6 +13,7 @@ map a call to and from the GenAI conventions through it.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from collections.abc import Callable, Mapping
@@ -173,12 +174,6 @@ def api(name: object) -> LLMApi | None:
 
 
 _F = TypeVar("_F", bound=Callable[..., bool])
-_RECOGNISED: dict[tuple[str, str], LLMApi | None] = {}
-_RECOGNISED_LIMIT = 1024
-_BLIND: list[Any] = []
-"""``[registry, whether no API of it reads headers]``, for the registry whose answers
-:data:`_RECOGNISED` holds."""
-_UNKNOWN: Any = object()
 
 
 def url_only(recognises: _F) -> _F:
@@ -188,32 +183,29 @@ def url_only(recognises: _F) -> _F:
     return recognises
 
 
-def _header_blind(registry: list[LLMApi]) -> bool:
-    """Whether no API of ``registry`` reads a request's headers to recognise it (each one's
-    ``recognises`` is marked :func:`url_only`)."""
-    if _BLIND and _BLIND[0] is registry:
-        return bool(_BLIND[1])
-    blind = not any(getattr(a.recognises, "reads_headers", True) for a in registry)
-    _RECOGNISED.clear()
-    _BLIND[:] = [registry, blind]
-    return blind
-
-
 def recognise(method: str, url: str, headers: Mapping[str, str] | None = None) -> LLMApi | None:
     """The API a request is a call of, if any. While no registered API reads the headers,
     the answer for a method and URL is remembered (the last thousand: an agent calls the
     same few URLs again and again)."""
-    registry = _registry if _registry is not None else apis()
-    if not (_BLIND and _BLIND[0] is registry and _BLIND[1]) and not _header_blind(registry):
-        return next((a for a in registry if a.recognises(method, url, headers or {})), None)
-    key = (method, url)
-    found: LLMApi | None = _RECOGNISED.get(key, _UNKNOWN)
-    if found is _UNKNOWN:
-        found = next((a for a in registry if a.recognises(method, url, {})), None)
-        if len(_RECOGNISED) >= _RECOGNISED_LIMIT:
-            _RECOGNISED.clear()
-        _RECOGNISED[key] = found
-    return found
+    registry = tuple(apis())
+    try:
+        if _header_blind(registry):
+            return _by_url(registry, method, url)
+    except TypeError:  # a plug-in API that cannot be hashed: asked every time
+        pass
+    return next((a for a in registry if a.recognises(method, url, headers or {})), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _header_blind(registry: tuple[LLMApi, ...]) -> bool:
+    """Whether no API of ``registry`` reads a request's headers to recognise it (each one's
+    ``recognises`` is marked :func:`url_only`)."""
+    return not any(getattr(a.recognises, "reads_headers", True) for a in registry)
+
+
+@functools.lru_cache(maxsize=1024)
+def _by_url(registry: tuple[LLMApi, ...], method: str, url: str) -> LLMApi | None:
+    return next((a for a in registry if a.recognises(method, url, {})), None)
 
 
 def for_provider(provider: str) -> LLMApi | None:

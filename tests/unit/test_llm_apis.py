@@ -125,3 +125,23 @@ def test_capture_reads_a_plug_in_api_s_model_calls(plugin: None, tmp_path: Path)
     assert call.provider_meta["api"] == "echo.chat" and call.provider == "echo"
     assert call.model == "echo-1" and call.messages == body["messages"]
     assert isinstance(call.response, dict) and call.response["text"] == "echo: hi"
+
+
+class _Unhashable(ChatCompletions):
+    """A plug-in API that cannot be hashed (a dataclass with ``eq`` makes one)."""
+
+    name = "un.hashable"
+    __hash__ = None  # type: ignore[assignment]
+
+    @llm.url_only
+    def recognises(self, method: str, url: str, headers: Mapping[str, str]) -> bool:
+        return url.endswith("/unhashable")
+
+
+def test_an_api_that_cannot_be_hashed_is_still_recognised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remembering answers needs the registry hashed; with an API that cannot be, each
+    request is asked about instead, with the same answers."""
+    monkeypatch.setattr(llm, "_registry", [_Unhashable(), *llm.apis()])
+    found = llm.recognise("POST", "https://api.example.com/unhashable")
+    assert found is not None and found.name == "un.hashable"
+    assert llm.recognise("POST", "https://api.example.com/v1/orders") is None
