@@ -37,9 +37,26 @@ with open(os.environ["PEAK_RSS_OUT"], "w") as f:
     f.write(peak)
 sys.exit(code)
 """
+"""The child's peak RSS is its ``VmHWM`` (KiB): unlike ``ru_maxrss``, it starts again at
+``exec``, so the parent's size at ``fork`` does not count."""
 
 
-def _run(store: DirectoryStore, run_id: str, events: int) -> None:
+def run_cli(args: list[str], folder: Path) -> tuple[int, str, str, int]:
+    """Run ``sandbox ARGS`` in a child; return exit code, stdout, stderr, peak RSS (KiB)."""
+    out = folder / "peak-rss"
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PEAK_RSS_OUT": str(out)},
+        timeout=600,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr, int(out.read_text())
+
+
+def big_run(store: DirectoryStore, run_id: str, events: int) -> None:
+    """Save a complete run of ``events`` state events as ``run_id`` in ``store``."""
     line = dump_event(StateTransition(seq=0, wall=1.0, mono=0.5, task="main", name="s", target="t"))
     head, _, tail = line.partition(b'"seq":0')
     body = b"".join(head + b'"seq":%d' % i + tail for i in range(events))
@@ -48,36 +65,35 @@ def _run(store: DirectoryStore, run_id: str, events: int) -> None:
     store.save_raw(manifest.model_copy(update={"status": "complete"}), body)
 
 
+def commands(run_id: str, bundle: Path, target: Path) -> dict[str, list[str]]:
+    """The commands measured on a big run, by name: its bundle verified, imported into the
+    store at ``target``, verified there, shown (text and JSON) and listed."""
+    store = ["--store", str(target)]
+    return {
+        "verify bundle": ["verify", str(bundle)],
+        "import": ["import", str(bundle), *store],
+        "verify": ["verify", run_id, *store],
+        "show": ["show", run_id, *store],
+        "show --json": ["show", run_id, "--json", *store],
+        "list": ["list", *store],
+    }
+
+
 def peak_mib(args: list[str], folder: Path) -> tuple[float, str]:
     """Run ``sandbox ARGS`` in a child; its peak RSS in MiB and its standard output."""
-    out = folder / "peak-rss"
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PEAK_RSS_OUT": str(out)},
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"sandbox {' '.join(args[:2])} exited {done.returncode}: {done.stderr}")
-    return int(out.read_text()) / 1024, done.stdout
+    code, out, err, peak = run_cli(args, folder)
+    if code != 0:
+        raise SystemExit(f"sandbox {' '.join(args[:2])} exited {code}: {err}")
+    return peak / 1024, out
 
 
 def peaks(events: int, folder: Path) -> dict[str, float]:
     """Each command's peak RSS (MiB) on a run of ``events`` events."""
     source = DirectoryStore(folder / "source")
     run = f"big-{events}"
-    _run(source, run, events)
+    big_run(source, run, events)
     bundle = export_bundle(source, run, folder / "big.tar.gz")
-    target = ["--store", str(folder / "target")]
-    steps = {
-        "verify bundle": ["verify", str(bundle)],
-        "import": ["import", str(bundle), *target],
-        "verify": ["verify", run, *target],
-        "show": ["show", run, *target],
-        "show --json": ["show", run, "--json", *target],
-        "list": ["list", *target],
-    }
+    steps = commands(run, bundle, folder / "target")
     found = {}
     for name, args in steps.items():
         found[name], out = peak_mib(args, folder)

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import struct
 import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -25,45 +23,17 @@ import zlib
 from pathlib import Path
 
 import pytest
-from snapshot_factory import build_snapshot, reg, write_tar
+from snapshot_factory import reg, write_tar
 
+from bench.big_run import big_run, commands, run_cli
 from sandbox.errors import BundleError
 from sandbox.snapshot import SCHEMA_VERSION, DirectoryStore
 from sandbox.snapshot.bundle import BundleLimits, export_bundle, read_bundle
-from sandbox.snapshot.events import StateTransition
-from sandbox.snapshot.store import dump_event
 from sandbox.snapshot.verify import verify_bundle
 
 CEILING_KIB = 256 * 1024
 MAX_LINE = 300
 GIB = 1 << 30
-_CHILD = """
-import os, sys
-from cli.main import main
-code = main(sys.argv[1:])
-with open("/proc/self/status") as status:
-    peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
-with open(os.environ["PEAK_RSS_OUT"], "w") as f:
-    f.write(peak)
-sys.exit(code)
-"""
-"""The child's peak RSS is its ``VmHWM`` (KiB): unlike ``ru_maxrss``, it starts again at
-``exec``, so the parent's size at ``fork`` does not count."""
-
-
-def run_cli(args: list[str], tmp_path: Path) -> tuple[int, str, str, int]:
-    """Run ``sandbox ARGS`` in a child; return exit code, stdout, stderr, peak RSS (KiB)."""
-    out = tmp_path / "peak-rss"
-    env = {**os.environ, "PEAK_RSS_OUT": str(out)}
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    return done.returncode, done.stdout, done.stderr, int(out.read_text())
 
 
 def gzip_with_zeros(path: Path, prefix: bytes, zeros: int, suffix: bytes = b"") -> Path:
@@ -196,36 +166,16 @@ def test_gzip_bomb_within_the_member_limit_is_streamed_not_held(tmp_path: Path) 
 BIG_EVENTS = 100_000
 
 
-def _big_run(store: DirectoryStore, count: int = BIG_EVENTS) -> str:
-    build_snapshot(store, "big-run")
-    manifest = store.load_manifest("big-run")
-    template = dump_event(
-        StateTransition(seq=0, wall=1.0, mono=0.5, task="main", name="step", target="t")
-    )
-    head, _, tail = template.partition(b'"seq":0')
-    body = b"".join(head + b'"seq":%d' % i + tail for i in range(count))
-    fresh = manifest.model_copy(
-        update={"run_id": "big-1e5", "event_count": None, "events_sha256": None, "blob_bytes": None}
-    )
-    store.save_raw(fresh, body)
-    return "big-1e5"
-
-
 def test_a_100k_event_run_is_imported_verified_shown_and_listed_in_bounded_memory(
     tmp_path: Path,
 ) -> None:
+    """The commands ``bench.big_run`` measures at a million events, at a tenth of that."""
     source = DirectoryStore(tmp_path / "source")
-    run = _big_run(source)
+    run = "big-1e5"
+    big_run(source, run, BIG_EVENTS)
     bundle = export_bundle(source, run, tmp_path / "big.tar.gz")
+    steps = list(commands(run, bundle, tmp_path / "target").values())
     target = ["--store", str(tmp_path / "target")]
-    steps = [
-        ["verify", str(bundle)],
-        ["import", str(bundle), *target],
-        ["verify", run, *target],
-        ["show", run, *target],
-        ["show", run, "--json", *target],
-        ["list", *target],
-    ]
     for args in steps:
         code, out, err, rss = run_cli(args, tmp_path)
         assert code == 0, f"{args[0]}: {err[:300]}"
