@@ -24,7 +24,14 @@ from sandbox.capture.scrub import redact_manifest
 from sandbox.errors import CaptureError
 from sandbox.redaction import RedactionConfig
 from sandbox.snapshot.events import Event, FinalResult, StateTransition
-from sandbox.snapshot.manifest import Entrypoint, ExceptionPredicate, Failure, Manifest, Predicate
+from sandbox.snapshot.manifest import (
+    Entrypoint,
+    ExceptionPredicate,
+    ExitCodePredicate,
+    Failure,
+    Manifest,
+    Predicate,
+)
 from sandbox.snapshot.store import Store, parse_events
 
 NOT_FOUND = 127
@@ -173,4 +180,5 @@ def _failure(events: Sequence[Event], code: int) -> Failure | None:
                 ),
                 error=err,
             )
-    return Failure(reason=f"exit code {code}")
+    # judged on replay by the same exit code (the run records nothing else it failed by)
+    return Failure(reason=f"exit code {code}", predicate=ExitCodePredicate(op="eq", value=code))

@@ -11,6 +11,7 @@ import pytest
 
 from cli.main import main
 from sandbox.snapshot.events import HTTPExchange, LLMCall, RandomDraw
+from sandbox.snapshot.manifest import ExitCodePredicate
 from sandbox.snapshot.store import DirectoryStore
 
 AGENT = textwrap.dedent(
@@ -109,13 +110,16 @@ def test_exception_becomes_the_failure(
     assert any(isinstance(e, HTTPExchange) for e in store.load_events(manifest.run_id))
 
 
-def test_exit_code_is_kept_and_marks_failure(
+def test_exit_code_is_kept_and_marks_failure_judged_by_that_code(
     store: DirectoryStore, agent: Path, fake_api: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """A command that failed by its exit code alone records a predicate of that code, so a
+    replay has something to judge by."""
     assert _capture(store, agent, fake_api, "3") == 3
     (manifest,) = store.list()
     assert manifest.exit_code == 3 and manifest.failure is not None
-    assert manifest.failure.reason == "exit code 3" and manifest.failure.predicate is None
+    assert manifest.failure.reason == "exit code 3"
+    assert manifest.failure.predicate == ExitCodePredicate(op="eq", value=3)
 
 
 def test_missing_command_is_one_line_error(
