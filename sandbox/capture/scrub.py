@@ -21,12 +21,23 @@ _MAX_PASSES = 3
 """Redacting can teach the redactor a URL password; the log is then redacted again."""
 
 
+def redact_packages(packages: dict[str, str], redactor: Redactor) -> dict[str, str]:
+    """A runtime's package list redacted: it maps distribution names, not field names, to
+    versions, so each name and version is redacted as text, never as the value of a
+    credential field (``detect-secrets`` is a package, its version no secret)."""
+    return {redactor.text(name): redactor.text(version) for name, version in packages.items()}
+
+
 def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
     """The manifest with every string redacted (command lines, bindings, labels ...)."""
     data = manifest.model_dump(mode="json")
     env = data.pop("env")
+    runtime = data.get("runtime")
+    packages = runtime.pop("packages", None) if runtime is not None else None
     out = redactor.value(data)
     out["env"] = env  # made by Redactor.environ
+    if packages is not None:
+        out["runtime"]["packages"] = redact_packages(packages, redactor)
     if out["run_id"] != manifest.run_id:
         raise CaptureError(
             "the run id holds what looks like a secret (it would be redacted); "

@@ -132,3 +132,16 @@ def test_missing_command_is_one_line_error(
     assert (
         main(["capture", "--name", "x", "--store", str(store.root)]) == 125
     )  # capture's own failure (as docker run)
+
+
+def test_a_captured_command_keeps_the_versions_of_packages_named_like_credentials(
+    store: DirectoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command's manifest is redacted whole at its end: a distribution whose name reads
+    like a credential field still keeps its version there."""
+    (tmp_path / "site" / "detect_secrets-1.5.0.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert main(["capture", "--name", "pk", "--store", str(store.root), "--", "true"]) == 0
+    (manifest,) = store.list()
+    assert manifest.runtime is not None
+    assert manifest.runtime.packages["detect-secrets"] == "1.5.0"

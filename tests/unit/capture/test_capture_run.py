@@ -7,6 +7,7 @@ import json
 import random
 import threading
 import uuid
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -323,3 +324,21 @@ def test_events_are_on_disk_before_the_run_ends(store: DirectoryStore) -> None:
         assert json.loads(raw.splitlines()[-1])["name"] == "lookup"
         assert store.load_manifest("flushed").status == "running"
     assert store.load_manifest("flushed").status == "complete"
+
+
+def test_package_versions_are_not_taken_for_credentials(
+    store: DirectoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution whose name reads like a credential field keeps its version in the
+    manifest; a known secret in a version is still redacted."""
+    site = tmp_path / "site"
+    for folder in ("detect_secrets-1.5.0.dist-info", "leaky_pkg-s3cr3tTOKENvalue9.dist-info"):
+        (site / folder).mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    env = {"LEAKY_API_KEY": "s3cr3tTOKENvalue9"}
+    with capture.run("packages", store=store, seed=1, environ=env) as rec:
+        pass
+    runtime = store.load_manifest(rec.run_id).runtime
+    assert runtime is not None
+    assert runtime.packages["detect-secrets"] == "1.5.0"
+    assert runtime.packages["leaky-pkg"].startswith("<redacted:")
