@@ -2,8 +2,8 @@
 ``keep="failed"`` against capture off: throughput and p99 latency ratios.
 
 ``python -m bench.service_load [--requests 3000] [--clients 100] [--rounds 3] [--seconds
-120] [--warmup 300] [--drain 120]``; ``make bench`` runs it as it is, ``python -m bench.all
---quick`` with :data:`QUICK`.
+120] [--warmup 300] [--drain 120] [--declare db,cache]``; ``make bench`` runs it as it is,
+``python -m bench.all --quick`` with :data:`QUICK`.
 
 Postgres and Redis run in containers, the payment gateway in-process (slow on the first
 charge of one order in ten: those requests pay twice and are the runs kept). Both sides do
@@ -28,6 +28,9 @@ the capture-on side waits (up to ``--drain`` seconds, not counted) until its kep
 written and checks that they are exactly the requests that paid twice, so no capture work
 of one side runs into the next; the next side's reset runs with a lock timeout, so it fails
 with a clear message rather than wait.
+
+``--declare db``, ``--declare cache`` or ``--declare ""`` has the capture declare only those
+services (or none), to see what each one's state capture costs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import argparse
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import psycopg
 import redis
@@ -73,11 +76,16 @@ def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
 
 
 def _side(
-    capture_on: bool, orders: list[str], clients: int, seconds: float, drain: float
+    capture_on: bool,
+    orders: list[str],
+    clients: int,
+    seconds: float,
+    drain: float,
+    declare: Collection[str] = refund_service.SERVICES,
 ) -> Callable[[], refund_load.Load]:
     def run() -> refund_load.Load:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
-            app = refund_service.create_app(capture_on=capture_on, store=store)
+            app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
             with refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
             extra = ""
@@ -135,7 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=120.0, help="cap per side")
     parser.add_argument("--warmup", type=int, default=300, help="requests per warm-up side")
     parser.add_argument("--drain", type=float, default=120.0, help="wait for kept runs")
+    parser.add_argument(
+        "--declare",
+        default=",".join(refund_service.SERVICES),
+        help="the services the capture declares, by name (db, cache; empty: none), to see "
+        "what each one costs",
+    )
     args = parser.parse_args(argv)
+    declare = {name for name in args.declare.split(",") if name}
+    if not declare <= set(refund_service.SERVICES):
+        parser.error(f"--declare: expected names among {', '.join(refund_service.SERVICES)}")
+    who = f"{args.clients} clients" + (
+        "" if declare == set(refund_service.SERVICES) else f", declaring {args.declare or 'none'}"
+    )
     specs = [
         RestoreSpec(name="db", kind="postgres", env="DATABASE_URL"),
         RestoreSpec(name="cache", kind="redis", env="REDIS_URL"),
@@ -159,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 # numbers on both sides: the same orders are slow
                 orders = [f"{name}-o-{n}" for n in range(1, requests + 1)]
                 _reset(db, cache, orders)
-                return _side(capture_on, orders, args.clients, args.seconds, args.drain)()
+                return _side(capture_on, orders, args.clients, args.seconds, args.drain, declare)()
 
             print(f"warm-up ({args.warmup} requests a side)", flush=True)
             for capture_on in (True, False):
@@ -184,14 +204,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 os.environ[k] = v
     record(
-        f"service throughput, capture on (keep=failed) / off, {args.clients} clients",
+        f"service throughput, capture on (keep=failed) / off, {who}",
         throughput,
         goal=">= 0.9x",
         holds=lambda m: m >= 0.9,
     )
     if clean:
         record(
-            f"service throughput, capture on / off, {args.clients} clients, rounds where "
+            f"service throughput, capture on / off, {who}, rounds where "
             "every request of both sides was answered 200",
             clean,
             goal=">= 0.9x",
@@ -200,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("service throughput: no round where both sides answered every request 200")
     record(
-        f"service p99 latency, capture on (keep=failed) / off, {args.clients} clients",
+        f"service p99 latency, capture on (keep=failed) / off, {who}",
         p99,
         goal="<= 1.2x",
         holds=lambda m: m <= 1.2,

@@ -24,7 +24,7 @@ import contextlib
 import contextvars
 import json
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any
 
 import httpx
@@ -182,20 +182,26 @@ async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
 
 
-def create_app(*, capture_on: bool = True, store: str | None = None) -> FastAPI:
-    """The service; with ``capture_on``, each request is a run kept only when it failed."""
+SERVICES = ("db", "cache")
+"""The services the capture declares (Postgres, Redis), by name."""
+
+
+def create_app(
+    *, capture_on: bool = True, store: str | None = None, declare: Collection[str] = SERVICES
+) -> FastAPI:
+    """The service; with ``capture_on``, each request is a run kept only when it failed,
+    with the services named in ``declare`` (all by default) declared."""
     app = FastAPI(lifespan=_lifespan)
     if capture_on:
+        services = [
+            capture.ServiceSpec("db", "postgres", os.environ["DATABASE_URL"], env="DATABASE_URL"),
+            capture.ServiceSpec("cache", "redis", os.environ["REDIS_URL"], env="REDIS_URL"),
+        ]
         app.add_middleware(
             CaptureMiddleware,
             store=store or os.environ.get("SNAPSHOTS", "snapshots"),
             keep="failed",
-            services=[
-                capture.ServiceSpec(
-                    "db", "postgres", os.environ["DATABASE_URL"], env="DATABASE_URL"
-                ),
-                capture.ServiceSpec("cache", "redis", os.environ["REDIS_URL"], env="REDIS_URL"),
-            ],
+            services=[spec for spec in services if spec.name in declare],
             entrypoint=Entrypoint(
                 kind="callable", target="examples.refund_service:replay", cwd=os.getcwd()
             ),
