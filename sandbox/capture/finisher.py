@@ -8,8 +8,12 @@ background thread; the run's pinned states stay held until it is done. A request
 the agent answers as soon as its own work is done, whether its run is kept or not.
 
 One thread, one kept run at a time: however many runs fail at once, their captures use a
-couple of connections to each service, not one each (runs finished together share dumps
-where they can, see :class:`sandbox.services.postgres.PinnedPostgres`).
+couple of connections to each service, not one each. Runs finished together share dumps
+where they can (see :class:`sandbox.services.postgres.PinnedPostgres`): the state before
+them when they shared a pin, the state after them when it was captured once they had all
+ended. So a kept run waits :data:`GATHER_S` on the thread for those kept soon after it, and
+they are finished as one batch, in the order they ended: under a steady rate of failures
+that is one end-state dump for the batch, not one for each run.
 
 :func:`wait` blocks until every run handed over so far is finished (a test, a benchmark, a
 service shutting down); the interpreter waits for it at exit, up to :data:`EXIT_WAIT_S`.
@@ -27,6 +31,8 @@ from sandbox.capture.worker import Worker
 
 EXIT_WAIT_S = 120.0
 """How long the interpreter waits at exit for the kept runs still being finished."""
+GATHER_S = 0.5
+"""How long a kept run waits for others to be finished with it (:func:`wait` cuts it short)."""
 
 
 def _finish(jobs: list[Callable[[], None]]) -> None:
@@ -43,7 +49,9 @@ def _at_exit() -> None:
         durable.wait()  # the files the jobs handed to the syncer
 
 
-_WORKER: Worker[Callable[[], None]] = Worker("sandbox-finish", _finish, at_exit=_at_exit)
+_WORKER: Worker[Callable[[], None]] = Worker(
+    "sandbox-finish", _finish, gather=GATHER_S, at_exit=_at_exit
+)
 
 
 def submit(job: Callable[[], None]) -> None:
@@ -58,10 +66,10 @@ def pending() -> int:
 
 def wait(timeout: float | None = 60.0) -> bool:
     """Wait until every kept run handed over so far is finished (in the store, or marked
-    damaged); whether it was in time."""
+    damaged), without waiting for more to gather; whether it was in time."""
     if _WORKER.on_thread():
         return _WORKER.pending() <= 1
-    return _WORKER.wait(timeout)
+    return _WORKER.hurry(timeout)
 
 
 def flush(timeout: float | None = 60.0) -> bool:

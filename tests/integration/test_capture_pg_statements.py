@@ -7,8 +7,10 @@ in the background is marked damaged with one warning."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,6 +19,7 @@ from test_services_containers import create_database, postgres_server
 from sandbox import capture
 from sandbox.capture import finisher
 from sandbox.services.postgres import PINS
+from sandbox.services.postgres import kind as postgres_kind
 from sandbox.services.postgres.pgtouched import (
     ROWS_META,
     STATE_META,
@@ -168,4 +171,33 @@ def test_a_state_capture_that_fails_in_the_background_damages_the_run_with_one_w
     assert manifest.status == "damaged"
     warnings = [line for line in capfd.readouterr().err.splitlines() if "capture of run" in line]
     assert len(warnings) == 1 and manifest.run_id in warnings[0]
+    assert PINS.open_count() == 0
+
+
+def test_runs_kept_one_after_another_are_finished_together_with_one_end_state_dump(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three runs kept one after another within the finisher's gathering delay are
+    finished as one batch: the state after them is captured once, after the last one
+    ended, and each keeps it."""
+    captured: list[str] = []
+    real = postgres_kind._capture
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        captured.append("end state")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postgres_kind, "_capture", counted)
+    store = DirectoryStore(tmp_path / "store")
+    for order in (10, 11, 12):
+        _run(shop, store, f"INSERT INTO refunds (order_id, cents) VALUES ({order}, 100)")
+        # each run ends after the one before it was handed to the finisher, the three
+        # within its gathering delay
+        time.sleep(finisher.GATHER_S * 0.3)
+    assert capture.flush(120)
+    kept = store.list()
+    assert len(kept) == 3 and all(m.status == "complete" for m in kept)
+    assert captured == ["end state"]
+    ends = {m.services[0].after for m in kept}
+    assert len(ends) == 1 and None not in ends
     assert PINS.open_count() == 0
