@@ -5,8 +5,9 @@
 120] [--warmup 300] [--drain 120] [--declare db,cache]``; ``make bench`` runs it as it is,
 ``python -m bench.all --quick`` with :data:`QUICK`.
 
-Postgres and Redis run in containers, the payment gateway in-process (slow on the first
-charge of one order in ten: those requests pay twice and are the runs kept). Both sides do
+Postgres and Redis run in containers, the payment gateway in a process of its own (slow on
+the first charge of one order in ten: those requests pay twice and are the runs kept; as a
+payment provider, its answers do not wait for the service's interpreter). Both sides do
 the same work: the same app (FastAPI under uvicorn, in this process), started afresh, serves
 ``--requests`` fresh orders (the same numbers, so the same slow ones) to ``--clients``
 concurrent clients, from the same reset state (refunds truncated, Redis flushed). Each side

@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,9 +34,8 @@ def is_slow(order: str) -> bool:
     return int(order.rsplit("-", 1)[-1]) % SLOW_EVERY == 3
 
 
-def gateway(delay: float) -> tuple[str, Callable[[], None]]:
-    """The payment gateway stand-in: answers at once, but ``delay`` seconds late on the first
-    charge of a slow order (:func:`is_slow`); returns its URL and its stop function."""
+def _serve_gateway(delay: float) -> tuple[str, Callable[[], None]]:
+    """The gateway in this process (see :func:`gateway`)."""
     seen: set[str] = set()
     lock = threading.Lock()
 
@@ -46,6 +49,36 @@ def gateway(delay: float) -> tuple[str, Callable[[], None]]:
         return 200, {"status": "refunded"}
 
     return _model.serve_http(handler, "payments-gateway")
+
+
+def gateway(delay: float) -> tuple[str, Callable[[], None]]:
+    """The payment gateway stand-in, in a process of its own as a payment provider is (its
+    answers do not wait for the service's interpreter, however busy): answers at once, but
+    ``delay`` seconds late on the first charge of a slow order (:func:`is_slow`); returns
+    its URL and its stop function."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "examples.refund_load", "--gateway", str(delay)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http://"):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("the payment gateway did not start")
+
+    def stop() -> None:
+        proc.terminate()
+        proc.wait(30)
+
+    return url, stop
 
 
 @contextlib.contextmanager
@@ -140,18 +173,24 @@ def load(base: str, orders: list[str], clients: int = 100, seconds: float = 300.
 
 
 def main(argv: list[str] | None = None) -> int:
-    import os
     import tempfile
 
     from sandbox.containers import RestoreSpec, bring_up
     from sandbox.snapshot.store import DirectoryStore
 
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--gateway", type=float, default=None, help="serve only the gateway, this slow (s)"
+    )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--store", default=None, help="snapshot store (default: a temp dir)")
     args = parser.parse_args(argv)
+    if args.gateway is not None:  # the gateway's own process: its URL, then serve
+        url, _ = _serve_gateway(args.gateway)
+        print(url, flush=True)
+        threading.Event().wait()
     from examples import refund_service
 
     specs = [
