@@ -61,8 +61,9 @@ def gateway(delay: float) -> tuple[str, Callable[[], None]]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
     }
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # its standard input open: it ends when this process does
         [sys.executable, "-m", "examples.refund_load", "--gateway", str(delay)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -77,6 +78,9 @@ def gateway(delay: float) -> tuple[str, Callable[[], None]]:
     def stop() -> None:
         proc.terminate()
         proc.wait(30)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
 
     return url, stop
 
@@ -188,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", default=None, help="snapshot store (default: a temp dir)")
     args = parser.parse_args(argv)
     if args.gateway is not None:  # the gateway's own process: its URL, then serve
-        url, _ = _serve_gateway(args.gateway)
+        url, _ = _serve_gateway(args.gateway)  # until its parent closes the standard input
         print(url, flush=True)
-        threading.Event().wait()
+        sys.stdin.read()
+        return 0
     from examples import refund_service
 
     specs = [
