@@ -20,6 +20,7 @@ import bisect
 import fnmatch
 import functools
 import io
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -440,12 +441,45 @@ def scan_places(places: Iterable[Place]) -> Iterator[Finding]:
         yield from _scan_chunk(chunk, gates)
 
 
+def manifest_places(data: bytes) -> Iterator[Place]:
+    """The lines of a run's ``manifest.json`` (:func:`text_places`), the runtime's package
+    list but each of its lines as the package's name and version in plain text: those are
+    the names of distributions, not of fields (``detect-secrets`` is a package, its version
+    no credential), so the credential-field rule has nothing to read there, while a secret
+    in a name or a version is still found."""
+    listed: str | None = None
+    """The indentation of the package list's lines, while in it."""
+    for where, line in text_places(MANIFEST, data):
+        stripped = line.strip()
+        if listed is not None:
+            pair = _package(stripped) if line.startswith(listed + '"') else None
+            if pair is not None:
+                yield where, " ".join(pair)
+                continue
+            listed = None
+        if stripped == '"packages": {':
+            listed = line[: len(line) - len(line.lstrip())] + "  "
+        yield where, line
+
+
+def _package(line: str) -> tuple[str, str] | None:
+    """``(name, version)`` of one line of a package list (``"name": "version",``)."""
+    try:
+        pair = json.loads("{" + line.removesuffix(",") + "}")
+    except ValueError:
+        return None
+    if not isinstance(pair, dict) or len(pair) != 1:
+        return None
+    ((name, version),) = pair.items()
+    return (name, version) if isinstance(version, str) else None
+
+
 def run_places(store: Store, run_id: str, check: Integrity | None = None) -> Iterator[Place]:
     """Every piece of text a bundle of the run would hold, with where it is (``check``: the
     run's check, when the caller made it already)."""
     if check is None:
         check = check_store_run(store, run_id)
-    yield from text_places(MANIFEST, store.read_manifest_bytes(run_id))
+    yield from manifest_places(store.read_manifest_bytes(run_id))
     stream = store.open_events(run_id)
     with stream if stream is not None else io.BytesIO() as events:
         for number, line in enumerate(events, 1):

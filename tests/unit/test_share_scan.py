@@ -123,3 +123,21 @@ def test_credential_fields_are_found_in_every_place_an_event_holds_text(
         f"credential field (API_SECRET) in blob {blob.sha256[:12]} line 2",
     } <= found
     assert not any("tokens" in f for f in found)
+
+
+def test_package_names_are_not_credential_fields_yet_their_text_is_scanned(
+    store: DirectoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest lists ``detect-secrets`` with its version: no finding (a package, not a
+    credential field). A secret in another package's version is still found there."""
+    (tmp_path / "site" / f"leaky_pkg-{STRIPE}.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with capture.run("packages", store=store, seed=1, cwd=str(store.root)) as rec:
+        pass
+    runtime = store.load_manifest(rec.run_id).runtime
+    assert runtime is not None and runtime.packages["detect-secrets"][0].isdigit()
+    findings = scan_run(store, rec.run_id)
+    assert not any("detect-secrets" in f.kind for f in findings), findings
+    assert any(
+        f.kind == "Stripe Access Key" and f.where.startswith("manifest.json line") for f in findings
+    ), findings
