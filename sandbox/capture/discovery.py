@@ -200,6 +200,11 @@ class Discovery:
         touched = list(self._touched.values())
         self.writer.update_manifest(manifest.model_copy(update={"touched": touched}))
 
+    @property
+    def holds_pins(self) -> bool:
+        """Whether a state is held since a first connection (its end state is dumped)."""
+        return bool(self._pins)
+
     def release(self) -> None:
         """Let go of the states held since the first connection, capturing nothing (a run
         that is not kept, or damaged)."""

@@ -11,9 +11,10 @@ One thread, one kept run at a time: however many runs fail at once, their captur
 couple of connections to each service, not one each. Runs finished together share dumps
 where they can (see :class:`sandbox.services.postgres.PinnedPostgres`): the state before
 them when they shared a pin, the state after them when it was captured once they had all
-ended. So a kept run waits :data:`GATHER_S` on the thread for those kept soon after it, and
-they are finished as one batch, in the order they ended: under a steady rate of failures
-that is one end-state dump for the batch, not one for each run.
+ended. So a kept run whose services' end states are dumped (it holds a pinned state) waits
+:data:`GATHER_S` on the thread for those kept soon after it, and they are finished as one
+batch, in the order they ended: under a steady rate of failures that is one end-state dump
+for the batch, not one for each run. A kept run with nothing to share is finished at once.
 
 :func:`wait` blocks until every run handed over so far is finished (a test, a benchmark, a
 service shutting down); the interpreter waits for it at exit, up to :data:`EXIT_WAIT_S`.
@@ -32,11 +33,16 @@ from sandbox.capture.worker import Worker
 EXIT_WAIT_S = 120.0
 """How long the interpreter waits at exit for the kept runs still being finished."""
 GATHER_S = 0.5
-"""How long a kept run waits for others to be finished with it (:func:`wait` cuts it short)."""
+"""How long a kept run that holds a pinned state waits for others to be finished with it
+(:func:`wait` cuts it short)."""
 
 
-def _finish(jobs: list[Callable[[], None]]) -> None:
-    for job in jobs:
+Job = tuple[Callable[[], None], bool]
+"""A kept run's finishing, and whether it is worth gathering others with it."""
+
+
+def _finish(jobs: list[Job]) -> None:
+    for job, _ in jobs:
         try:
             contextvars.Context().run(job)  # no run's context: the job's own work is unseen
         except BaseException as error:  # a job handles its own errors; never lose the thread
@@ -49,14 +55,19 @@ def _at_exit() -> None:
         durable.wait()  # the files the jobs handed to the syncer
 
 
-_WORKER: Worker[Callable[[], None]] = Worker(
-    "sandbox-finish", _finish, gather=GATHER_S, at_exit=_at_exit
+def _gathers(job: Job) -> bool:
+    return job[1]
+
+
+_WORKER: Worker[Job] = Worker(
+    "sandbox-finish", _finish, gather=GATHER_S, gathers=_gathers, at_exit=_at_exit
 )
 
 
-def submit(job: Callable[[], None]) -> None:
-    """Run ``job`` on the background thread, after the jobs submitted before it."""
-    _WORKER.submit([job])
+def submit(job: Callable[[], None], *, gather: bool = False) -> None:
+    """Run ``job`` on the background thread, after the jobs submitted before it; with
+    ``gather``, first wait up to :data:`GATHER_S` for more to finish with it."""
+    _WORKER.submit([(job, gather)])
 
 
 def pending() -> int:

@@ -371,7 +371,10 @@ class Capture:
             _end_observing(pinned)
         if detached._discovery is not None:
             detached._discovery.end_observing()
-        finisher.submit(functools.partial(detached._complete_later, recorder))
+        dumps = bool(detached._pins) or (
+            detached._discovery is not None and detached._discovery.holds_pins
+        )  # its end states are dumped: worth finishing with the runs kept soon after it
+        finisher.submit(functools.partial(detached._complete_later, recorder), gather=dumps)
 
     def _complete_later(self, recorder: Recorder) -> None:
         """:meth:`_complete` on the background thread: an error of its own damages the run

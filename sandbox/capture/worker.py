@@ -24,9 +24,11 @@ class Worker(Generic[T]):
 
     With ``gather`` > 0 the thread waits that many seconds after an item arrives (or until
     :meth:`hurry`) and hands every item queued by then to ``handle`` in one batch; with 0,
-    one item at a time. ``handle`` handles its own errors: one that escapes is passed over,
-    the thread never dies of it. ``at_exit`` is registered with :mod:`atexit` when the
-    first item is handed over."""
+    one item at a time. ``gathers`` says which items are worth that wait when they come
+    first (default: all); one that is not is handed over at once, with whatever is queued
+    behind it. ``handle`` handles its own errors: one that escapes is passed over, the
+    thread never dies of it. ``at_exit`` is registered with :mod:`atexit` when the first
+    item is handed over."""
 
     def __init__(
         self,
@@ -34,11 +36,13 @@ class Worker(Generic[T]):
         handle: Callable[[list[T]], None],
         *,
         gather: float = 0.0,
+        gathers: Callable[[T], bool] | None = None,
         at_exit: Callable[[], object] | None = None,
     ) -> None:
         self._name = name
         self._handle = handle
         self._gather = gather
+        self._gathers = gathers
         self._at_exit = at_exit
         self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -85,7 +89,8 @@ class Worker(Generic[T]):
         while True:
             batch = [self._queue.get()]
             if self._gather > 0:
-                self._hurry.wait(self._gather)
+                if self._gathers is None or self._gathers(batch[0]):
+                    self._hurry.wait(self._gather)
                 with contextlib.suppress(queue.Empty):
                     while True:
                         batch.append(self._queue.get_nowait())

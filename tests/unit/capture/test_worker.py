@@ -40,3 +40,20 @@ def test_gathered_items_are_handled_in_one_batch_and_hurry_does_not_wait_out_the
     assert worker.hurry(30)
     assert handled.is_set() and [item for batch in seen for item in batch] == ["a", "b", "c"]
     assert len(seen) == 1
+
+
+def test_an_item_not_worth_gathering_is_handled_at_once() -> None:
+    """With a long gathering delay, an item that ``gathers`` says is not worth the wait is
+    handed over at once; one that is worth it waits for the delay (or :meth:`hurry`)."""
+    seen: list[list[str]] = []
+
+    worker: Worker[str] = Worker(
+        "test-gathers", seen.append, gather=3600.0, gathers=lambda item: item.startswith("pin")
+    )
+    worker.submit(["plain"])
+    assert worker.wait(30)
+    assert seen == [["plain"]]
+    worker.submit(["pinned", "plain again"])
+    assert not worker.wait(0.05)  # gathering
+    assert worker.hurry(30)
+    assert seen == [["plain"], ["pinned", "plain again"]]
