@@ -447,18 +447,19 @@ def manifest_places(data: bytes) -> Iterator[Place]:
     the names of distributions, not of fields (``detect-secrets`` is a package, its version
     no credential), so the credential-field rule has nothing to read there, while a secret
     in a name or a version is still found."""
-    listed: str | None = None
-    """The indentation of the package list's lines, while in it."""
+    top = ""
+    """The top-level key the line is under (the manifest is indented by two spaces)."""
+    listed = False
     for where, line in text_places(MANIFEST, data):
-        stripped = line.strip()
-        if listed is not None:
-            pair = _package(stripped) if line.startswith(listed + '"') else None
+        if listed:
+            pair = _package(line.strip()) if line.startswith('      "') else None
             if pair is not None:
                 yield where, " ".join(pair)
                 continue
-            listed = None
-        if stripped == '"packages": {':
-            listed = line[: len(line) - len(line.lstrip())] + "  "
+            listed = False
+        if line.startswith('  "'):
+            top = line.strip().partition('"')[2].partition('"')[0]
+        listed = top == "runtime" and line == '    "packages": {'
         yield where, line
 
 
