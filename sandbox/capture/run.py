@@ -62,7 +62,7 @@ from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
-from sandbox.capture.scrub import recorded_env, redact_manifest, redact_packages, seal
+from sandbox.capture.scrub import recorded_env, redact_manifest, redact_runtime, seal
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
@@ -662,15 +662,13 @@ def _process_redacted(manifest: Manifest, redactor: Redactor) -> dict[str, Any]:
 
 def _redact_field(value: Any, redactor: Redactor) -> Any:
     """A manifest field's value (a string or a model) with every string in it redacted (a
-    runtime's package list as :func:`redact_packages` does)."""
+    runtime as :func:`redact_runtime` does)."""
     if isinstance(value, str):
         return redactor.text(value)
     data = value.model_dump(mode="json")
-    packages = data.pop("packages", None) if isinstance(value, Runtime) else None
-    out = redactor.value(data)
-    if packages is not None:
-        out["packages"] = redact_packages(packages, redactor)
-    return type(value).model_validate(out)
+    if isinstance(value, Runtime):
+        return Runtime.model_validate(redact_runtime(data, redactor))
+    return type(value).model_validate(redactor.value(data))
 
 
 def _redacted(manifest: Manifest, redactor: Redactor) -> Manifest:

@@ -10,6 +10,8 @@ the old blob is removed when this run created it. The manifest is redacted again
 
 from __future__ import annotations
 
+from typing import Any
+
 from sandbox.capture.held import HeldWriter
 from sandbox.capture.recorder import Recorder
 from sandbox.errors import CaptureError
@@ -21,23 +23,26 @@ _MAX_PASSES = 3
 """Redacting can teach the redactor a URL password; the log is then redacted again."""
 
 
-def redact_packages(packages: dict[str, str], redactor: Redactor) -> dict[str, str]:
-    """A runtime's package list redacted: it maps distribution names, not field names, to
-    versions, so each name and version is redacted as text, never as the value of a
-    credential field (``detect-secrets`` is a package, its version no secret)."""
-    return {redactor.text(name): redactor.text(version) for name, version in packages.items()}
+def redact_runtime(runtime: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A runtime (as JSON) with every string redacted. Its package list maps distribution
+    names, not field names, to versions: each name and version is redacted as text, never
+    as the value of a credential field (``detect-secrets`` is a package, its version no
+    secret)."""
+    packages: dict[str, str] = runtime.get("packages") or {}
+    out: dict[str, Any] = redactor.value({k: v for k, v in runtime.items() if k != "packages"})
+    out["packages"] = {redactor.text(name): redactor.text(v) for name, v in packages.items()}
+    return out
 
 
 def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
-    """The manifest with every string redacted (command lines, bindings, labels ...)."""
+    """The manifest with every string redacted (command lines, bindings, labels ...; the
+    runtime as :func:`redact_runtime` does)."""
     data = manifest.model_dump(mode="json")
     env = data.pop("env")
-    runtime = data.get("runtime")
-    packages = runtime.pop("packages", None) if runtime is not None else None
+    runtime = data.pop("runtime")
     out = redactor.value(data)
     out["env"] = env  # made by Redactor.environ
-    if packages is not None:
-        out["runtime"]["packages"] = redact_packages(packages, redactor)
+    out["runtime"] = None if runtime is None else redact_runtime(runtime, redactor)
     if out["run_id"] != manifest.run_id:
         raise CaptureError(
             "the run id holds what looks like a secret (it would be redacted); "
