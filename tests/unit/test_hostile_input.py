@@ -174,9 +174,8 @@ def test_a_100k_event_run_is_imported_verified_shown_and_listed_in_bounded_memor
     run = "big-1e5"
     big_run(source, run, BIG_EVENTS)
     bundle = export_bundle(source, run, tmp_path / "big.tar.gz")
-    steps = list(commands(run, bundle, tmp_path / "target").values())
-    target = ["--store", str(tmp_path / "target")]
-    for args in steps:
+    steps = commands(run, bundle, tmp_path / "target")
+    for args in steps.values():
         code, out, err, rss = run_cli(args, tmp_path)
         assert code == 0, f"{args[0]}: {err[:300]}"
         assert rss < CEILING_KIB, f"{' '.join(args[:2])}: peak RSS {rss // 1024} MiB"
@@ -184,7 +183,7 @@ def test_a_100k_event_run_is_imported_verified_shown_and_listed_in_bounded_memor
             assert str(BIG_EVENTS) in out
         if args[:1] == ["show"] and "--json" in args:
             assert out.count('"kind":"state"') == BIG_EVENTS
-    listed = json.loads(run_cli(["list", "--json", *target], tmp_path)[1])
+    listed = json.loads(run_cli([*steps["list"], "--json"], tmp_path)[1])
     assert listed[0]["events"] == BIG_EVENTS
 
 
