@@ -179,6 +179,7 @@ def load(base: str, orders: list[str], clients: int = 100, seconds: float = 300.
 def main(argv: list[str] | None = None) -> int:
     import tempfile
 
+    from sandbox import capture
     from sandbox.containers import RestoreSpec, bring_up
     from sandbox.snapshot.store import DirectoryStore
 
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         orders = [f"o-{i}" for i in range(1, args.requests + 1)]
         with serve(refund_service.create_app(store=store)) as base:
             result = load(base, orders, args.clients, args.seconds)
+        capture.flush(120)  # the kept runs are finished while their services are still up
         kept = len(DirectoryStore(store).list())
         print(
             f"{result.answered} requests answered in {result.seconds:.1f}s: "
