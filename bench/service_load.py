@@ -10,7 +10,8 @@ the first charge of one order in ten: those requests pay twice and are the runs 
 payment provider, its answers do not wait for the service's interpreter). Both sides do
 the same work: the same app (FastAPI under uvicorn, in this process), started afresh, serves
 ``--requests`` fresh orders (the same numbers, so the same slow ones) to ``--clients``
-concurrent clients, from the same reset state (refunds truncated, Redis flushed). Each side
+concurrent clients, from the same reset state (refunds and orders truncated, the side's
+orders inserted, Redis flushed). Each side
 is stopped after ``--seconds`` at most. Throughput counts the requests answered, over the
 time from the first request to the last answer; p99 is over every request (one still
 unanswered at the stop counts with the time it had waited). One warm-up of each side
@@ -56,19 +57,21 @@ LOCK_TIMEOUT = "30s"
 
 
 def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
-    """Refunds emptied, Redis flushed, ``orders`` present (100 cents each)."""
+    """Refunds and orders emptied, then ``orders`` inserted (100 cents each), Redis
+    flushed: every side of every round starts from the same tables (the orders of the
+    sides before do not pile up in the tables a kept run's dumps read)."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
         try:
-            conn.execute("TRUNCATE refunds RESTART IDENTITY")
+            conn.execute("TRUNCATE refunds, orders RESTART IDENTITY")
         except psycopg.errors.LockNotAvailable:
             raise SystemExit(
                 f"bench.service_load: the reset waited {LOCK_TIMEOUT} for a lock on refunds "
-                "(a session of the side before still holds one)"
+                "or orders (a session of the side before still holds one)"
             ) from None
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO orders (id, cents) VALUES (%s, 100) ON CONFLICT DO NOTHING",
+                "INSERT INTO orders (id, cents) VALUES (%s, 100)",
                 [(o,) for o in orders],
             )
     client = redis.Redis.from_url(redis_url)

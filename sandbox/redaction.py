@@ -403,8 +403,10 @@ def random_key() -> bytes:
     return _secrets.token_bytes(32)
 
 
+@functools.lru_cache(maxsize=4096)
 def keyed_digest(key: bytes, value: str) -> str:
-    """12 hex digits of HMAC-SHA256 of ``value`` keyed with ``key``."""
+    """12 hex digits of HMAC-SHA256 of ``value`` keyed with ``key`` (remembered: the same
+    header, URL password or placeholder key is redacted request after request)."""
     return hmac.new(key, value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()[:12]
 
 

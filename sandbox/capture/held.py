@@ -4,7 +4,14 @@ Under ``keep="failed"`` (or a rate) most runs end well and are dropped. Writing 
 manifest, event log and blobs to a folder aside only to remove it when it ends costs the
 agent's path a folder made and removed, a file per event written, the manifest serialized,
 for nothing. A :class:`HeldStore` keeps a run's blobs, and its :class:`HeldWriter` the run's
-event lines (as the recorder made them: redacted, one line each) and manifest, in memory.
+event lines (one line each) and manifest, in memory.
+Event lines are held as the recorder made them, not redacted yet
+(:meth:`HeldWriter.append_redacting`): most are let go, and redacting them would be work for
+nothing. They are redacted with the run's redactor before they leave memory (spilled,
+published, read back) and before a kept run is sealed (:meth:`HeldWriter.redact_held`:
+redacting teaches the redactor the secrets a line shows, which the seal then applies to
+what was written before).
+
 A run that ends kept is finished on the background thread from memory (its log sealed,
 its services' end states captured) and published straight into the real store
 (:meth:`HeldStore.publish`: the blobs it lacks, then the run written whole, as
@@ -34,7 +41,7 @@ import io
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -309,6 +316,9 @@ class HeldWriter(RunWriter):
         self.manifest = manifest
         self._store = store
         self._lines: list[bytes] = []
+        self._clean = 0
+        """``_lines[:_clean]`` are redacted; those after it wait for :attr:`_redact`."""
+        self._redact: Callable[[bytes], bytes] | None = None
         self._inner: RunWriter | None = None
         self._closed = False
 
@@ -317,16 +327,17 @@ class HeldWriter(RunWriter):
         append there from now on (called by the store, under its lock)."""
         if self._inner is not None:
             return
+        self._redact_pending()
         inner = aside.begin(self.manifest)
         for line in self._lines:
             inner.append_raw(line)
-        self._lines = []
+        self._lines, self._clean = [], 0
         if self._closed:
             inner.close(durable=False)
         self._inner = inner
 
     def _drop(self) -> None:
-        self._lines = []
+        self._lines, self._clean = [], 0
         self._closed = True
         if self._inner is not None:
             with contextlib.suppress(OSError):
@@ -346,16 +357,46 @@ class HeldWriter(RunWriter):
     def folder(self, value: Path) -> None:  # RunWriter's attribute; never set here
         raise AttributeError("a held run's folder is made by its store")
 
+    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
+        """Hold ``line`` as it is, to be redacted with ``redact`` if it leaves memory; once
+        spilled, redact it and append it aside."""
+        inner = self._inner
+        if inner is None:
+            with self._store._lock:
+                inner = self._inner
+                if inner is None:
+                    self._redact = redact
+                    self._lines.append(line)
+                    self._store.hold(len(line))  # a spill redacts it with the others
+                    return
+        inner.append_raw(redact(line))
+
     def append_raw(self, line: bytes) -> None:
         inner = self._inner
         if inner is None:
             with self._store._lock:
                 inner = self._inner
                 if inner is None:
+                    self._redact_pending()
                     self._lines.append(line)
+                    self._clean = len(self._lines)
                     self._store.hold(len(line))
                     return
         inner.append_raw(line)
+
+    def _redact_pending(self) -> None:
+        """Redact the lines held that are not yet (under the store's lock)."""
+        lines, redact = self._lines, self._redact
+        if redact is not None:
+            for i in range(self._clean, len(lines)):
+                lines[i] = redact(lines[i])
+        self._clean = len(lines)
+
+    def redact_held(self) -> None:
+        """Redact the lines held that are not yet: the redactor learns the secrets they
+        show (call it before sealing the run)."""
+        with self._store._lock:
+            self._redact_pending()
 
     @property
     def log(self) -> IO[bytes]:
@@ -385,6 +426,7 @@ class HeldWriter(RunWriter):
             if self._inner is None:
                 before = sum(len(line) for line in self._lines)
                 self._lines = list(lines)
+                self._clean = len(self._lines)
                 self._store.hold(sum(len(line) for line in self._lines) - before)
                 return
         self._inner.replace_events(b"".join(lines))
@@ -407,5 +449,7 @@ class HeldWriter(RunWriter):
             self._inner.close(durable=durable)
 
     def held(self) -> list[bytes]:
-        """The event lines held in memory (none once spilled)."""
-        return list(self._lines)
+        """The event lines held in memory, redacted (none once spilled)."""
+        with self._store._lock:
+            self._redact_pending()
+            return list(self._lines)

@@ -138,6 +138,11 @@ def _order(event_type: type[Event], names: tuple[str, ...]) -> tuple[tuple[str, 
     return found
 
 
+_VALIDATED: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
+"""Each shape of event a recorder of this process wrote (its type, the names of its fields,
+in the order its call site passes them) -> the fields' order: the first event of a shape is
+validated by the model, those after it (in any run) are trusted."""
+
 _NAMES: dict[type[Event], tuple[str, ...]] = {}
 
 
@@ -216,8 +221,6 @@ class Recorder:
         self._pending: dict[object, Callable[[], None]] = {}
         self._ok_children: Counter[int] = Counter()
         self._timed_out_spans: set[int] = set()
-        self._validated: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
-        """Each shape of event written (its type, the names of its fields) -> the fields' order."""
         self._headers_seen: dict[tuple[tuple[str, str], ...], tuple[object, dict[str, str]]] = {}
         self.env_reads: set[str] = set()
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
@@ -346,7 +349,7 @@ class Recorder:
         base.update(fields)
         parent = base["parent_span"]
         shape = (event_type, tuple(base))  # the same call site gives the same names in order
-        order = self._validated.get(shape)
+        order = _VALIDATED.get(shape)
         kind = _kind(event_type)
         with self._lock:
             seq = self._seq
@@ -357,8 +360,8 @@ class Recorder:
                 line = _dump(kind, order, base)
             else:  # the first event of each shape is validated by the model, then trusted
                 line = dump_event(event_type(**base))
-                self._validated[shape] = _order(event_type, tuple(base))
-            self.writer.append_raw(self.redactor.bytes(line))
+                _VALIDATED[shape] = _order(event_type, tuple(base))
+            self.writer.append_redacting(line, self.redactor.bytes)
             self._seq = seq + 1
             if parent is not None and kind in _COMMITTING_KINDS and not fields.get("error"):
                 self._ok_children[parent] += 1

@@ -392,6 +392,7 @@ class Capture:
         its services' end states, finish the manifest, publish it from aside (a run held
         in memory is sealed there and written into the store whole: see
         :mod:`sandbox.capture.held`)."""
+        recorder.writer.redact_held()  # what its lines teach the redactor, before sealing
         if recorder.redactor.learned:
             with _sealing(recorder.writer, recorder.redactor):
                 seal(recorder)

@@ -646,6 +646,15 @@ class RunWriter:
     def append(self, event: Event) -> None:
         self.append_raw(dump_event(event))
 
+    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
+        """Append a serialized event line not redacted yet: ``redact`` makes it fit to
+        leave the process. Here at once, so that the line reaches the operating system as it
+        happens; a writer that holds lines in memory may redact them when they leave it."""
+        self.append_raw(redact(line))
+
+    def redact_held(self) -> None:
+        """Redact the lines held back unredacted by :meth:`append_redacting` (none here)."""
+
     def append_raw(self, line: bytes) -> None:
         """Append an already-serialized event line (ending in a newline) in one write; a
         write cut short (a full disk) is an error."""

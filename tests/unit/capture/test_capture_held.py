@@ -101,3 +101,41 @@ def test_a_child_of_a_held_run_is_captured_into_it(store: DirectoryStore) -> Non
         "events.jsonl",
         "manifest.json",
     ]
+
+
+PASSWORD = "hunter2-Qx81-held"
+
+
+@capture.tool
+def connection() -> str:
+    return f"use postgresql://app:{PASSWORD}@db:5432/shop"
+
+
+@capture.tool
+def report() -> str:
+    return f"the password is {PASSWORD} " + BIG  # a blob, its password bare
+
+
+@pytest.mark.parametrize("spill", [False, True], ids=["in-memory", "spilled"])
+def test_a_secret_taught_by_a_held_line_is_redacted_from_every_file_of_the_kept_run(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, spill: bool
+) -> None:
+    """Held event lines are redacted only as they leave memory: a URL password that only
+    a held line shows is still learned before the run is sealed, so a blob stored after
+    it, holding the password bare, is redacted too. Kept in memory, or spilled aside by
+    the blob (past the run's limit)."""
+    if spill:
+        monkeypatch.setattr(held, "RUN_LIMIT", 50_000)
+    with capture.run(
+        "leak", store=store, services="none", keep="failed", cwd=str(store.root.parent)
+    ):
+        connection()
+        report()
+        capture.mark_failed("kept")
+    assert capture.flush(60)
+    (kept,) = store.list()
+    outputs = [e for e in store.load_events(kept.run_id) if isinstance(e, ToolCall)]
+    assert len(outputs) == 2 and outputs[1].output_blob is not None
+    files = _files(store.root)
+    assert files and not [p for p in files if PASSWORD.encode() in p.read_bytes()]
+    assert b"<redacted:" in store.get_blob(outputs[1].output_blob.sha256)
