@@ -49,6 +49,7 @@ import redis
 from bench.compare import record
 from examples import refund_load, refund_service
 from sandbox import capture
+from sandbox.capture import finisher
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.store import DirectoryStore
 
@@ -90,6 +91,7 @@ def _side(
     def run() -> refund_load.Load:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
+            before = finisher.spent()  # the kept runs of this side, finished during its load too
             with refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
             extra = ""
@@ -100,10 +102,14 @@ def _side(
                         f"bench.service_load: the kept runs were not written within {drain:g}s"
                     )
                 kept = DirectoryStore(store).list()
+                finished, cpu = finisher.spent()
+                finished, cpu = finished - before[0], cpu - before[1]
                 paid_twice = _paid_twice(os.environ["DATABASE_URL"])
                 extra = (
                     f", {len(kept)} runs kept of {paid_twice} paid twice (all written "
-                    f"{time.perf_counter() - began:.1f}s after the load), "
+                    f"{time.perf_counter() - began:.1f}s after the load; "
+                    f"{cpu / max(finished, 1) * 1000:.0f} ms of CPU each to finish, "
+                    f"{cpu / load.answered * 1000:.1f} ms a request), "
                     + ", ".join(sorted({_told(m) for m in kept}))
                 )
         print(

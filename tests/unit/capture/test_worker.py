@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 
+from sandbox.capture import finisher
 from sandbox.capture.worker import Worker
 
 
@@ -57,3 +59,26 @@ def test_an_item_not_worth_gathering_is_handled_at_once() -> None:
     assert not worker.wait(0.05)  # gathering
     assert worker.hurry(30)
     assert seen == [["plain"], ["pinned", "plain again"]]
+
+
+def test_the_finisher_counts_the_jobs_it_finished_and_the_cpu_it_spent_on_them() -> None:
+    """:func:`finisher.spent` counts each finished job (one that raises too) and the CPU
+    time of the finisher's thread while it ran them, not the time it waited."""
+    def burn() -> None:
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+
+    def idle() -> None:
+        time.sleep(0.2)
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
+    jobs, cpu = finisher.spent()
+    for job in (burn, idle, fail):
+        finisher.submit(job)
+    assert finisher.wait(30)
+    done, spent = finisher.spent()
+    assert done - jobs == 3
+    assert 0.05 <= spent - cpu < 0.15  # the burn, not the sleep
