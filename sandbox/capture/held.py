@@ -6,11 +6,12 @@ agent's path a folder made and removed, a file per event written, the manifest s
 for nothing. A :class:`HeldStore` keeps a run's blobs, and its :class:`HeldWriter` the run's
 event lines (one line each) and manifest, in memory.
 Event lines are held as the recorder made them, not redacted yet
-(:meth:`HeldWriter.append_redacting`): most are let go, and redacting them would be work for
-nothing. They are redacted with the run's redactor before they leave memory (spilled,
-published, read back) and before a kept run is sealed (:meth:`HeldWriter.redact_held`:
-redacting teaches the redactor the secrets a line shows, which the seal then applies to
-what was written before).
+(:meth:`HeldWriter.append_redacting`), and some not even made (:meth:`HeldWriter.append_later`:
+an HTTP exchange's event is made from its bytes): most are let go, and that work would be for
+nothing. They are made and redacted with the run's redactor before they leave memory
+(spilled, published, read back) and before a kept run is sealed
+(:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line shows,
+which the seal then applies to what was written before).
 
 A run that ends kept is finished on the background thread from memory (its log sealed,
 its services' end states captured) and published straight into the real store
@@ -119,6 +120,8 @@ class HeldStore(Store):
         self._aside: AsideStore | None = None
         self._writers: list[HeldWriter] = []
         self._lock = threading.RLock()
+        self._making = False
+        """The held lines are being made: what they store is held, not spilled, meanwhile."""
         self._key: bytes | None = None
 
     # --- being held ----------------------------------------------------------------------
@@ -131,8 +134,20 @@ class HeldStore(Store):
         """Count ``n`` bytes more held by this run; past a limit the run spills."""
         self._bytes += n
         total = _add(n)
-        if self._bytes > RUN_LIMIT or total > PROCESS_LIMIT:
+        if not self._making and (self._bytes > RUN_LIMIT or total > PROCESS_LIMIT):
             self.spill()
+
+    def make_held(self) -> None:
+        """Make and redact the lines held by the run's writers (under the lock): the blobs
+        that making them stores are held meanwhile, whatever the limits."""
+        if self._making:
+            return
+        self._making = True
+        try:
+            for writer in self._writers:
+                writer._redact_pending()
+        finally:
+            self._making = False
 
     def _let_go(self) -> None:
         held, self._bytes = self._bytes, 0
@@ -144,6 +159,7 @@ class HeldStore(Store):
         the blobs into its store, each writer's manifest and log into its run folder."""
         with self._lock:
             if self._aside is None:
+                self.make_held()  # before the folder aside: making lines may store blobs
                 target = self.target
                 base = target.staging_dir() if isinstance(target, DirectoryStore) else None
                 root = Path(tempfile.mkdtemp(dir=base, prefix="keep-"))
@@ -315,9 +331,10 @@ class HeldWriter(RunWriter):
     def __init__(self, store: HeldStore, manifest: Manifest) -> None:
         self.manifest = manifest
         self._store = store
-        self._lines: list[bytes] = []
+        self._lines: list[bytes | Callable[[], bytes]] = []
         self._clean = 0
-        """``_lines[:_clean]`` are redacted; those after it wait for :attr:`_redact`."""
+        """``_lines[:_clean]`` are made and redacted; those after it wait for
+        :attr:`_redact` (a callable: a line to make first)."""
         self._redact: Callable[[bytes], bytes] | None = None
         self._inner: RunWriter | None = None
         self._closed = False
@@ -330,6 +347,7 @@ class HeldWriter(RunWriter):
         self._redact_pending()
         inner = aside.begin(self.manifest)
         for line in self._lines:
+            assert isinstance(line, bytes)  # made
             inner.append_raw(line)
         self._lines, self._clean = [], 0
         if self._closed:
@@ -371,13 +389,33 @@ class HeldWriter(RunWriter):
                     return
         inner.append_raw(redact(line))
 
+    def append_later(
+        self, make: Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
+    ) -> None:
+        """Hold ``make``, to be made and redacted if the line leaves memory; once spilled,
+        make it at once (:meth:`~sandbox.snapshot.store.RunWriter.append_later`)."""
+        inner = self._inner
+        if inner is None:
+            with self._store._lock:
+                inner = self._inner
+                if inner is None:
+                    self._redact = redact
+                    self._lines.append(make)
+                    self._store.hold(size)  # a spill makes it with the others
+                    return
+        inner.append_later(make, size, redact)
+
+    @property
+    def holds_lines(self) -> bool:  # type: ignore[override]
+        return self._inner is None
+
     def append_raw(self, line: bytes) -> None:
         inner = self._inner
         if inner is None:
             with self._store._lock:
                 inner = self._inner
                 if inner is None:
-                    self._redact_pending()
+                    self._store.make_held()
                     self._lines.append(line)
                     self._clean = len(self._lines)
                     self._store.hold(len(line))
@@ -385,18 +423,25 @@ class HeldWriter(RunWriter):
         inner.append_raw(line)
 
     def _redact_pending(self) -> None:
-        """Redact the lines held that are not yet (under the store's lock)."""
+        """Make and redact the lines held that are not yet (under the store's lock, by
+        :meth:`HeldStore.make_held`); a line made empty is left out."""
         lines, redact = self._lines, self._redact
-        if redact is not None:
-            for i in range(self._clean, len(lines)):
-                lines[i] = redact(lines[i])
-        self._clean = len(lines)
+        if redact is None or self._clean == len(lines):
+            self._clean = len(lines)
+            return
+        done: list[bytes | Callable[[], bytes]] = list(lines[: self._clean])
+        for line in lines[self._clean :]:
+            made = line if isinstance(line, bytes) else line()
+            if made:
+                done.append(redact(made))
+        self._lines = done
+        self._clean = len(done)
 
     def redact_held(self) -> None:
-        """Redact the lines held that are not yet: the redactor learns the secrets they
-        show (call it before sealing the run)."""
+        """Make and redact the lines held that are not yet: the redactor learns the secrets
+        they show (call it before sealing the run)."""
         with self._store._lock:
-            self._redact_pending()
+            self._store.make_held()
 
     @property
     def log(self) -> IO[bytes]:
@@ -424,10 +469,10 @@ class HeldWriter(RunWriter):
         memory, or the one aside if the run has spilled."""
         with self._store._lock:
             if self._inner is None:
-                before = sum(len(line) for line in self._lines)
+                before = sum(len(line) for line in self.held())
                 self._lines = list(lines)
                 self._clean = len(self._lines)
-                self._store.hold(sum(len(line) for line in self._lines) - before)
+                self._store.hold(sum(len(line) for line in lines) - before)
                 return
         self._inner.replace_events(b"".join(lines))
 
@@ -449,7 +494,7 @@ class HeldWriter(RunWriter):
             self._inner.close(durable=durable)
 
     def held(self) -> list[bytes]:
-        """The event lines held in memory, redacted (none once spilled)."""
+        """The event lines held in memory, made and redacted (none once spilled)."""
         with self._store._lock:
-            self._redact_pending()
-            return list(self._lines)
+            self._store.make_held()
+            return [line for line in self._lines if isinstance(line, bytes)]

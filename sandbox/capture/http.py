@@ -65,6 +65,15 @@ class HTTPEmitter(boundary.Emitter, Protocol):
     def emit_fields(
         self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
     ) -> int: ...
+    def emit_later(
+        self,
+        event_type: type[Event],
+        call: Call | None,
+        build: Callable[[], dict[str, Any]],
+        *,
+        failed: bool,
+        size: int,
+    ) -> int: ...
     def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]: ...
 
 
@@ -214,7 +223,45 @@ class HTTPAdapter:
     ) -> None:
         """Write the ``http`` event of this exchange (and its ``llm`` event for a model API):
         ``response`` with its body ``raw`` as read, or ``error``. Replay calls it with the
-        response it rebuilt, so the replayed run records the exchange as capture does."""
+        response it rebuilt, so the replayed run records the exchange as capture does.
+        The events are made from the exchange's bytes, status and headers, which do not
+        change: for a run held in memory, only if it is kept (:meth:`Recorder.emit_later`)."""
+        duration = emitter.elapsed() - call.started
+        status = None if response is None else response.status_code
+        made: list[tuple[dict[str, Any], JsonValue, JsonValue, bool]] = []
+
+        def exchange() -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+            if not made:
+                made.append(self._exchange(emitter, response, raw, error, duration))
+            return made[0]
+
+        size = len(raw) + len(self.body or b"") + 1024
+        emitter.emit_later(
+            HTTPExchange, call, lambda: exchange()[0], failed=error is not None, size=size
+        )
+        api = llm.recognise(self.request.method, self.url, self.request.headers)
+        if api is None:
+            return
+
+        def llm_fields() -> dict[str, Any]:
+            _, req_body, resp_body, streamed = exchange()
+            return self._llm_fields(
+                api, call, req_body, resp_body, streamed, status, error, duration
+            )
+
+        failed = error is not None or status is None or status >= 400
+        emitter.emit_later(LLMCall, None, llm_fields, failed=failed, size=0)
+
+    def _exchange(
+        self,
+        emitter: HTTPEmitter,
+        response: Any,
+        raw: bytes,
+        error: ErrorInfo | None,
+        duration: float,
+    ) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+        """The ``http`` event's fields, the request's and the response's bodies as read,
+        and whether the response was streamed."""
         req = self.request
         url = self.url
         req_view = _header_view(req.headers)
@@ -228,7 +275,7 @@ class HTTPAdapter:
             "request_body": req_body,
             "request_blob": req_blob,
             "error": error,
-            "duration": emitter.elapsed() - call.started,
+            "duration": duration,
         }
         if response is not None:
             view = _header_view(response.headers)
@@ -243,52 +290,48 @@ class HTTPAdapter:
             fields["streamed"] = streamed
             if resp_blob is not None and resp_blob.media_type.startswith("text/"):
                 resp_body = data.decode("utf-8", "replace")
-        emitter.emit_fields(HTTPExchange, call, fields)
-        api = llm.recognise(req.method, url, req.headers)
-        if api is not None:
-            self._emit_llm(api, call, emitter, req_body, resp_body, streamed, response, error)
+        return fields, req_body, resp_body, streamed
 
-    def _emit_llm(
+    def _llm_fields(
         self,
         api: llm.LLMApi,
         call: Call,
-        emitter: HTTPEmitter,
         req_body: JsonValue,
         resp_body: JsonValue,
         streamed: bool,
-        response: Any,
+        status: int | None,
         error: ErrorInfo | None,
-    ) -> None:
+        duration: float,
+    ) -> dict[str, Any]:
+        """The ``llm`` event's fields, from the exchange's bodies as read."""
         if req_body is None and self.body:
             with contextlib.suppress(ValueError):
                 req_body = json.loads(self.body)
-        parsed = api.parse_request(str(self.request.url), req_body)
+        parsed = api.parse_request(self.url, req_body)
         answer = llm.LLMResponse()
-        if response is not None and response.status_code < 400:
+        if status is not None and status < 400:
             answer = api.parse_response(resp_body, streamed)
-        elif response is not None and error is None:
-            error = ErrorInfo(type=f"HTTP {response.status_code}", message=str(resp_body)[:500])
+        elif status is not None and error is None:
+            error = ErrorInfo(type=f"HTTP {status}", message=str(resp_body)[:500])
         request = parsed.meaning()
-        emitter.emit(
-            LLMCall,
-            None,
-            name=parsed.model,
-            fingerprint=request_fingerprint("llm", parsed.model, request),
-            task=call.task,
-            parent_span=call.span,
-            attempt=call.attempt,
-            provider=parsed.provider,
-            model=parsed.model,
-            messages=parsed.messages,
-            params=parsed.params,
-            tools=parsed.tools,
-            response=answer.response or None,
-            usage=answer.usage,
-            provider_meta={"api": api.name, **answer.meta},
-            streamed=streamed,
-            error=error,
-            duration=emitter.elapsed() - call.started,
-        )
+        return {
+            "name": parsed.model,
+            "fingerprint": request_fingerprint("llm", parsed.model, request),
+            "task": call.task,
+            "parent_span": call.span,
+            "attempt": call.attempt,
+            "provider": parsed.provider,
+            "model": parsed.model,
+            "messages": parsed.messages,
+            "params": parsed.params,
+            "tools": parsed.tools,
+            "response": answer.response or None,
+            "usage": answer.usage,
+            "provider_meta": {"api": api.name, **answer.meta},
+            "streamed": streamed,
+            "error": error,
+            "duration": duration,
+        }
 
     # --- replay --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ agent's call returns or raises exactly what it did. (A replay's recorder fails c
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import threading
 from collections import Counter
@@ -136,6 +137,37 @@ def _order(event_type: type[Event], names: tuple[str, ...]) -> tuple[tuple[str, 
         )
         _ORDERS[key] = found
     return found
+
+
+def _base(call: Call | None) -> dict[str, Any]:
+    """The fields an event takes from its call, or, with none, from its context."""
+    if call is not None:
+        return {
+            "task": call.task,
+            "name": call.name,
+            "fingerprint": call.fingerprint,
+            "span": call.span,
+            "parent_span": call.parent_span,
+            "attempt": call.attempt,
+        }
+    return {"task": task_id(), "parent_span": current_span(), "attempt": current_attempt()}
+
+
+def _line(
+    event_type: type[Event], kind: str, base: dict[str, Any], stamp: tuple[int, float, float]
+) -> bytes:
+    """The log line of an event of ``event_type`` with the fields ``base`` and its
+    ``(seq, wall, mono)`` stamp (added to ``base``). The first event of each shape (its
+    type and the names of its fields, in order: a call site passes the same names each
+    time) is validated by the model, those after it are trusted."""
+    shape = (event_type, tuple(base))
+    order = _VALIDATED.get(shape)
+    base["seq"], base["wall"], base["mono"] = stamp
+    if order is not None:
+        return _dump(kind, order, base)
+    line = dump_event(event_type(**base))
+    _VALIDATED[shape] = _order(event_type, tuple(base))
+    return line
 
 
 _VALIDATED: dict[tuple[type[Event], tuple[str, ...]], tuple[tuple[str, Any], ...]] = {}
@@ -331,43 +363,70 @@ class Recorder:
             return -1
 
     def _emit(self, event_type: type[Event], call: Call | None, fields: dict[str, Any]) -> int:
-        if call is not None:
-            base: dict[str, Any] = {
-                "task": call.task,
-                "name": call.name,
-                "fingerprint": call.fingerprint,
-                "span": call.span,
-                "parent_span": call.parent_span,
-                "attempt": call.attempt,
-            }
-        else:
-            base = {
-                "task": task_id(),
-                "parent_span": current_span(),
-                "attempt": current_attempt(),
-            }
+        base = _base(call)
         base.update(fields)
-        parent = base["parent_span"]
-        shape = (event_type, tuple(base))  # the same call site gives the same names in order
-        order = _VALIDATED.get(shape)
         kind = _kind(event_type)
         with self._lock:
             seq = self._seq
-            base["seq"] = seq
-            base["wall"] = self._time()
-            base["mono"] = self._monotonic() - self.t0
-            if order is not None:
-                line = _dump(kind, order, base)
-            else:  # the first event of each shape is validated by the model, then trusted
-                line = dump_event(event_type(**base))
-                _VALIDATED[shape] = _order(event_type, tuple(base))
+            line = _line(event_type, kind, base, (seq, self._time(), self._monotonic() - self.t0))
             self.writer.append_redacting(line, self.redactor.bytes)
             self._seq = seq + 1
-            if parent is not None and kind in _COMMITTING_KINDS and not fields.get("error"):
-                self._ok_children[parent] += 1
-            if kind == "timeout" and parent is not None:
-                self._timed_out_spans.add(parent)
+            self._count(kind, base["parent_span"], failed=bool(fields.get("error")))
         return seq
+
+    def emit_later(
+        self,
+        event_type: type[Event],
+        call: Call | None,
+        build: Callable[[], dict[str, Any]],
+        *,
+        failed: bool,
+        size: int,
+    ) -> int:
+        """:meth:`emit_fields` with the fields that ``build`` makes (``failed``: whether
+        they hold an error), made only if the event leaves memory when the run's lines are
+        held (most such runs are let go: the work would be for nothing; ``size``: about
+        how many bytes the event holds until then); at once otherwise. Its place in the
+        log, times and context are the event's as it happens. ``build`` must read nothing
+        that changes afterwards; an error of it damages the run."""
+        if not self.writer.holds_lines:
+            return self.emit_fields(event_type, call, build())
+        if self.closed or self.damaged is not None:
+            return -1
+        base = _base(call)
+        kind = _kind(event_type)
+        with self._lock:
+            seq = self._seq
+            stamp = (seq, self._time(), self._monotonic() - self.t0)
+            make = functools.partial(self._later_line, event_type, kind, base, build, stamp)
+            self.writer.append_later(make, size, self.redactor.bytes)
+            self._seq = seq + 1
+            self._count(kind, base["parent_span"], failed=failed)
+        return seq
+
+    def _later_line(
+        self,
+        event_type: type[Event],
+        kind: str,
+        base: dict[str, Any],
+        build: Callable[[], dict[str, Any]],
+        stamp: tuple[int, float, float],
+    ) -> bytes:
+        """The line of an event emitted by :meth:`emit_later`; nothing (the run damaged)
+        when it cannot be made."""
+        try:
+            base.update(build())
+            return _line(event_type, kind, base, stamp)
+        except Exception as exc:
+            self.damage(exc)
+            return b""
+
+    def _count(self, kind: str, parent: int | None, *, failed: bool) -> None:
+        """Note an event of ``kind`` under span ``parent`` (under the lock)."""
+        if parent is not None and kind in _COMMITTING_KINDS and not failed:
+            self._ok_children[parent] += 1
+        if kind == "timeout" and parent is not None:
+            self._timed_out_spans.add(parent)
 
     def adopt(self, events: Sequence[Event]) -> None:
         """Append events written elsewhere (a child process's), renumbered after this log's."""

@@ -393,6 +393,8 @@ class Capture:
         in memory is sealed there and written into the store whole: see
         :mod:`sandbox.capture.held`)."""
         recorder.writer.redact_held()  # what its lines teach the redactor, before sealing
+        if recorder.damaged is not None:  # a line held could not be made
+            raise CaptureError(recorder.damaged)
         if recorder.redactor.learned:
             with _sealing(recorder.writer, recorder.redactor):
                 seal(recorder)

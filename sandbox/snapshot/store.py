@@ -652,8 +652,22 @@ class RunWriter:
         happens; a writer that holds lines in memory may redact them when they leave it."""
         self.append_raw(redact(line))
 
+    holds_lines = False
+    """Whether lines appended now stay in memory (see :meth:`append_later`)."""
+
+    def append_later(
+        self, make: Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
+    ) -> None:
+        """Append the line ``make`` makes (``size``: about how many bytes it holds until
+        made), redacted by ``redact``: here made at once; a writer that holds its lines
+        in memory makes it only if it leaves memory. An empty line is not written."""
+        line = make()
+        if line:
+            self.append_raw(redact(line))
+
     def redact_held(self) -> None:
-        """Redact the lines held back unredacted by :meth:`append_redacting` (none here)."""
+        """Make and redact the lines held back by :meth:`append_redacting` and
+        :meth:`append_later` (none here)."""
 
     def append_raw(self, line: bytes) -> None:
         """Append an already-serialized event line (ending in a newline) in one write; a

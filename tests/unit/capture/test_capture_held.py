@@ -8,12 +8,16 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from sandbox import capture
 from sandbox.capture import held
-from sandbox.snapshot.events import RandomDraw, ToolCall
+from sandbox.capture.http import HTTPAdapter
+from sandbox.snapshot.events import Event, HTTPExchange, LLMCall, RandomDraw, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.store import PLACEHOLDER_KEY, DirectoryStore
 
@@ -139,3 +143,64 @@ def test_a_secret_taught_by_a_held_line_is_redacted_from_every_file_of_the_kept_
     files = _files(store.root)
     assert files and not [p for p in files if PASSWORD.encode() in p.read_bytes()]
     assert b"<redacted:" in store.get_blob(outputs[1].output_blob.sha256)
+
+
+def _model_run(
+    store: DirectoryStore, url: str, keep: str, *, fail: bool, stream: bool = False
+) -> None:
+    client = openai.OpenAI(api_key="sk-held-test-key-0123456789", base_url=f"{url}/v1")
+    cwd = str(store.root.parent)
+    with capture.run(f"ask-{keep}", store=store, services="none", keep=keep, seed=1, cwd=cwd):
+        answer = client.chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=stream
+        )
+        if stream:
+            list(answer)  # the streamed chunks
+        httpx.post(f"{url}/echo", json={"n": 1})
+        if fail:
+            capture.mark_failed("kept")
+    assert capture.flush(60)
+
+
+def _shown(events: list[Event]) -> list[dict[str, Any]]:
+    """The events as written, but for their times (the server's ``date`` header too)."""
+    shown = []
+    for event in events:
+        if isinstance(event, HTTPExchange | LLMCall):
+            data = event.model_dump(mode="json", exclude={"wall", "mono", "duration"})
+            data.get("response_headers", {}).pop("date", None)
+            shown.append(data)
+    return shown
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_held_run_makes_its_http_events_only_when_kept_and_as_a_run_kept_whole_does(
+    tmp_path: Path, fake_api: Any, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """Under ``keep="failed"`` an exchange's ``http`` and ``llm`` events are made from its
+    bytes only if the run is kept: a run that ends well never makes them; a kept one holds
+    the same events, in the same places, as ``keep="all"`` writes as they happen."""
+    made: list[int] = []
+    real = HTTPAdapter._exchange
+
+    def counted(self: HTTPAdapter, *args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(HTTPAdapter, "_exchange", counted)
+    store = DirectoryStore(tmp_path / "store")  # one placeholder key for both
+    _model_run(store, fake_api.url, "failed", fail=False, stream=stream)
+    assert made == [] and store.list() == []
+    _model_run(store, fake_api.url, "failed", fail=True, stream=stream)
+    assert len(made) == 2  # the model call's exchange and the echo's, once each
+    _model_run(store, fake_api.url, "all", fail=True, stream=stream)
+    runs = {m.name: m for m in store.list()}
+    kept, written = runs["ask-failed"], runs["ask-all"]
+    assert kept.status == written.status == "complete"
+    held_events = store.load_events(kept.run_id)
+    shown = _shown(held_events)
+    assert [e["kind"] for e in shown] == ["http", "llm", "http"]
+    assert shown == _shown(store.load_events(written.run_id))
+    assert [e.seq for e in held_events] == list(range(len(held_events)))
+    files = [p.read_bytes() for p in _files(store.root)]
+    assert not [data for data in files if b"sk-held-test-key" in data]

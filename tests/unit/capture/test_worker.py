@@ -64,6 +64,7 @@ def test_an_item_not_worth_gathering_is_handled_at_once() -> None:
 def test_the_finisher_counts_the_jobs_it_finished_and_the_cpu_it_spent_on_them() -> None:
     """:func:`finisher.spent` counts each finished job (one that raises too) and the CPU
     time of the finisher's thread while it ran them, not the time it waited."""
+
     def burn() -> None:
         end = time.thread_time() + 0.05
         while time.thread_time() < end:
