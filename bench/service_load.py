@@ -31,6 +31,12 @@ written and checks that they are exactly the requests that paid twice, so no cap
 of one side runs into the next; the next side's reset runs with a lock timeout, so it fails
 with a clear message rather than wait.
 
+Each side also prints what its load cost beyond the requests' own path: the CPU its
+garbage collections took (the interpreter's, whichever thread ran them: a side that
+allocates more collects more, and a full collection scans the whole heap) and, for the
+capture-on side, the CPU the background thread spent finishing its kept runs
+(:func:`sandbox.capture.finisher.spent`), each and per request.
+
 ``--declare db``, ``--declare cache`` or ``--declare ""`` has the capture declare only those
 services (or none), to see what each one's state capture costs.
 """
@@ -38,10 +44,13 @@ services (or none), to see what each one's state capture costs.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import tempfile
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from typing import Any
 
 import psycopg
 import redis
@@ -80,6 +89,29 @@ def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
     client.close()
 
 
+@contextlib.contextmanager
+def _collections() -> Iterator[dict[str, float]]:
+    """The CPU seconds the interpreter's garbage collections take within the block (the
+    collecting thread's time, finalizers included), and how many of the oldest
+    generation: a side that allocates more collects more, and a full collection scans the
+    whole heap."""
+    spent = {"seconds": 0.0, "full": 0}
+    began = [0.0]
+
+    def note(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            began[0] = time.thread_time()
+        else:
+            spent["seconds"] += time.thread_time() - began[0]
+            spent["full"] += info["generation"] == 2
+
+    gc.callbacks.append(note)
+    try:
+        yield spent
+    finally:
+        gc.callbacks.remove(note)
+
+
 def _side(
     capture_on: bool,
     orders: list[str],
@@ -92,9 +124,12 @@ def _side(
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
             before = finisher.spent()  # the kept runs of this side, finished during its load too
-            with refund_load.serve(app) as base:
+            with _collections() as collected, refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
-            extra = ""
+            extra = (
+                f", garbage collection {collected['seconds']:.1f}s of CPU "
+                f"({collected['full']:.0f} full)"
+            )
             if capture_on:
                 began = time.perf_counter()
                 if not capture.flush(drain):
@@ -105,7 +140,7 @@ def _side(
                 finished, cpu = finisher.spent()
                 finished, cpu = finished - before[0], cpu - before[1]
                 paid_twice = _paid_twice(os.environ["DATABASE_URL"])
-                extra = (
+                extra += (
                     f", {len(kept)} runs kept of {paid_twice} paid twice (all written "
                     f"{time.perf_counter() - began:.1f}s after the load; "
                     f"{cpu / max(finished, 1) * 1000:.0f} ms of CPU each to finish, "

@@ -228,11 +228,12 @@ class HTTPAdapter:
         change: for a run held in memory, only if it is kept (:meth:`Recorder.emit_later`)."""
         duration = emitter.elapsed() - call.started
         status = None if response is None else response.status_code
+        headers = None if response is None else response.headers  # not the response itself
         made: list[tuple[dict[str, Any], JsonValue, JsonValue, bool]] = []
 
         def exchange() -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
             if not made:
-                made.append(self._exchange(emitter, response, raw, error, duration))
+                made.append(self._exchange(emitter, status, headers, raw, error, duration))
             return made[0]
 
         size = len(raw) + len(self.body or b"") + 1024
@@ -255,13 +256,15 @@ class HTTPAdapter:
     def _exchange(
         self,
         emitter: HTTPEmitter,
-        response: Any,
+        status: int | None,
+        headers: Any,
         raw: bytes,
         error: ErrorInfo | None,
         duration: float,
     ) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
-        """The ``http`` event's fields, the request's and the response's bodies as read,
-        and whether the response was streamed."""
+        """The ``http`` event's fields (``status`` and ``headers``: the response's, if
+        any), the request's and the response's bodies as read, and whether the response
+        was streamed."""
         req = self.request
         url = self.url
         req_view = _header_view(req.headers)
@@ -277,13 +280,13 @@ class HTTPAdapter:
             "error": error,
             "duration": duration,
         }
-        if response is not None:
-            view = _header_view(response.headers)
+        if status is not None:
+            view = _header_view(headers)
             ctype = view.content_type
             streamed = "text/event-stream" in ctype
             data = _decode(raw, view.content_encoding) if view.content_encoding else raw
             resp_body, resp_blob = _body(data, ctype, emitter)
-            fields["status"] = response.status_code
+            fields["status"] = status
             fields["response_headers"] = emitter.redact_headers(view.items)
             fields["response_body"] = resp_body
             fields["response_blob"] = resp_blob
