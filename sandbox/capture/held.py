@@ -4,14 +4,13 @@ Under ``keep="failed"`` (or a rate) most runs end well and are dropped. Writing 
 manifest, event log and blobs to a folder aside only to remove it when it ends costs the
 agent's path a folder made and removed, a file per event written, the manifest serialized,
 for nothing. A :class:`HeldStore` keeps a run's blobs, and its :class:`HeldWriter` the run's
-event lines (one line each) and manifest, in memory.
-Event lines are held as the recorder made them, not redacted yet
-(:meth:`HeldWriter.append_redacting`), and some not even made (:meth:`HeldWriter.append_later`:
-an HTTP exchange's event is made from its bytes): most are let go, and that work would be for
-nothing. They are made and redacted with the run's redactor before they leave memory
-(spilled, published, read back) and before a kept run is sealed
-(:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line shows,
-which the seal then applies to what was written before).
+event lines (one line each) and manifest, in memory. The lines are held as the recorder made
+them, not redacted yet (:meth:`HeldWriter.append_redacting`), some not even made
+(:meth:`HeldWriter.append_later`: an HTTP exchange's events are made from its bytes): most
+are let go, and that work would be for nothing. They are made and redacted with the run's
+redactor before they leave memory (spilled, published, read back) and before a kept run is
+sealed (:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line
+shows, which the seal then applies to what was written before).
 
 A run that ends kept is finished on the background thread from memory (its log sealed,
 its services' end states captured) and published straight into the real store
@@ -375,35 +374,36 @@ class HeldWriter(RunWriter):
     def folder(self, value: Path) -> None:  # RunWriter's attribute; never set here
         raise AttributeError("a held run's folder is made by its store")
 
-    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
-        """Hold ``line`` as it is, to be redacted with ``redact`` if it leaves memory; once
-        spilled, redact it and append it aside."""
-        inner = self._inner
-        if inner is None:
+    def _hold(
+        self, line: bytes | Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
+    ) -> RunWriter | None:
+        """Hold ``line`` (a line, or what makes it), to be made and redacted with
+        ``redact`` if it leaves memory; once spilled, hold nothing and return the writer
+        aside."""
+        if self._inner is None:
             with self._store._lock:
-                inner = self._inner
-                if inner is None:
+                if self._inner is None:
                     self._redact = redact
                     self._lines.append(line)
-                    self._store.hold(len(line))  # a spill redacts it with the others
-                    return
-        inner.append_raw(redact(line))
+                    self._store.hold(size)  # a spill makes and redacts it with the others
+                    return None
+        return self._inner
+
+    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
+        """Hold ``line`` as it is, to be redacted if it leaves memory; once spilled,
+        redact it and append it aside."""
+        inner = self._hold(line, len(line), redact)
+        if inner is not None:
+            inner.append_raw(redact(line))
 
     def append_later(
         self, make: Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
     ) -> None:
         """Hold ``make``, to be made and redacted if the line leaves memory; once spilled,
         make it at once (:meth:`~sandbox.snapshot.store.RunWriter.append_later`)."""
-        inner = self._inner
-        if inner is None:
-            with self._store._lock:
-                inner = self._inner
-                if inner is None:
-                    self._redact = redact
-                    self._lines.append(make)
-                    self._store.hold(size)  # a spill makes it with the others
-                    return
-        inner.append_later(make, size, redact)
+        inner = self._hold(make, size, redact)
+        if inner is not None:
+            inner.append_later(make, size, redact)
 
     @property
     def holds_lines(self) -> bool:  # type: ignore[override]
