@@ -258,6 +258,10 @@ class Recorder:
         """Environment variables the run read (see :mod:`sandbox.capture.envreads`)."""
         self.written_blobs: dict[str, bool] = {}
         """Redacted blobs this run stored: key -> whether this run created it."""
+        self._blobs_lock = threading.Lock()
+        """Guards :attr:`written_blobs` alone: a line made late (:meth:`emit_later`) stores
+        its blobs under the store's lock, which an event appended under :attr:`_lock`
+        may be waiting for."""
         self.closed = False
         self.uuid4_source: Callable[[], Any] | None = None
         """The run's seeded ``uuid4`` generator (see :mod:`sandbox.capture.ids`)."""
@@ -477,7 +481,7 @@ class Recorder:
             self.damage(exc)
             created = False
         ref = self._put(data, media_type)
-        with self._lock:
+        with self._blobs_lock:
             self.written_blobs[key] = self.written_blobs.get(key, False) or created
         return ref
 

@@ -5,8 +5,10 @@ and goes on there; a Python child it follows writes into that folder."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +206,33 @@ def test_a_held_run_makes_its_http_events_only_when_kept_and_as_a_run_kept_whole
     assert [e.seq for e in held_events] == list(range(len(held_events)))
     files = [p.read_bytes() for p in _files(store.root)]
     assert not [data for data in files if b"sk-held-test-key" in data]
+
+
+def test_a_held_run_that_spills_while_its_http_events_wait_makes_them_there(
+    store: DirectoryStore, fake_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exchange past the run's limit spills the run as its event is appended: the
+    events waiting are made then, their large bodies stored as blobs in the folder aside,
+    without waiting on the recorder that is appending (the run ends, in time)."""
+    monkeypatch.setattr(held, "RUN_LIMIT", 50_000)
+    big = {"text": "w" * 200_000}
+
+    def run() -> None:
+        with capture.run(
+            "big", store=store, services="none", keep="failed", cwd=str(store.root.parent)
+        ):
+            httpx.post(f"{fake_api.url}/echo", json={"n": 1})  # small: held, not made
+            httpx.post(f"{fake_api.url}/echo", json=big)  # passes the limit
+            capture.mark_failed("kept")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the run did not end"
+    assert capture.flush(60)
+    (kept,) = store.list()
+    exchanges = [e for e in store.load_events(kept.run_id) if isinstance(e, HTTPExchange)]
+    assert kept.status == "complete" and len(exchanges) == 2
+    assert exchanges[0].response_body == {"echo": {"n": 1}}
+    assert exchanges[1].request_blob is not None and exchanges[1].response_blob is not None
+    assert json.loads(store.get_blob(exchanges[1].request_blob.sha256)) == big
