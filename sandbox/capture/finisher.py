@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import sys
-import time
 from collections.abc import Callable
 
 from sandbox.capture import durable
@@ -42,29 +41,13 @@ Job = tuple[Callable[[], None], bool]
 """A kept run's finishing, and whether it is worth gathering others with it."""
 
 
-_spent: dict[str, float] = {"jobs": 0, "cpu": 0.0}
-"""Jobs finished, and the CPU seconds the thread spent on them (see :func:`spent`)."""
-
-
 def _finish(jobs: list[Job]) -> None:
-    began = time.thread_time()
-    try:
-        for job, _ in jobs:
-            try:
-                contextvars.Context().run(job)  # no run's context: its own work is unseen
-            except BaseException as error:  # a job handles its errors; never lose the thread
-                with contextlib.suppress(Exception):
-                    sys.stderr.write(f"sandbox: finishing a kept run failed: {error!r}\n")
-    finally:
-        _spent["jobs"] += len(jobs)
-        _spent["cpu"] += time.thread_time() - began
-
-
-def spent() -> tuple[int, float]:
-    """How many kept runs the thread has finished in this process, and the CPU seconds it
-    spent on them (its own thread's time: the work a service pays for its kept runs off
-    its requests' path)."""
-    return int(_spent["jobs"]), _spent["cpu"]
+    for job, _ in jobs:
+        try:
+            contextvars.Context().run(job)  # no run's context: the job's own work is unseen
+        except BaseException as error:  # a job handles its own errors; never lose the thread
+            with contextlib.suppress(Exception):
+                sys.stderr.write(f"sandbox: finishing a kept run failed: {error!r}\n")
 
 
 def _at_exit() -> None:
@@ -85,6 +68,12 @@ def submit(job: Callable[[], None], *, gather: bool = False) -> None:
     """Run ``job`` on the background thread, after the jobs submitted before it; with
     ``gather``, first wait up to :data:`GATHER_S` for more to finish with it."""
     _WORKER.submit([(job, gather)])
+
+
+def spent() -> tuple[int, float]:
+    """How many kept runs the thread has finished in this process, and the CPU seconds it
+    spent on them (the work a service pays for its kept runs off its requests' path)."""
+    return _WORKER.spent()
 
 
 def pending() -> int:

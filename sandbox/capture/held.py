@@ -5,9 +5,9 @@ manifest, event log and blobs to a folder aside only to remove it when it ends c
 agent's path a folder made and removed, a file per event written, the manifest serialized,
 for nothing. A :class:`HeldStore` keeps a run's blobs, and its :class:`HeldWriter` the run's
 event lines (one line each) and manifest, in memory. The lines are held as the recorder made
-them, not redacted yet (:meth:`HeldWriter.append_redacting`), some not even made
-(:meth:`HeldWriter.append_later`: an HTTP exchange's events are made from its bytes): most
-are let go, and that work would be for nothing. They are made and redacted with the run's
+them, not redacted yet, some not even made (an HTTP exchange's events are made from its
+bytes: :meth:`HeldWriter.append_pending`): most are let go, and that work would be for
+nothing. They are made and redacted with the run's
 redactor before they leave memory (spilled, published, read back) and before a kept run is
 sealed (:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line
 shows, which the seal then applies to what was written before).
@@ -374,39 +374,27 @@ class HeldWriter(RunWriter):
     def folder(self, value: Path) -> None:  # RunWriter's attribute; never set here
         raise AttributeError("a held run's folder is made by its store")
 
-    def _hold(
-        self, line: bytes | Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
-    ) -> RunWriter | None:
+    def append_pending(
+        self,
+        line: bytes | Callable[[], bytes],
+        redact: Callable[[bytes], bytes],
+        size: int = 0,
+    ) -> None:
         """Hold ``line`` (a line, or what makes it), to be made and redacted with
-        ``redact`` if it leaves memory; once spilled, hold nothing and return the writer
-        aside."""
+        ``redact`` if it leaves memory; once spilled, append it aside at once."""
         if self._inner is None:
             with self._store._lock:
                 if self._inner is None:
                     self._redact = redact
                     self._lines.append(line)
-                    self._store.hold(size)  # a spill makes and redacts it with the others
-                    return None
-        return self._inner
-
-    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
-        """Hold ``line`` as it is, to be redacted if it leaves memory; once spilled,
-        redact it and append it aside."""
-        inner = self._hold(line, len(line), redact)
-        if inner is not None:
-            inner.append_raw(redact(line))
-
-    def append_later(
-        self, make: Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
-    ) -> None:
-        """Hold ``make``, to be made and redacted if the line leaves memory; once spilled,
-        make it at once (:meth:`~sandbox.snapshot.store.RunWriter.append_later`)."""
-        inner = self._hold(make, size, redact)
-        if inner is not None:
-            inner.append_later(make, size, redact)
+                    # a spill makes and redacts it with the others
+                    self._store.hold(len(line) if isinstance(line, bytes) else size)
+                    return
+        self._inner.append_pending(line, redact, size)
 
     @property
     def holds_lines(self) -> bool:  # type: ignore[override]
+        """Whether the log is still in memory (not spilled)."""
         return self._inner is None
 
     def append_raw(self, line: bytes) -> None:
@@ -426,16 +414,10 @@ class HeldWriter(RunWriter):
         """Make and redact the lines held that are not yet (under the store's lock, by
         :meth:`HeldStore.make_held`); a line made empty is left out."""
         lines, redact = self._lines, self._redact
-        if redact is None or self._clean == len(lines):
-            self._clean = len(lines)
-            return
-        done: list[bytes | Callable[[], bytes]] = list(lines[: self._clean])
-        for line in lines[self._clean :]:
-            made = line if isinstance(line, bytes) else line()
-            if made:
-                done.append(redact(made))
-        self._lines = done
-        self._clean = len(done)
+        if redact is not None:
+            made = (line if isinstance(line, bytes) else line() for line in lines[self._clean :])
+            lines[self._clean :] = [redact(line) for line in made if line]
+        self._clean = len(lines)
 
     def redact_held(self) -> None:
         """Make and redact the lines held that are not yet: the redactor learns the secrets
@@ -446,10 +428,6 @@ class HeldWriter(RunWriter):
     @property
     def log(self) -> IO[bytes]:
         return self._spilled().log
-
-    @property
-    def spilled(self) -> bool:
-        return self._inner is not None
 
     def tally(self) -> LogTally | None:
         """What the writer appended to its log aside; ``None`` while the log is in memory

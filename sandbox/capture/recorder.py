@@ -373,7 +373,7 @@ class Recorder:
         with self._lock:
             seq = self._seq
             line = _line(event_type, kind, base, (seq, self._time(), self._monotonic() - self.t0))
-            self.writer.append_redacting(line, self.redactor.bytes)
+            self.writer.append_pending(line, self.redactor.bytes)
             self._seq = seq + 1
             self._count(kind, base["parent_span"], failed=bool(fields.get("error")))
         return seq
@@ -403,7 +403,7 @@ class Recorder:
             seq = self._seq
             stamp = (seq, self._time(), self._monotonic() - self.t0)
             make = functools.partial(self._later_line, event_type, kind, base, build, stamp)
-            self.writer.append_later(make, size, self.redactor.bytes)
+            self.writer.append_pending(make, self.redactor.bytes, size)
             self._seq = seq + 1
             self._count(kind, base["parent_span"], failed=failed)
         return seq

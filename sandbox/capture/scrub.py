@@ -101,7 +101,7 @@ def _rewrite(recorder: Recorder) -> None:
         return out
 
     writer = recorder.writer
-    if isinstance(writer, HeldWriter) and not writer.spilled:  # the log is in memory
+    if isinstance(writer, HeldWriter) and writer.holds_lines:  # the log is in memory
         writer.replace_lines([rewritten(line) for line in writer.held()])
         return
     path = writer.folder / EVENTS

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
@@ -28,7 +29,7 @@ class Worker(Generic[T]):
     first (default: all); one that is not is handed over at once, with whatever is queued
     behind it. ``handle`` handles its own errors: one that escapes is passed over, the
     thread never dies of it. ``at_exit`` is registered with :mod:`atexit` when the first
-    item is handed over."""
+    item is handed over. :meth:`spent` says what the thread has done and what it cost."""
 
     def __init__(
         self,
@@ -50,6 +51,8 @@ class Worker(Generic[T]):
         self._idle = threading.Condition(self._lock)
         self._hurry = threading.Event()
         self._pending = 0
+        self._done = 0
+        self._cpu = 0.0
 
     def submit(self, items: Iterable[T]) -> None:
         """Queue ``items``, after the ones handed over before them."""
@@ -67,6 +70,12 @@ class Worker(Generic[T]):
         """How many items are handed over and not done yet."""
         with self._lock:
             return self._pending
+
+    def spent(self) -> tuple[int, float]:
+        """How many items the thread has handled, and the CPU seconds it spent on them (its
+        own thread's time, not the time it waited)."""
+        with self._lock:
+            return self._done, self._cpu
 
     def on_thread(self) -> bool:
         """Whether the caller runs on the worker's own thread."""
@@ -94,8 +103,12 @@ class Worker(Generic[T]):
                 with contextlib.suppress(queue.Empty):
                     while True:
                         batch.append(self._queue.get_nowait())
+            began = time.thread_time()
             with contextlib.suppress(Exception):
                 self._handle(batch)
+            cpu = time.thread_time() - began
             with self._idle:
                 self._pending -= len(batch)
+                self._done += len(batch)
+                self._cpu += cpu
                 self._idle.notify_all()

@@ -646,28 +646,26 @@ class RunWriter:
     def append(self, event: Event) -> None:
         self.append_raw(dump_event(event))
 
-    def append_redacting(self, line: bytes, redact: Callable[[bytes], bytes]) -> None:
-        """Append a serialized event line not redacted yet: ``redact`` makes it fit to
-        leave the process. Here at once, so that the line reaches the operating system as it
-        happens; a writer that holds lines in memory may redact them when they leave it."""
-        self.append_raw(redact(line))
-
     holds_lines = False
-    """Whether lines appended now stay in memory (see :meth:`append_later`)."""
+    """Whether lines appended now stay in memory (see :meth:`append_pending`)."""
 
-    def append_later(
-        self, make: Callable[[], bytes], size: int, redact: Callable[[bytes], bytes]
+    def append_pending(
+        self,
+        line: bytes | Callable[[], bytes],
+        redact: Callable[[bytes], bytes],
+        size: int = 0,
     ) -> None:
-        """Append the line ``make`` makes (``size``: about how many bytes it holds until
-        made), redacted by ``redact``: here made at once; a writer that holds its lines
-        in memory makes it only if it leaves memory. An empty line is not written."""
-        line = make()
-        if line:
-            self.append_raw(redact(line))
+        """Append a serialized event line not redacted yet, or what makes it (an empty line
+        is left out); ``redact`` makes it fit to leave the process. Here at once, so that
+        it reaches the operating system as it happens; a writer that :attr:`holds_lines`
+        makes and redacts them only when they leave memory (``size``: about how many bytes
+        what makes a line holds until then)."""
+        made = line if isinstance(line, bytes) else line()
+        if made:
+            self.append_raw(redact(made))
 
     def redact_held(self) -> None:
-        """Make and redact the lines held back by :meth:`append_redacting` and
-        :meth:`append_later` (none here)."""
+        """Make and redact the lines held back by :meth:`append_pending` (none here)."""
 
     def append_raw(self, line: bytes) -> None:
         """Append an already-serialized event line (ending in a newline) in one write; a
