@@ -7,8 +7,9 @@ files to one background thread. The thread gathers what is handed over for
 :data:`BATCH_DELAY` seconds, then makes the whole batch durable at once: on Linux with one
 ``syncfs`` per file system holding it (one flush and one journal commit for any number of
 runs, where an ``fsync`` of each file and folder costs a journal commit each, about 3 ms on a
-virtual disk), elsewhere with an ``fsync`` of each. The interpreter waits for it at exit, so
-the files are durable when the process ends, and shortly after each run before.
+virtual disk), elsewhere with an ``fsync`` of each. The process waits for it when it ends
+(at exit and at ``os._exit``: :mod:`sandbox.capture.exits`), so the files are durable when
+it has ended, and shortly after each run before.
 :func:`flush` does the pending work now (a benchmark counts it inside its timed region).
 """
 

@@ -17,7 +17,9 @@ batch, in the order they ended: under a steady rate of failures that is one end-
 for the batch, not one for each run. A kept run with nothing to share is finished at once.
 
 :func:`wait` blocks until every run handed over so far is finished (a test, a benchmark, a
-service shutting down); the interpreter waits for it at exit, up to :data:`EXIT_WAIT_S`.
+service shutting down); the process waits for it when it ends, up to :data:`EXIT_WAIT_S`
+(at exit and at ``os._exit``, which task workers' forked children end with:
+:mod:`sandbox.capture.exits`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sandbox.capture import durable
 from sandbox.capture.worker import Worker
 
 EXIT_WAIT_S = 120.0
-"""How long the interpreter waits at exit for the kept runs still being finished."""
+"""How long the process waits when it ends for the kept runs still being finished."""
 GATHER_S = 0.5
 """How long a kept run that holds a pinned state waits for others to be finished with it
 (:func:`wait` cuts it short)."""

@@ -125,10 +125,6 @@ class HeldStore(Store):
 
     # --- being held ----------------------------------------------------------------------
 
-    @property
-    def spilled(self) -> bool:
-        return self._aside is not None
-
     def hold(self, n: int) -> None:
         """Count ``n`` bytes more held by this run; past a limit the run spills."""
         self._bytes += n

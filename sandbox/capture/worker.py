@@ -5,17 +5,25 @@ Capture hands two kinds of work off the agent's path: finishing a kept run
 (:mod:`sandbox.capture.durable`). Each is a :class:`Worker`: a daemon thread started on the
 first item, a count of the items not done yet, a wait for them, and the interpreter waiting
 for them at exit.
+
+That wait is :func:`sandbox.capture.exits.at_exit`'s: at the interpreter's exit and at an
+``os._exit`` too (an RQ work horse ends so after each job, a ``multiprocessing`` child after
+its target), where the items still queued would be lost with the process. A child made by
+``fork`` starts with no items: those the parent had queued stay the parent's.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
+
+from sandbox.capture import exits
 
 T = TypeVar("T")
 
@@ -28,8 +36,9 @@ class Worker(Generic[T]):
     one item at a time. ``gathers`` says which items are worth that wait when they come
     first (default: all); one that is not is handed over at once, with whatever is queued
     behind it. ``handle`` handles its own errors: one that escapes is passed over, the
-    thread never dies of it. ``at_exit`` is registered with :mod:`atexit` when the first
-    item is handed over. :meth:`spent` says what the thread has done and what it cost."""
+    thread never dies of it. ``at_exit`` is registered with :func:`sandbox.capture.exits.at_exit`
+    when the first item is handed over. :meth:`spent` says what the thread has done and what
+    it cost."""
 
     def __init__(
         self,
@@ -45,6 +54,11 @@ class Worker(Generic[T]):
         self._gather = gather
         self._gathers = gathers
         self._at_exit = at_exit
+        self._fresh()
+        after_fork = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (call := after_fork()) and call())
+
+    def _fresh(self) -> None:
         self._queue: queue.SimpleQueue[T] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -54,12 +68,17 @@ class Worker(Generic[T]):
         self._done = 0
         self._cpu = 0.0
 
+    def _after_fork(self) -> None:
+        """In the child: none of the parent's items, nor its thread or its locks (which a
+        parent's thread may have held)."""
+        self._fresh()
+
     def submit(self, items: Iterable[T]) -> None:
         """Queue ``items``, after the ones handed over before them."""
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                if self._thread is None and self._at_exit is not None:
-                    atexit.register(self._at_exit)
+                if self._at_exit is not None:
+                    exits.at_exit(self._at_exit)
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             for item in items:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from sandbox.capture import finisher
 from sandbox.capture.worker import Worker
@@ -83,3 +87,66 @@ def test_the_finisher_counts_the_jobs_it_finished_and_the_cpu_it_spent_on_them()
     done, spent = finisher.spent()
     assert done - jobs == 3
     assert 0.05 <= spent - cpu < 0.15  # the burn, not the sleep
+
+
+_HARD_EXIT = """
+import os, sys, time
+from sandbox.capture.worker import Worker
+
+out = sys.argv[1]
+
+def handle(batch):
+    time.sleep(0.3)  # still handling when the process asks to end
+    with open(out, "a") as f:
+        f.write(f"{os.getpid()} {batch}\\n")
+
+def waited():
+    worker.hurry(30)
+
+worker = Worker("test-exit", handle, gather=3600.0, at_exit=waited)
+worker.submit(["kept"])
+os._exit(3)
+"""
+
+
+def test_os_exit_waits_for_the_items_queued_and_keeps_its_status(tmp_path: Path) -> None:
+    """A process ending with ``os._exit`` (as an RQ work horse does after each job) while an
+    item waits on the thread (here to be gathered for an hour) ends once it is handled, with
+    the status it asked for."""
+    out = tmp_path / "handled.txt"
+    script = tmp_path / "hard_exit.py"
+    script.write_text(_HARD_EXIT)
+    done = subprocess.run(
+        [sys.executable, str(script), str(out)],
+        cwd=Path(__file__).resolve().parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+        timeout=60,
+    )
+    assert done.returncode == 3
+    assert out.read_text().split()[1:] == ["['kept']"]
+
+
+def test_a_forked_child_starts_with_none_of_the_parents_items(tmp_path: Path) -> None:
+    """The parent's item, queued when it forks, is handled by the parent only; the child
+    handles its own, and its ``os._exit`` waits for it."""
+    out = tmp_path / "handled.txt"
+
+    def handle(batch: list[str]) -> None:
+        with open(out, "a") as f:
+            f.write(f"{os.getpid()} {','.join(batch)}\n")
+
+    worker: Worker[str] = Worker(
+        "test-fork", handle, gather=3600.0, at_exit=lambda: worker.hurry(30)
+    )
+    worker.submit(["parent"])
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 0 if worker.pending() == 0 else 1
+        worker.submit(["child"])
+        os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0  # the child had no item pending
+    assert worker.hurry(30)
+    lines = sorted(line.split() for line in out.read_text().splitlines())
+    assert sorted(who for _, who in lines) == ["child", "parent"]
+    assert dict((who, int(p)) for p, who in lines) == {"child": pid, "parent": os.getpid()}
