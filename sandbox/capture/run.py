@@ -27,6 +27,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import math
 import os
 import re
 import secrets
@@ -509,30 +510,47 @@ class Capture:
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: each call is a captured run. Its entrypoint is ``module:function``,
-        or, for a function of a script (``__main__``), the command line that ran it."""
+        or, for a function of a script (``__main__``), the command line that ran it; with the
+        call's arguments when they are all JSON (a task's: replay calls it with them again)."""
         target = f"{fn.__module__}:{fn.__qualname__}"
 
-        def fresh() -> Capture:
+        def fresh(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
             if self.entrypoint is not None or fn.__module__ == "__main__":
                 return replace(self)
             entry = Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd())
+            if all(map(_plain_json, args)) and _plain_json(kwargs):
+                entry = entry.model_copy(update={"args": list(args), "kwargs": kwargs})
             return replace(self, entrypoint=entry)
 
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                async with fresh():
+                async with fresh(args, kwargs):
                     return await fn(*args, **kwargs)
 
             return cast(F, awrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with fresh():
+            with fresh(args, kwargs):
                 return fn(*args, **kwargs)
 
         return cast(F, wrapper)
+
+
+def _plain_json(value: object) -> bool:
+    """Whether ``value`` is JSON as it is (``None``, a bool, int, finite float or str, lists
+    and str-keyed dicts of them): it reads back the same, so a call replays with it alike."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(map(_plain_json, value))
+    if type(value) is dict:
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    return False
 
 
 def _hold_manifest(writer: RunWriter) -> None:

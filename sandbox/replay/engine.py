@@ -18,8 +18,11 @@ original's, and the verdict's detail.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import importlib
+import inspect
 import os
 import socket
 import sys
@@ -74,7 +77,7 @@ _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
 # --- running -------------------------------------------------------------------------------
 
 
-def resolve_entrypoint(target: str) -> Callable[[], Any]:
+def resolve_entrypoint(target: str) -> Callable[..., Any]:
     """``module:function`` (a dotted attribute path after the colon) as a callable. A module
     not found on ``sys.path`` is looked for in the working directory too, as ``python -m``
     does (the ``sandbox`` command run from the project that holds the agent)."""
@@ -97,11 +100,13 @@ def resolve_entrypoint(target: str) -> Callable[[], Any]:
     except Exception:
         # The module raised as it ran (it reads a variable the replay sets, say): it is
         # imported again inside each run, where what it raises is the run's, and judged.
-        return lambda: _attribute(importlib.import_module(module_name), attr, target)()
+        return lambda *args, **kwargs: _attribute(
+            importlib.import_module(module_name), attr, target
+        )(*args, **kwargs)
     return _attribute(found, attr, target)
 
 
-def _attribute(found: Any, attr: str, target: str) -> Callable[[], Any]:
+def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:
     """The callable at the dotted ``attr`` of a module."""
     module_name = target.partition(":")[0]
     for part in attr.split("."):
@@ -111,6 +116,26 @@ def _attribute(found: Any, attr: str, target: str) -> Callable[[], Any]:
     if not callable(found):
         raise ReplayError(f"entrypoint {target!r} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def _called(manifest: Manifest, target: str, override: str | None) -> Entrypoint:
+    """What each replay calls: ``target``, with the arguments the run recorded (a decorated
+    task's call), none when an entrypoint was given instead of the recorded one."""
+    recorded = manifest.entrypoint if not override else None
+    return Entrypoint(
+        kind="callable",
+        target=target,
+        cwd=os.getcwd(),
+        args=recorded.args if recorded else [],
+        kwargs=recorded.kwargs if recorded else {},
+    )
+
+
+def _with_arguments(function: Callable[..., Any], called: Entrypoint) -> Callable[[], Any]:
+    """``function`` called with ``called``'s arguments (as it is when there are none)."""
+    if not (called.args or called.kwargs):
+        return function
+    return functools.partial(function, *called.args, **called.kwargs)
 
 
 def _no_function() -> None:
@@ -196,6 +221,8 @@ class _Settings:
     timeout: float
     """Seconds a run may take before it is stopped (:mod:`sandbox.replay.conditions.deadline`):
     the plan's, else the default for the recording."""
+    called: Entrypoint
+    """What ``function`` calls, as each replay's manifest records it."""
     command: Entrypoint | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
     traced: bool = False
@@ -214,8 +241,7 @@ def _replay_once(
             "created": datetime.now(UTC),
             "status": "running",
             "pid": os.getpid(),
-            "entrypoint": s.command
-            or Entrypoint(kind="callable", target=s.target, cwd=os.getcwd()),
+            "entrypoint": s.command or s.called,
             "failure": None,
             "exit_code": None,
             "event_count": None,
@@ -263,6 +289,8 @@ def _replay_once(
         try:
             with limit.armed():
                 value = s.function()
+                if inspect.iscoroutine(value):  # an async function's: run it to its end
+                    value = asyncio.run(value)
             if value is not None and not session.rec.has_result:
                 session.rec.set_result(value)
         except (ReplayStopped, ReplayTimedOut):
@@ -439,6 +467,7 @@ def replay(
     restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
+    called = _called(manifest, target, entrypoint)
     recording = st.load_events(run_id)
     compared = comparable(recording)
     settings = _Settings(
@@ -451,7 +480,11 @@ def replay(
         target=target,
         function=_no_function
         if command is not None
-        else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
+        else _with_arguments(
+            check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
+            called,
+        ),
+        called=called,
         plan=plan,
         policies=plan.served_by(),
         command=command,

@@ -15,6 +15,10 @@ SCHEMA_VERSION = 1
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
 
+def _empty(value: object) -> bool:
+    return not value
+
+
 class Entrypoint(Strict):
     """What ran: a command line, or a ``module:function`` called in-process."""
 
@@ -22,6 +26,12 @@ class Entrypoint(Strict):
     command: list[str] = []
     target: str | None = None
     cwd: str | None = None
+    args: list[JsonValue] = Field(default=[], exclude_if=_empty)
+    """A callable's positional arguments (a call of a function decorated with
+    ``capture.run`` whose arguments are all JSON: a task's); replay passes them again.
+    Left out of the manifest when there are none."""
+    kwargs: dict[str, JsonValue] = Field(default={}, exclude_if=_empty)
+    """Its keyword arguments, likewise."""
 
 
 class CodeVersion(Strict):

@@ -110,9 +110,11 @@ def _kept_whole(store: Path) -> None:
     assert sorted(charged) == ["o-1", "o-3", "o-5"]
 
 
-def test_the_failing_jobs_of_an_rq_worker_are_kept_whole(tmp_path: Path) -> None:
+def test_the_failing_jobs_of_an_rq_worker_are_kept_whole_and_replay(tmp_path: Path) -> None:
     """Of six jobs, the three that raise are kept whole; the three that succeed leave
-    nothing; RQ records three failed and three finished jobs."""
+    nothing; RQ records three failed and three finished jobs. With the Redis server
+    stopped, ``sandbox replay`` of a kept job calls the task with its recorded argument,
+    its key restored in the sandbox's own Redis: the failure reproduces."""
     with redis_server() as server:
         env = _env(tmp_path, server)
         enqueue = (
@@ -136,6 +138,18 @@ def test_the_failing_jobs_of_an_rq_worker_are_kept_whole(tmp_path: Path) -> None
         assert FailedJobRegistry(queue=queue).count == 3
         assert FinishedJobRegistry(queue=queue).count == 3
     _kept_whole(tmp_path / "store")
+    (kept, *_) = DirectoryStore(tmp_path / "store").list()
+    store = str(tmp_path / "store")
+    replayed = subprocess.run(
+        [sys.executable, "-m", "cli.main", "replay", kept.run_id, "--store", store, "--json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    verdict = json.loads(replayed.stdout)["verdict"]
+    assert (verdict["outcome"], verdict["reproduced"]) == ("reproduced", 1), replayed.stdout
 
 
 def test_the_failing_tasks_of_a_celery_prefork_worker_are_kept_whole(tmp_path: Path) -> None:

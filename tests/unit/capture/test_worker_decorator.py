@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sandbox import capture
+from sandbox.replay import replay
 from sandbox.snapshot import DirectoryStore
 
 
@@ -78,3 +79,72 @@ def test_sync_tasks_in_worker_threads_keep_only_the_failing(tmp_path: Path, work
     assert sorted(_charged(store, m.run_id)[0] for m in kept) == ["o-1", "o-6"]
     assert all(len(_charged(store, m.run_id)) == 1 for m in kept)
     assert all(m.failure is not None and "declined" in m.failure.reason for m in kept)
+
+
+class _Order:
+    """An argument that is not JSON."""
+
+
+@capture.run("refund-call", services="none", keep="failed", packages=False)
+def refund_call(order_id: str, *, cents: int, note: object = None) -> str:
+    done = charge(order_id)
+    if cents > 100:
+        raise RuntimeError(f"refund of {cents} for {order_id} refused")
+    return done
+
+
+@capture.run("refund-await", services="none", keep="failed", packages=False)
+async def refund_await(order_id: str, cents: int) -> str:
+    await asyncio.sleep(0)
+    done = charge(order_id)
+    if cents > 100:
+        raise RuntimeError(f"refund of {cents} for {order_id} refused")
+    return done
+
+
+def test_a_decorated_call_records_its_json_arguments_and_replays_with_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failing call's arguments are in its manifest's entrypoint; ``replay`` calls the
+    function with them again (the same tool call, the same error: reproduced, 2 of 2), and
+    each replay's manifest says so. A call with an argument that is not JSON records none."""
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
+    with pytest.raises(RuntimeError):
+        refund_call("o-7", cents=250)
+    with pytest.raises(RuntimeError):
+        refund_call("o-8", cents=300, note=_Order())
+    capture.flush()
+    store = DirectoryStore(tmp_path)
+    by_order = {_charged(store, m.run_id)[0]: m for m in store.list()}
+    entry = by_order["o-7"].entrypoint
+    assert entry is not None and entry.target.endswith(":refund_call")
+    assert (entry.args, entry.kwargs) == (["o-7"], {"cents": 250})
+    other = by_order["o-8"].entrypoint
+    assert other is not None and (other.args, other.kwargs) == ([], {})
+
+    report = replay(by_order["o-7"].run_id, store=store, times=2)
+    assert report.verdict.reproduced == 2, report.describe()
+    for run_id in report.replays:
+        replayed = store.load_manifest(run_id).entrypoint
+        assert replayed is not None and (replayed.args, replayed.kwargs) == (
+            ["o-7"],
+            {"cents": 250},
+        )
+        assert _charged(store, run_id) == ["o-7"]
+
+
+def test_a_decorated_async_call_replays_with_its_arguments_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``async def`` task's kept run replays: the coroutine the call returns is run to its
+    end, and the failure reproduces."""
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
+    with pytest.raises(RuntimeError):
+        asyncio.run(refund_await("o-9", 500))
+    capture.flush()
+    store = DirectoryStore(tmp_path)
+    (kept,) = store.list()
+    assert kept.entrypoint is not None and kept.entrypoint.args == ["o-9", 500]
+    report = replay(kept.run_id, store=store, times=1)
+    assert report.verdict.reproduced == 1, report.describe()
+    assert _charged(store, report.replays[0]) == ["o-9"]
