@@ -5,7 +5,8 @@ agent must not wait for: its services' states are captured (a Postgres dump of t
 it touched from the pinned snapshot, its Redis keys as they are now), its blobs written,
 its manifest sealed and the run published to the store. :func:`submit` hands that to one
 background thread; the run's pinned states stay held until it is done. A request served by
-the agent answers as soon as its own work is done, whether its run is kept or not.
+the agent answers as soon as its own work is done, whether its run is kept or not (except
+in a child process of :mod:`multiprocessing`: see :func:`submit`).
 
 One thread, one kept run at a time: however many runs fail at once, their captures use a
 couple of connections to each service, not one each. Runs finished together share dumps
@@ -68,8 +69,19 @@ _WORKER: Worker[Job] = Worker(
 
 def submit(job: Callable[[], None], *, gather: bool = False) -> None:
     """Run ``job`` on the background thread, after the jobs submitted before it; with
-    ``gather``, first wait up to :data:`GATHER_S` for more to finish with it."""
-    _WORKER.submit([(job, gather)])
+    ``gather``, first wait up to :data:`GATHER_S` for more to finish with it. In a child
+    process of :mod:`multiprocessing`, at once on the caller's thread: its parent may end it
+    as soon as the call returns (a pool's ``terminate``, which leaving ``with Pool()``
+    calls, kills its workers), and a run finished in the background would be lost."""
+    if _child_of_multiprocessing():
+        _WORKER.handle_now([(job, gather)])
+    else:
+        _WORKER.submit([(job, gather)])
+
+
+def _child_of_multiprocessing() -> bool:
+    process = sys.modules.get("multiprocessing.process")
+    return process is not None and process.parent_process() is not None
 
 
 def spent() -> tuple[int, float]:

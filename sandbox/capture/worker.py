@@ -64,6 +64,7 @@ class Worker(Generic[T]):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._hurry = threading.Event()
+        self._serial = threading.RLock()
         self._pending = 0
         self._done = 0
         self._cpu = 0.0
@@ -84,6 +85,19 @@ class Worker(Generic[T]):
             for item in items:
                 self._pending += 1
                 self._queue.put(item)
+
+    def handle_now(self, items: Iterable[T]) -> None:
+        """Hand ``items`` to ``handle`` at once, on the caller's thread (one batch at a time,
+        as on the worker's own thread; a batch may hand over more: the lock is reentrant)."""
+        batch = list(items)
+        with self._serial:
+            began = time.thread_time()
+            with contextlib.suppress(Exception):
+                self._handle(batch)
+            cpu = time.thread_time() - began
+        with self._lock:
+            self._done += len(batch)
+            self._cpu += cpu
 
     def pending(self) -> int:
         """How many items are handed over and not done yet."""

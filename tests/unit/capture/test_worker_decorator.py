@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -148,3 +151,67 @@ def test_a_decorated_async_call_replays_with_its_arguments_to_its_end(
     report = replay(kept.run_id, store=store, times=1)
     assert report.verdict.reproduced == 1, report.describe()
     assert _charged(store, report.replays[0]) == ["o-9"]
+
+
+_POOL = """
+import json, multiprocessing, os, sys
+
+from sandbox import capture
+from sandbox.snapshot import DirectoryStore
+
+STORE = os.environ["TRIAL_STORE"]
+
+
+@capture.tool
+def charge(order_id: str) -> str:
+    return f"charged {order_id}"
+
+
+@capture.run("pool-task", store=STORE, keep="failed", services="none")
+def refund(order_id: str) -> str:
+    done = charge(order_id)
+    if int(order_id.rpartition("-")[2]) % 2:
+        raise RuntimeError(f"refused {order_id}")
+    return done
+
+
+def task(order_id: str) -> list[object]:
+    try:
+        refund(order_id)
+    except RuntimeError:
+        pass
+    kept = [str(m.failure) for m in DirectoryStore(STORE).list()]
+    return [order_id, any(f"refused {order_id}" in k for k in kept)]  # kept as it returns
+
+
+if __name__ == "__main__":
+    with multiprocessing.get_context(sys.argv[1]).Pool(2) as pool:  # leaving: terminate
+        print(json.dumps(pool.map(task, [f"o-{i}" for i in range(6)])))
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_pool_process_has_its_failing_call_kept_before_the_call_returns(
+    tmp_path: Path, start: str
+) -> None:
+    """In a ``multiprocessing`` pool's worker, a failing call's run is in the store by the
+    time the call returns (the pool may kill the worker then: leaving ``with Pool()``
+    terminates it); after the pool is gone, the store holds the three failing calls."""
+    script = tmp_path / "pool_tasks.py"
+    script.write_text(_POOL)
+    store = tmp_path / "store"
+    repo = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, str(script), start],
+        env={**os.environ, "TRIAL_STORE": str(store), "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = dict(json.loads(done.stdout))
+    assert seen == {f"o-{i}": bool(i % 2) for i in range(6)}
+    kept = sorted(
+        _charged(DirectoryStore(store), m.run_id)[0] for m in DirectoryStore(store).list()
+    )
+    assert kept == ["o-1", "o-3", "o-5"]
