@@ -85,8 +85,9 @@ def _child_of_multiprocessing() -> bool:
 
 
 def spent() -> tuple[int, float]:
-    """How many kept runs the thread has finished in this process, and the CPU seconds it
-    spent on them (the work a service pays for its kept runs off its requests' path)."""
+    """How many kept runs have been finished in this process, and the CPU seconds spent on
+    them (the work a service pays for its kept runs, off its requests' path but in a child
+    process of :mod:`multiprocessing`)."""
     return _WORKER.spent()
 
 

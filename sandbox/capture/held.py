@@ -7,10 +7,10 @@ for nothing. A :class:`HeldStore` keeps a run's blobs, and its :class:`HeldWrite
 event lines (one line each) and manifest, in memory. The lines are held as the recorder made
 them, not redacted yet, some not even made (an HTTP exchange's events are made from its
 bytes: :meth:`HeldWriter.append_pending`): most are let go, and that work would be for
-nothing. They are made and redacted with the run's
-redactor before they leave memory (spilled, published, read back) and before a kept run is
-sealed (:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line
-shows, which the seal then applies to what was written before).
+nothing. They are made and redacted with the run's redactor before they leave memory
+(spilled, published, read back) and before a kept run is sealed
+(:meth:`HeldWriter.redact_held`: redacting teaches the redactor the secrets a line shows,
+which the seal then applies to what was written before).
 
 A run that ends kept is finished on the background thread from memory (its log sealed,
 its services' end states captured) and published straight into the real store

@@ -105,8 +105,8 @@ class Worker(Generic[T]):
             return self._pending
 
     def spent(self) -> tuple[int, float]:
-        """How many items the thread has handled, and the CPU seconds it spent on them (its
-        own thread's time, not the time it waited)."""
+        """How many items have been handled (on the thread or by :meth:`handle_now`), and the
+        CPU seconds spent on them (the handling thread's time, not the time it waited)."""
         with self._lock:
             return self._done, self._cpu
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib
 import inspect
 import os
@@ -131,13 +130,6 @@ def _called(manifest: Manifest, target: str, override: str | None) -> Entrypoint
     )
 
 
-def _with_arguments(function: Callable[..., Any], called: Entrypoint) -> Callable[[], Any]:
-    """``function`` called with ``called``'s arguments (as it is when there are none)."""
-    if not (called.args or called.kwargs):
-        return function
-    return functools.partial(function, *called.args, **called.kwargs)
-
-
 def _no_function() -> None:
     raise ReplayError("a recorded command is replayed in a child process, not called")
 
@@ -214,7 +206,7 @@ class _Settings:
     """The original log as runs are compared with it (:func:`comparable`)."""
     expected: Expectation
     target: str
-    function: Callable[[], Any]
+    function: Callable[..., Any]
     plan: ReplayPlan
     policies: PolicySet
     """The policies in force (:meth:`ReplayPlan.served_by`)."""
@@ -222,7 +214,8 @@ class _Settings:
     """Seconds a run may take before it is stopped (:mod:`sandbox.replay.conditions.deadline`):
     the plan's, else the default for the recording."""
     called: Entrypoint
-    """What ``function`` calls, as each replay's manifest records it."""
+    """What ``function`` is: its target and the arguments it is called with, as each
+    replay's manifest records it."""
     command: Entrypoint | None = None
     """The recorded command, run again in a child process (``None``: ``function`` in-process)."""
     traced: bool = False
@@ -288,7 +281,7 @@ def _replay_once(
         limit = Deadline(s.timeout)
         try:
             with limit.armed():
-                value = s.function()
+                value = s.function(*s.called.args, **s.called.kwargs)
                 if inspect.iscoroutine(value):  # an async function's: run it to its end
                     value = asyncio.run(value)
             if value is not None and not session.rec.has_result:
@@ -467,7 +460,6 @@ def replay(
     restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
-    called = _called(manifest, target, entrypoint)
     recording = st.load_events(run_id)
     compared = comparable(recording)
     settings = _Settings(
@@ -480,11 +472,8 @@ def replay(
         target=target,
         function=_no_function
         if command is not None
-        else _with_arguments(
-            check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
-            called,
-        ),
-        called=called,
+        else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
+        called=_called(manifest, target, entrypoint),
         plan=plan,
         policies=plan.served_by(),
         command=command,
