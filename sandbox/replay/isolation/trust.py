@@ -67,6 +67,8 @@ def what_would_run(manifest: Manifest, project: Path) -> str | None:
     if entry.kind == "command":
         return f"the command {shlex.join(entry.command)}" if entry.command else None
     target = entry.target or ""
+    if entry.args or entry.kwargs:  # data the bundle chose, handed to the project's code
+        return f"{target} called with the arguments the bundle recorded"
     origin = module_origin(target, project)
     if _inside_project(origin, project):
         return None

@@ -161,6 +161,28 @@ def test_module_entrypoints_outside_the_project_are_untrusted(tmp_path: Path) ->
     assert what_would_run(local, tmp_path) is None  # captured here: trusted
 
 
+def test_an_imported_call_with_recorded_arguments_is_refused_even_from_the_project(
+    tmp_path: Path,
+) -> None:
+    """A decorated task's arguments are the bundle's data: handed to a function of the
+    project they would choose what it does (a path to delete, a command), so an imported
+    run that records some does not replay on the host untrusted; the same run captured
+    here, or without arguments, does."""
+    project = tmp_path / "project"
+    (project / "shop_agents").mkdir(parents=True)
+    (project / "shop_agents" / "__init__.py").write_text("")
+    (project / "shop_agents" / "shop.py").write_text("def run(order):\n    return order\n")
+    imported = _imported("shop_agents.shop:run", tmp_path)
+    assert imported.entrypoint is not None
+    with_args = imported.model_copy(
+        update={"entrypoint": imported.entrypoint.model_copy(update={"args": ["o-1"]})}
+    )
+    what = what_would_run(with_args, project)
+    assert what is not None and "shop_agents.shop:run" in what and "arguments" in what
+    assert what_would_run(imported, project) is None
+    assert what_would_run(with_args.model_copy(update={"provenance": None}), project) is None
+
+
 def test_engine_refuses_before_importing_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
