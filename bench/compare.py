@@ -63,19 +63,22 @@ def compare(
 ) -> tuple[list[float], list[float]]:
     """The seconds of each side per round, after ``warmup`` runs of each; the side that goes
     first alternates from one round to the next, so neither always meets a warmer machine."""
-    for _ in range(warmup):
-        measured()
-        baseline()
-    ours: list[float] = []
-    theirs: list[float] = []
-    for i in range(rounds):
-        if i % 2:
-            theirs.append(timed(baseline))
-            ours.append(timed(measured))
-        else:
-            ours.append(timed(measured))
-            theirs.append(timed(baseline))
+    ours, theirs = compare_all([measured, baseline], rounds=rounds, warmup=warmup)
     return ours, theirs
+
+
+def compare_all(sides: Sequence[Side], *, rounds: int, warmup: int = 1) -> list[list[float]]:
+    """:func:`compare` for any number of sides: the seconds of each side per round (one list
+    per side, in the order given); the order the sides run in turns by one each round."""
+    for _ in range(warmup):
+        for side in sides:
+            side()
+    seconds: list[list[float]] = [[] for _ in sides]
+    for i in range(rounds):
+        for k in range(len(sides)):
+            j = (i + k) % len(sides)
+            seconds[j].append(timed(sides[j]))
+    return seconds
 
 
 def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:

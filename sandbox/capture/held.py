@@ -206,6 +206,7 @@ class HeldStore(Store):
         with self._lock:
             for writer in self._writers:
                 writer._drop()
+            self._writers.clear()  # each writer refers to this store: no cycle left to collect
             self._blobs.clear()
             self._let_go()
             aside, self._aside = self._aside, None
@@ -333,6 +334,8 @@ class HeldWriter(RunWriter):
         self._redact: Callable[[bytes], bytes] | None = None
         self._inner: RunWriter | None = None
         self._closed = False
+        self._dropped = False
+        """The run was let go (:meth:`HeldStore.discard`): what comes later is not held."""
 
     def _spill(self, aside: AsideStore) -> None:
         """Write the run folder aside (the manifest as it stands, the lines held) and
@@ -351,7 +354,7 @@ class HeldWriter(RunWriter):
 
     def _drop(self) -> None:
         self._lines, self._clean = [], 0
-        self._closed = True
+        self._closed = self._dropped = True
         if self._inner is not None:
             with contextlib.suppress(OSError):
                 self._inner.close(durable=False)
@@ -380,6 +383,8 @@ class HeldWriter(RunWriter):
         ``redact`` if it leaves memory; once spilled, append it aside at once."""
         if self._inner is None:
             with self._store._lock:
+                if self._dropped:
+                    return
                 if self._inner is None:
                     self._redact = redact
                     self._lines.append(line)
@@ -398,6 +403,8 @@ class HeldWriter(RunWriter):
         if inner is None:
             with self._store._lock:
                 inner = self._inner
+                if self._dropped:
+                    return
                 if inner is None:
                     self._store.make_held()
                     self._lines.append(line)

@@ -15,6 +15,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from sandbox.capture.shared import Release
+
 Undo = Callable[[], None]
 
 
@@ -84,17 +86,10 @@ class ImportPatch:
                     wrapt.register_post_import_hook(self._on_import, self.module)
                 elif self.module in sys.modules:
                     self._on_import(sys.modules[self.module])
-        done = False
+        return Release(self, self._lock)
 
-        def stop() -> None:
-            nonlocal done
-            with self._lock:
-                if done:
-                    return
-                done = True
-                self._count -= 1
-                if self._count == 0 and self._undo is not None:
-                    undo, self._undo = self._undo, None
-                    undo()
-
-        return stop
+    def let_go(self) -> None:
+        self._count -= 1
+        if self._count == 0 and self._undo is not None:
+            undo, self._undo = self._undo, None
+            undo()

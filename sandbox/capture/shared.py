@@ -11,10 +11,38 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 Undo = Callable[[], None]
 
 _lock = threading.RLock()  # installing a patch may import, and so patch, another module
+
+
+class Holder(Protocol):
+    def let_go(self) -> None:
+        """Count one holder less (called under the lock the release was given)."""
+
+
+class Release:
+    """The release of one hold of a counted patch (:class:`Shared`,
+    :class:`~sandbox.capture.imports.ImportPatch`): calls ``owner.let_go()`` under
+    ``lock`` on its first call only. One object, not a closure and its cells: a run holds
+    several for its whole life, and what a run keeps alive is what the collector scans."""
+
+    __slots__ = ("_done", "_lock", "_owner")
+
+    def __init__(self, owner: Holder, lock: AbstractContextManager[object]) -> None:
+        self._owner = owner
+        self._lock = lock
+        self._done = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._owner.let_go()
 
 
 class Shared:
@@ -32,17 +60,10 @@ class Shared:
             if self.holders == 0:
                 self._undo = self._install()
             self.holders += 1
-        released = False
+        return Release(self, _lock)
 
-        def release() -> None:
-            nonlocal released
-            with _lock:
-                if released:
-                    return
-                released = True
-                self.holders -= 1
-                if self.holders == 0 and self._undo is not None:
-                    undo, self._undo = self._undo, None
-                    undo()
-
-        return release
+    def let_go(self) -> None:
+        self.holders -= 1
+        if self.holders == 0 and self._undo is not None:
+            undo, self._undo = self._undo, None
+            undo()

@@ -5,6 +5,7 @@ and goes on there; a Python child it follows writes into that folder."""
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -236,3 +237,44 @@ def test_a_held_run_that_spills_while_its_http_events_wait_makes_them_there(
     assert exchanges[0].response_body == {"echo": {"n": 1}}
     assert exchanges[1].request_blob is not None and exchanges[1].response_blob is not None
     assert json.loads(store.get_blob(exchanges[1].request_blob.sha256)) == big
+
+
+def test_a_dropped_run_leaves_no_cycle_of_capture_objects_for_the_collector(
+    store: DirectoryStore,
+) -> None:
+    """A run that ends well and is dropped is freed as it ends: none of the capture's
+    objects is left in a reference cycle (a service under load would otherwise carry every
+    dropped run into the oldest generation, and collect the whole heap more often)."""
+    _run(store, "warm", fail=False, during=[])  # patches and caches made once per process
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        _run(store, "fine", fail=False, during=[])
+        gc.collect()
+        ours = sorted(
+            {type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("sandbox")}
+        )
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert ours == []
+
+
+def test_a_line_written_after_the_run_is_let_go_is_not_held(store: DirectoryStore) -> None:
+    """A late line (a stream closed after its run ended and was dropped) is neither held
+    nor spilled: the process's held total is unchanged and no folder aside is made."""
+    from datetime import UTC, datetime
+
+    from sandbox.snapshot.manifest import Manifest
+
+    staging = held.HeldStore(store)
+    writer = staging.begin(Manifest(run_id="late-1", created=datetime.now(UTC)))
+    writer.append_raw(b'{"n": 1}\n')
+    staging.discard()
+    before = held.held_bytes()
+    writer.append_raw(b"x" * (held.RUN_LIMIT + 1))
+    writer.append_pending(b"y" * (held.RUN_LIMIT + 1), lambda line: line)
+    assert held.held_bytes() == before
+    assert not list(store.staging_dir().glob("keep-*"))
