@@ -511,13 +511,17 @@ class Capture:
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: each call is a captured run. Its entrypoint is ``module:function``,
         or, for a function of a script (``__main__``), the command line that ran it; with the
-        call's arguments when they are all JSON (a task's: replay calls it with them again)."""
+        call's arguments when they are all JSON (a task's: replay calls it with them again).
+        A Celery task made with ``bind=True`` gets the task first: that one is left out, as
+        calling the task (what ``module:function`` names) at replay passes it again."""
         target = f"{fn.__module__}:{fn.__qualname__}"
 
-        def fresh(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Capture:
+        def fresh(args: tuple[Any, ...], kwargs: dict[str, Any], called: object) -> Capture:
             if self.entrypoint is not None or fn.__module__ == "__main__":
                 return replace(self)
             entry = Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd())
+            if args and getattr(type(args[0]), "run", None) is called:
+                args = args[1:]  # the task this function is the bound ``run`` of
             if all(map(_plain_json, args)) and _plain_json(kwargs):
                 entry = entry.model_copy(update={"args": list(args), "kwargs": kwargs})
             return replace(self, entrypoint=entry)
@@ -526,14 +530,14 @@ class Capture:
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                async with fresh(args, kwargs):
+                async with fresh(args, kwargs, awrapper):
                     return await fn(*args, **kwargs)
 
             return cast(F, awrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with fresh(args, kwargs):
+            with fresh(args, kwargs, wrapper):
                 return fn(*args, **kwargs)
 
         return cast(F, wrapper)

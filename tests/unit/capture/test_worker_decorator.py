@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery import Celery
 
 from sandbox import capture
 from sandbox.replay import replay
@@ -215,3 +216,34 @@ def test_a_pool_process_has_its_failing_call_kept_before_the_call_returns(
         _charged(DirectoryStore(store), m.run_id)[0] for m in DirectoryStore(store).list()
     )
     assert kept == ["o-1", "o-3", "o-5"]
+
+
+_celery = Celery("trial", set_as_current=False)
+
+
+@_celery.task(bind=True, name="trial.refund_bound")
+@capture.run("refund-bound", services="none", keep="failed", packages=False)
+def refund_bound(self: Any, order_id: str, cents: int) -> str:
+    done = charge(order_id)
+    if cents > 100:
+        raise RuntimeError(f"{self.name}: refund of {cents} for {order_id} refused")
+    return done
+
+
+def test_a_bound_celery_task_records_its_arguments_without_the_task_and_replays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Celery task made with ``bind=True`` is called with the task first: its run records
+    the arguments after it, and replay calls the task with them (which passes the task
+    again): the same tool call, the same error, reproduced."""
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
+    result = refund_bound.apply(args=("o-4", 400))  # as a worker runs it: the task bound
+    assert isinstance(result.result, RuntimeError)
+    capture.flush()
+    store = DirectoryStore(tmp_path)
+    (kept,) = store.list()
+    assert kept.entrypoint is not None and kept.entrypoint.target.endswith(":refund_bound")
+    assert (kept.entrypoint.args, kept.entrypoint.kwargs) == (["o-4", 400], {})
+    report = replay(kept.run_id, store=store, times=1)
+    assert report.verdict.reproduced == 1, report.describe()
+    assert _charged(store, report.replays[0]) == ["o-4"]
