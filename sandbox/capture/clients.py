@@ -12,6 +12,7 @@ itself (capturing a service's state) pass through unseen.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import warnings
@@ -76,6 +77,13 @@ def endpoint_key(kind: str, endpoint: str) -> str:
     ``redis://127.0.0.1:6379/0``, or a resolved path."""
     if "://" not in endpoint:
         return os.path.realpath(endpoint)
+    return _url_key(kind, endpoint)
+
+
+@functools.lru_cache(maxsize=256)
+def _url_key(kind: str, endpoint: str) -> str:
+    """:func:`endpoint_key` of a URL (remembered: a run's clients name the same few on
+    every call)."""
     default_port, default_path = _defaults(kind)
     parts = urlsplit(endpoint)
     host = (parts.hostname or "localhost").lower()
