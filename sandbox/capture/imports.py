@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from sandbox.capture.shared import Release
+from sandbox.capture.shared import Counted, Release
 
 Undo = Callable[[], None]
 
@@ -47,17 +47,16 @@ def undo_all(undos: list[Undo]) -> Undo:
     return undo
 
 
-class ImportPatch:
+class ImportPatch(Counted):
     """``apply`` (which returns its undo) runs once ``module`` is imported while at least
     one :meth:`start` is not undone. Starts nest (counted)."""
 
     def __init__(self, module: str, apply: Callable[[], Undo]) -> None:
+        super().__init__()
         self.module = module
         self._apply = apply
         self._lock = threading.RLock()
-        self._count = 0
         self._hooked = False
-        self._undo: Undo | None = None
         self._failed = False
         """The patch could not apply (said once: see :func:`unsupported`)."""
 
@@ -67,7 +66,7 @@ class ImportPatch:
 
     def _on_import(self, _module: object) -> None:
         with self._lock:
-            if self._count > 0 and self._undo is None and not self._failed:
+            if self.holders > 0 and self._undo is None and not self._failed:
                 try:
                     self._undo = self._apply()
                 except Exception as exc:  # fails open: the library is named, not broken
@@ -79,17 +78,11 @@ class ImportPatch:
         import wrapt
 
         with self._lock:
-            self._count += 1
-            if self._count == 1:
+            self.holders += 1
+            if self.holders == 1:
                 if not self._hooked:
                     self._hooked = True  # runs the hook now when the module is loaded
                     wrapt.register_post_import_hook(self._on_import, self.module)
                 elif self.module in sys.modules:
                     self._on_import(sys.modules[self.module])
         return Release(self, self._lock)
-
-    def let_go(self) -> None:
-        self._count -= 1
-        if self._count == 0 and self._undo is not None:
-            undo, self._undo = self._undo, None
-            undo()

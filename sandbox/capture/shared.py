@@ -12,27 +12,36 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Protocol
 
 Undo = Callable[[], None]
 
 _lock = threading.RLock()  # installing a patch may import, and so patch, another module
 
 
-class Holder(Protocol):
+class Counted:
+    """A patch held by a count of holders (:class:`Shared`,
+    :class:`~sandbox.capture.imports.ImportPatch`): undone when the last one lets go."""
+
+    def __init__(self) -> None:
+        self.holders = 0
+        self._undo: Undo | None = None
+
     def let_go(self) -> None:
-        """Count one holder less (called under the lock the release was given)."""
+        """Count one holder less (under the lock its :class:`Release` was given)."""
+        self.holders -= 1
+        if self.holders == 0 and self._undo is not None:
+            undo, self._undo = self._undo, None
+            undo()
 
 
 class Release:
-    """The release of one hold of a counted patch (:class:`Shared`,
-    :class:`~sandbox.capture.imports.ImportPatch`): calls ``owner.let_go()`` under
+    """The release of one hold of a :class:`Counted` patch: calls ``owner.let_go()`` under
     ``lock`` on its first call only. One object, not a closure and its cells: a run holds
     several for its whole life, and what a run keeps alive is what the collector scans."""
 
     __slots__ = ("_done", "_lock", "_owner")
 
-    def __init__(self, owner: Holder, lock: AbstractContextManager[object]) -> None:
+    def __init__(self, owner: Counted, lock: AbstractContextManager[object]) -> None:
         self._owner = owner
         self._lock = lock
         self._done = False
@@ -45,13 +54,12 @@ class Release:
             self._owner.let_go()
 
 
-class Shared:
+class Shared(Counted):
     """One process-wide patch, installed while anyone holds it."""
 
     def __init__(self, install: Callable[[], Undo]) -> None:
+        super().__init__()
         self._install = install
-        self._undo: Undo | None = None
-        self.holders = 0
 
     def acquire(self) -> Undo:
         """Hold the patch (installing it for the first holder); return the release, which
@@ -61,9 +69,3 @@ class Shared:
                 self._undo = self._install()
             self.holders += 1
         return Release(self, _lock)
-
-    def let_go(self) -> None:
-        self.holders -= 1
-        if self.holders == 0 and self._undo is not None:
-            undo, self._undo = self._undo, None
-            undo()

@@ -7,6 +7,7 @@ import importlib.metadata
 import pytest
 
 from sandbox.capture.imports import ImportPatch, Undo
+from sandbox.capture.shared import Shared
 
 
 def test_a_patch_that_cannot_apply_names_the_package_and_version_and_breaks_nothing(
@@ -32,3 +33,28 @@ def test_a_patch_that_cannot_apply_names_the_package_and_version_and_breaks_noth
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"sandbox: wrapt {version} is not supported: ")
     assert "no_such_module" in line
+
+
+@pytest.mark.parametrize("kind", ["shared", "import"])
+def test_a_counted_patch_is_undone_by_its_last_holder_and_a_release_counts_once(
+    kind: str,
+) -> None:
+    """Two holders: the first releasing twice leaves the patch on (its second call counts
+    for nothing); the second releasing undoes it, once."""
+    undone: list[str] = []
+
+    def install() -> Undo:
+        return lambda: undone.append("undo")
+
+    if kind == "shared":
+        shared = Shared(install)
+        first, second = shared.acquire(), shared.acquire()
+    else:
+        patch = ImportPatch("json", install)  # imported already: applies at the first start
+        first, second = patch.start(), patch.start()
+    first()
+    first()
+    assert undone == []
+    second()
+    second()
+    assert undone == ["undo"]
