@@ -91,10 +91,7 @@ class Worker(Generic[T]):
         as on the worker's own thread; a batch may hand over more: the lock is reentrant)."""
         batch = list(items)
         with self._serial:
-            began = time.thread_time()
-            with contextlib.suppress(Exception):
-                self._handle(batch)
-            cpu = time.thread_time() - began
+            cpu = self._timed(batch)
         with self._lock:
             self._done += len(batch)
             self._cpu += cpu
@@ -136,12 +133,17 @@ class Worker(Generic[T]):
                 with contextlib.suppress(queue.Empty):
                     while True:
                         batch.append(self._queue.get_nowait())
-            began = time.thread_time()
-            with contextlib.suppress(Exception):
-                self._handle(batch)
-            cpu = time.thread_time() - began
+            cpu = self._timed(batch)
             with self._idle:
                 self._pending -= len(batch)
                 self._done += len(batch)
                 self._cpu += cpu
                 self._idle.notify_all()
+
+    def _timed(self, batch: list[T]) -> float:
+        """Hand ``batch`` to ``handle`` (an error it lets escape is passed over); the CPU
+        seconds that took on this thread."""
+        began = time.thread_time()
+        with contextlib.suppress(Exception):
+            self._handle(batch)
+        return time.thread_time() - began

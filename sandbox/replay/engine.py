@@ -205,7 +205,6 @@ class _Settings:
     compared: list[Event]
     """The original log as runs are compared with it (:func:`comparable`)."""
     expected: Expectation
-    target: str
     function: Callable[..., Any]
     plan: ReplayPlan
     policies: PolicySet
@@ -469,7 +468,6 @@ def replay(
         compared=compared,
         traced=from_trace(manifest),
         expected=Expectation.of(manifest.failure, compared, plan.predicate),
-        target=target,
         function=_no_function
         if command is not None
         else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),

@@ -145,13 +145,21 @@ def test_a_decorated_async_call_replays_with_its_arguments_to_its_end(
     monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
     with pytest.raises(RuntimeError):
         asyncio.run(refund_await("o-9", 500))
-    capture.flush()
-    store = DirectoryStore(tmp_path)
+    _the_kept_call_replays(tmp_path, ":refund_await", ["o-9", 500])
+
+
+def _the_kept_call_replays(root: Path, target: str, args: list[object]) -> None:
+    """The one run kept in ``root`` records a call of ``target`` (its ending) with ``args``
+    and no keyword, and one replay of it reproduces, charging the same order."""
+    capture.flush()  # the kept run is written in the background
+    store = DirectoryStore(root)
     (kept,) = store.list()
-    assert kept.entrypoint is not None and kept.entrypoint.args == ["o-9", 500]
+    entry = kept.entrypoint
+    assert entry is not None and entry.target is not None and entry.target.endswith(target)
+    assert (entry.args, entry.kwargs) == (args, {})
     report = replay(kept.run_id, store=store, times=1)
     assert report.verdict.reproduced == 1, report.describe()
-    assert _charged(store, report.replays[0]) == ["o-9"]
+    assert _charged(store, report.replays[0]) == [args[0]]
 
 
 _POOL = """
@@ -239,11 +247,4 @@ def test_a_bound_celery_task_records_its_arguments_without_the_task_and_replays(
     monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
     result = refund_bound.apply(args=("o-4", 400))  # as a worker runs it: the task bound
     assert isinstance(result.result, RuntimeError)
-    capture.flush()
-    store = DirectoryStore(tmp_path)
-    (kept,) = store.list()
-    assert kept.entrypoint is not None and kept.entrypoint.target.endswith(":refund_bound")
-    assert (kept.entrypoint.args, kept.entrypoint.kwargs) == (["o-4", 400], {})
-    report = replay(kept.run_id, store=store, times=1)
-    assert report.verdict.reproduced == 1, report.describe()
-    assert _charged(store, report.replays[0]) == ["o-4"]
+    _the_kept_call_replays(tmp_path, ":refund_bound", ["o-4", 400])
