@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TYPE_CHECKING, Annotated
 
@@ -99,18 +100,41 @@ def gc_command(
         bool,
         typer.Option("--all", help="Remove every sandbox container and network, live or not."),
     ] = False,
+    runs: Annotated[
+        bool,
+        typer.Option(
+            "--runs",
+            help="Prune the store's runs instead: those older than --older-than, then the "
+            "oldest while it is over --max-size, and the blobs only they referenced.",
+        ),
+    ] = False,
+    older_than: Annotated[
+        str | None,
+        typer.Option("--older-than", help="With --runs: an age (7d, 12h, 30m, 2w)."),
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", help="With --runs: a size cap (500M, 10G)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --runs: say what would go, remove nothing.")
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Remove what killed writers left in the store's staging folder, then the containers,
-    networks and firewall rules that dead sessions left behind.
+    networks and firewall rules that dead sessions left behind. With --runs, prune the
+    store's runs instead (a store that capture fills in production).
 
-    Example: sandbox gc --store snapshots
+    Example: sandbox gc --store snapshots; sandbox gc --runs --older-than 7d --max-size 10G
     """
     from sandbox.containers import gc
 
     jsonout.requested(as_json)
     console = _console()  # stderr: with --json, stdout holds the JSON alone
+    if runs or older_than is not None or max_size is not None or dry_run:
+        _prune_runs(store, runs, older_than, max_size, dry_run=dry_run, as_json=as_json)
+        return
     stale = store_from(store).clean_stale()
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
     if as_json:
@@ -133,3 +157,35 @@ def gc_command(
             f"network(s), {report.rules} firewall rule(s), {len(report.folders)} folder(s), "
             f"{stale} stale store entr{'y' if stale == 1 else 'ies'}"
         )
+
+
+def _prune_runs(
+    location: str | None,
+    runs: bool,
+    older_than: str | None,
+    max_size: str | None,
+    *,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    from sandbox.errors import SandboxError
+    from sandbox.snapshot.prune import parse_age, parse_size, prune
+
+    if not runs:
+        raise SandboxError("gc: --older-than, --max-size and --dry-run prune runs: add --runs")
+    pruned = prune(
+        store_from(location),
+        older_than=None if older_than is None else parse_age(older_than),
+        max_bytes=None if max_size is None else parse_size(max_size),
+        dry_run=dry_run,
+    )
+    if as_json:
+        jsonout.emit({"ok": True, "dry_run": dry_run, **dataclasses.asdict(pruned)})
+        return
+    verb = "would remove" if dry_run else "removed"
+    _console().print(
+        f"{verb} {len(pruned.runs)} run(s) and {pruned.blobs} blob(s), "
+        f"{pruned.freed / 1e6:.1f} MB; {pruned.remaining} run(s) left, "
+        f"{pruned.size / 1e6:.1f} MB",
+        markup=False,
+    )

@@ -28,6 +28,7 @@ def _fresh_program_start() -> Iterator[None]:
 
     if envreads._outside is not None:
         envreads._outside.clear()
+    envreads._later.clear()
     yield
 
 

@@ -216,12 +216,13 @@ class Discovery:
     def end_observing(self) -> None:
         """The run is over: the states held since the first connection stop observing its
         context (they stay held for :meth:`end_states`)."""
-        from sandbox.services.base import RunBound
+        from sandbox.services.base import run_bound
 
         for pinned in self._pins.values():
-            if isinstance(pinned, RunBound):
+            bound = run_bound(pinned)
+            if bound is not None:
                 with contextlib.suppress(Exception):
-                    pinned.unbind()
+                    bound.unbind()
 
     def end_states(self) -> list[ServiceState]:
         """The manifest's services with the end state of each one found and captured."""

@@ -37,18 +37,45 @@ _outside: set[str] | None = None
 _original: type[os._Environ[str]] | None = None
 
 
+_LATER_SITES = 4096
+"""How many (name, reading code) pairs read outside any run but not as the program started
+are remembered (:func:`_note`); past it, they are forgotten and learned again."""
+_later: set[tuple[str, Any]] = set()
+
+
 def _note(key: str) -> None:
     reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
     if reads is not None:
         if key not in reads and not _read_by_the_sandbox():  # a name noted once: no walk
             reads.add(key)
-    elif _outside is not None and key not in _outside and _read_by_the_agent():
+    elif _outside is not None and key not in _outside:
+        _note_outside(key)
+
+
+def _note_outside(key: str) -> None:
+    """A read outside any run: noted when the agent's program reads it as it starts. A
+    name read by code that read it once already when the program was not starting (a
+    framework reading a setting at every request: ``OTEL_...`` on each ASGI call) is
+    not looked at again: the whole stack would be walked at each read. (So a name that
+    code reads first while the program serves, and later under a module's top level, an
+    agent module imported outside any run after serving began, is not noted; read within
+    a run, it is that run's.)"""
+    reader = _reader()
+    site = (key, None if reader is None else reader.f_code)
+    if site in _later:
+        return
+    if _read_by_the_agent(reader):
+        assert _outside is not None
         _outside.add(key)
+        return
+    if len(_later) >= _LATER_SITES:
+        _later.clear()
+    _later.add(site)
 
 
 def _reader() -> Any:
     """The frame that read: the first one outside this module and the standard library."""
-    frame: Any = sys._getframe(3)
+    frame: Any = sys._getframe(1)
     while frame is not None and (
         frame.f_globals.get("__name__") == __name__ or origin(frame) == "stdlib"
     ):
@@ -63,11 +90,11 @@ def _read_by_the_sandbox() -> bool:
     return frame is not None and origin(frame) == "sandbox"
 
 
-def _read_by_the_agent() -> bool:
-    """Whether the agent's program read it as it started: a module-level frame of the
-    agent's own code is on the stack (its settings, or a client it builds at import), and the
-    read is not the sandbox's nor an installed library's as that library is imported."""
-    frame = _reader()
+def _read_by_the_agent(frame: Any) -> bool:
+    """Whether the agent's program read it (``frame``: the :func:`_reader`) as it started: a
+    module-level frame of the agent's own code is on the stack (its settings, or a client it
+    builds at import), and the read is not the sandbox's nor an installed library's as that
+    library is imported."""
     if frame is None or origin(frame) == "sandbox":
         return False
     while frame is not None:

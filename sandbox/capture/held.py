@@ -199,7 +199,7 @@ class HeldStore(Store):
         for key, data in blobs:
             if not self.target.has_blob(key):
                 self.target.put_blob(data)
-        self.target.save_raw(writer.manifest, b"".join(writer.held()))
+        self.target.save_raw(writer._out(writer.manifest), b"".join(writer.held()))
 
     def discard(self) -> None:
         """Let go of the run: what it holds, and its folder aside if it was made."""
@@ -336,6 +336,14 @@ class HeldWriter(RunWriter):
         self._closed = False
         self._dropped = False
         """The run was let go (:meth:`HeldStore.discard`): what comes later is not held."""
+        self.clean: Callable[[Manifest], Manifest] | None = None
+        """Makes the manifest fit to leave memory (redacts it), when it is held as the run
+        made it: applied to it whenever it is written (spilled, updated once spilled,
+        published); ``None``: it is held fit already."""
+
+    def _out(self, manifest: Manifest) -> Manifest:
+        """``manifest`` as it may be written (see :attr:`clean`)."""
+        return manifest if self.clean is None else self.clean(manifest)
 
     def _spill(self, aside: AsideStore) -> None:
         """Write the run folder aside (the manifest as it stands, the lines held) and
@@ -343,7 +351,7 @@ class HeldWriter(RunWriter):
         if self._inner is not None:
             return
         self._redact_pending()
-        inner = aside.begin(self.manifest)
+        inner = aside.begin(self._out(self.manifest))
         for line in self._lines:
             assert isinstance(line, bytes)  # made
             inner.append_raw(line)
@@ -462,10 +470,10 @@ class HeldWriter(RunWriter):
         self.manifest = manifest
         inner = self._inner
         if inner is not None:
-            inner.update_manifest(manifest, durable=durable)
+            inner.update_manifest(self._out(manifest), durable=durable)
 
     def finish(self, manifest: Manifest) -> Manifest:
-        sealed = self._spilled().finish(manifest)
+        sealed = self._spilled().finish(self._out(manifest))
         self.manifest = sealed
         return sealed
 

@@ -397,28 +397,37 @@ class Recorder:
             return self.emit_fields(event_type, call, build())
         if self.closed or self.damaged is not None:
             return -1
-        base = _base(call)
+        base: dict[str, Any] | None
+        if call is None:
+            context = _base(None)  # the context's fields: as they are now
+            base, parent = context, context["parent_span"]
+        else:
+            base, parent = None, call.parent_span  # the call's fields: taken with the line
         kind = _kind(event_type)
         with self._lock:
             seq = self._seq
             stamp = (seq, self._time(), self._monotonic() - self.t0)
-            make = functools.partial(self._later_line, event_type, kind, base, build, stamp)
+            make = functools.partial(self._later_line, event_type, kind, call, base, build, stamp)
             self.writer.append_pending(make, self.redactor.bytes, size)
             self._seq = seq + 1
-            self._count(kind, base["parent_span"], failed=failed)
+            self._count(kind, parent, failed=failed)
         return seq
 
     def _later_line(
         self,
         event_type: type[Event],
         kind: str,
-        base: dict[str, Any],
+        call: Call | None,
+        base: dict[str, Any] | None,
         build: Callable[[], dict[str, Any]],
         stamp: tuple[int, float, float],
     ) -> bytes:
-        """The line of an event emitted by :meth:`emit_later`; nothing (the run damaged)
-        when it cannot be made."""
+        """The line of an event emitted by :meth:`emit_later` (``base``: its fields from
+        the context it was emitted in, or, with ``call``, none yet: they are the call's,
+        its fingerprint taken only now); nothing (the run damaged) when it cannot be made."""
         try:
+            if base is None:
+                base = _base(call)
             base.update(build())
             return _line(event_type, kind, base, stamp)
         except Exception as exc:

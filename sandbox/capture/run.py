@@ -57,13 +57,20 @@ from sandbox.capture.entropy import patch_entropy
 from sandbox.capture.environment import code_version, host, runtime
 from sandbox.capture.envreads import read_before_runs, track_env_reads
 from sandbox.capture.frameworks import patch_frameworks
+from sandbox.capture.held import HeldWriter
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
-from sandbox.capture.scrub import recorded_env, redact_manifest, redact_runtime, seal
+from sandbox.capture.scrub import (
+    check_run_id,
+    recorded_env,
+    redact_manifest,
+    redact_runtime,
+    seal,
+)
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
@@ -191,10 +198,13 @@ class Capture:
 
     # --- context manager -------------------------------------------------------------------
 
-    def begin(self, store: Store | None = None) -> tuple[Store, RunWriter, Redactor, int]:
+    def begin(
+        self, store: Store | None = None, *, redact: bool = True
+    ) -> tuple[Store, RunWriter, Redactor, int]:
         """Create the run (manifest with status ``running``) in ``store`` (default: the
         settings'); return the store, the writer, the redactor and the run's seed.
-        :meth:`__enter__` and the command wrapper share it."""
+        :meth:`__enter__` and the command wrapper share it. Not ``redact``: the manifest is
+        begun as made (a run held in memory redacts it only if it leaves memory)."""
         store = store if store is not None else as_store(self.store)
         clock = self.clock or SystemClock()
         seed = self.seed if self.seed is not None else secrets.randbits(31)
@@ -227,7 +237,11 @@ class Capture:
                 **({OPENED_LABEL: OPENED_IN_PROGRAM} if self.entrypoint is None else {}),
             },
         )
-        writer = store.begin(_redacted(manifest, redactor))
+        if redact:
+            manifest = _redacted(manifest, redactor)
+        else:
+            check_run_id(run_id, redactor.text(run_id))
+        writer = store.begin(manifest)
         return store, writer, redactor, seed
 
     def __enter__(self) -> Recorder:
@@ -259,8 +273,9 @@ class Capture:
         target = as_store(self.store)
         if not keeps_all(self.keep):
             self._staging = Staging(target)
+        staging = self._staging
         store, writer, redactor, seed = self.begin(
-            self._staging.store if self._staging is not None else target
+            target if staging is None else staging.store, redact=staging is None
         )
         recorder = Recorder(
             writer,
@@ -270,7 +285,8 @@ class Capture:
             blob_threshold=self.blob_threshold,
         )
         self._recorder = recorder
-        if self._staging is not None:
+        if isinstance(writer, HeldWriter):  # most such runs are dropped: redacted if kept
+            writer.clean = functools.partial(_redacted, redactor=redactor)
             _hold_manifest(writer)
         self._undo.append(boundary.enter(recorder))
         try:
@@ -299,11 +315,12 @@ class Capture:
 
     def _bind_pins(self) -> None:
         """Declared services pinned before the run served its context observe it now."""
-        from sandbox.services.base import RunBound
+        from sandbox.services.base import run_bound
 
         for pinned in self._pins.values():
-            if isinstance(pinned, RunBound):
-                pinned.bind()
+            bound = run_bound(pinned)
+            if bound is not None:
+                bound.bind()
 
     def _capture_service(self, store: Store, redactor: Redactor, spec: ServiceSpec) -> ServiceState:
         from sandbox.services.statecapture import begin_service_capture
@@ -576,11 +593,12 @@ def _write_manifest(writer: RunWriter) -> None:
 def _end_observing(pinned: PinnedState) -> None:
     """A pinned state that observes its run (:class:`~sandbox.services.base.RunBound`)
     stops: the run is over, what its context sends next is not its own."""
-    from sandbox.services.base import RunBound
+    from sandbox.services.base import run_bound
 
-    if isinstance(pinned, RunBound):
+    bound = run_bound(pinned)
+    if bound is not None:
         with contextlib.suppress(Exception):
-            pinned.unbind()
+            bound.unbind()
 
 
 _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()

@@ -43,12 +43,18 @@ def redact_manifest(manifest: Manifest, redactor: Redactor) -> Manifest:
     out = redactor.value(data)
     out["env"] = env  # made by Redactor.environ
     out["runtime"] = None if runtime is None else redact_runtime(runtime, redactor)
-    if out["run_id"] != manifest.run_id:
+    check_run_id(manifest.run_id, out["run_id"])
+    return Manifest.model_validate(out)
+
+
+def check_run_id(run_id: str, redacted: str) -> None:
+    """A :class:`CaptureError` when the run id would be redacted (``redacted``: as it
+    would be): it names the run folder, and must stay what it is."""
+    if redacted != run_id:
         raise CaptureError(
             "the run id holds what looks like a secret (it would be redacted); "
             "choose another run name or run_id"
         )
-    return Manifest.model_validate(out)
 
 
 def recorded_env(recorder: Recorder) -> dict[str, str]:

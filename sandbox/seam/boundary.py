@@ -63,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import itertools
 import re
 import threading
@@ -121,13 +122,20 @@ class Call:
     kind: str
     name: str
     request: JsonValue
-    fingerprint: str
     span: int
     parent_span: int | None
     task: str
     started: float
     """Monotonic seconds since the run started, when the call began."""
     attempt: int | None = None
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """:func:`request_fingerprint` of the request (see the module documentation):
+        taken when the call opens, or, for a request the instrumentation made itself and
+        no one changes (:data:`OWN_REQUESTS`), when first asked (a run held in memory and
+        dropped never asks)."""
+        return request_fingerprint(self.kind, self.name, self.request)
 
 
 @dataclass
@@ -417,7 +425,8 @@ def open_call(
     fields["kind"] = kind
     fields["name"] = name
     fields["request"] = request
-    fields["fingerprint"] = request_fingerprint(kind, name, request)
+    if kind not in OWN_REQUESTS:  # the agent's own values: as they are when the call opens
+        fields["fingerprint"] = request_fingerprint(kind, name, request)
     fields["span"] = spans.next()
     fields["parent_span"] = _current_span.get()
     fields["task"] = task_id()
@@ -427,6 +436,11 @@ def open_call(
 
 
 _new_call = object.__new__
+
+OWN_REQUESTS = frozenset({"http", "clock", "random"})
+"""The kinds whose request the instrumentation builds itself, from values no one changes
+(an HTTP request's method, normalized URL and body parsed from its bytes; a draw's size):
+their fingerprint can wait until it is asked."""
 
 
 _ERROR_VALUE_LIMIT = 16_384

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -141,6 +141,25 @@ class RunBound(Protocol):
         """The run is over: observe nothing more (what is kept stays held until
         :meth:`PinnedState.finish` or :meth:`PinnedState.close`)."""
         ...
+
+
+def run_bound(pinned: object) -> RunBound | None:
+    """``pinned`` when it is a :class:`RunBound` (a run asks at its start and its end)."""
+    return cast(RunBound, pinned) if provides(pinned, RunBound) else None
+
+
+_PROVIDED: dict[tuple[type, type], bool] = {}
+
+
+def provides(value: object, protocol: type) -> bool:
+    """``isinstance(value, protocol)`` for a runtime-checkable protocol whose members are
+    all methods, told once for each class (a protocol's ``isinstance`` walks its members
+    each time it is asked)."""
+    key = (type(value), protocol)
+    found = _PROVIDED.get(key)
+    if found is None:
+        found = _PROVIDED[key] = isinstance(value, protocol)
+    return found
 
 
 @runtime_checkable

@@ -11,9 +11,10 @@ whole, its meta says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
-from sandbox.services.base import CapturedState, PinnedState, TouchedCapture
+from sandbox.services.base import CapturedState, PinnedState, TouchedCapture, provides
 from sandbox.services.registry import get_kind, kinds
 from sandbox.snapshot.manifest import Binding, ServiceState
 from sandbox.snapshot.store import Store
@@ -55,7 +56,7 @@ def pin_service(kind: str, endpoint: str) -> PinnedState | None:
     """Hold the state behind ``endpoint`` for a touched capture; ``None`` when the kind
     cannot."""
     found = get_kind(kind)
-    return found.pin(endpoint) if isinstance(found, TouchedCapture) else None
+    return cast(TouchedCapture, found).pin(endpoint) if provides(found, TouchedCapture) else None
 
 
 def capture_service(

@@ -5,7 +5,9 @@ will restore) is not."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import threading
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,39 @@ def test_variables_a_script_reads_at_import_are_recorded_and_secrets_redacted(
     assert env["OPENAI_API_KEY"] != "sk-support-0123456789abcdef"
     assert env["OPENAI_API_KEY"].startswith("<")
     assert "NEVER_READ" not in env
+
+
+def _setting() -> str | None:
+    return os.environ.get("SERVICE_SETTING")  # a framework's setting, read at each request
+
+
+def test_a_name_read_outside_runs_while_serving_is_looked_at_once_per_reading_code(
+    store: DirectoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read again and again outside any run, not as the program starts (a server's
+    thread), a name is not noted, and the stack is walked for it once for the code that
+    reads it; the same name read by a script's top level afterwards is still noted."""
+    from sandbox.capture import envreads
+
+    monkeypatch.setenv("SERVICE_SETTING", "on")
+    walks: list[object] = []
+    real = envreads._read_by_the_agent
+
+    def counted(frame: object) -> bool:
+        walks.append(frame)
+        return real(frame)
+
+    monkeypatch.setattr(envreads, "_read_by_the_agent", counted)
+    serving = threading.Thread(target=lambda: [_setting() for _ in range(50)])
+    serving.start()
+    serving.join()
+    assert len(walks) == 1 and "SERVICE_SETTING" not in envreads.read_before_runs()
+    script = tmp_path / "late_script.py"
+    script.write_text(
+        "import os\nfrom sandbox import capture\nSETTING = os.environ['SERVICE_SETTING']\n"
+        "with capture.run('late', store=STORE, packages=False) as rec:\n    pass\n"
+        "RUN = rec.run_id\n"
+    )
+    done = runpy.run_path(str(script), init_globals={"STORE": store})
+    assert len(walks) == 2
+    assert store.load_manifest(done["RUN"]).env["SERVICE_SETTING"] == "on"

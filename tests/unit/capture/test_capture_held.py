@@ -278,3 +278,43 @@ def test_a_line_written_after_the_run_is_let_go_is_not_held(store: DirectoryStor
     writer.append_pending(b"y" * (held.RUN_LIMIT + 1), lambda line: line)
     assert held.held_bytes() == before
     assert not list(store.staging_dir().glob("keep-*"))
+
+
+SECRET = "tok-held-manifest-9f8e7d6c5b4a"
+
+
+@pytest.mark.parametrize(
+    ("keep", "spill"),
+    [("failed", False), ("failed", True), (1.0 - 1e-9, False)],
+    ids=["failed-in-memory", "failed-spilled", "kept-at-a-rate"],
+)
+def test_a_held_runs_manifest_is_redacted_whenever_it_leaves_memory(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch, keep: Any, spill: bool
+) -> None:
+    """A held run's manifest is held as made (a dropped run never redacts it): a secret in
+    its labels reaches no file, neither aside while the run goes on (spilled) nor in the
+    store once it is kept (failed, or at a rate without failing), where it is a
+    placeholder."""
+    if spill:
+        monkeypatch.setattr(held, "RUN_LIMIT", 50_000)
+    during: list[bytes] = []
+    with capture.run(
+        "labelled",
+        store=store,
+        services="none",
+        keep=keep,
+        sampler=lambda: 0.0,
+        environ={"SERVICE_TOKEN": SECRET},
+        labels={"who": SECRET},
+        cwd=str(store.root.parent),
+    ):
+        report()
+        during.extend(p.read_bytes() for p in _files(store.root))
+        if keep == "failed":
+            capture.mark_failed("kept")
+    assert capture.flush(60)
+    (kept,) = store.list()
+    assert bool(during) == spill  # the folder aside, only once spilled
+    assert not [data for data in during if SECRET.encode() in data]
+    assert not [p for p in _files(store.root) if SECRET.encode() in p.read_bytes()]
+    assert kept.labels["who"].startswith("<redacted:")

@@ -20,6 +20,7 @@ from sandbox.capture.ids import patch_uuid4
 from sandbox.seam import boundary
 from sandbox.seam.boundary import Adapter, Call, SpanAllocator, open_call
 from sandbox.snapshot.events import Event
+from sandbox.snapshot.normalize import request_fingerprint
 from sandbox.snapshot.store import DirectoryStore
 
 T = TypeVar("T")
@@ -118,7 +119,25 @@ def test_an_opened_call_is_the_frozen_dataclass_its_fields_make() -> None:
     with boundary.attempt_scope(2), boundary.task_scope("worker"):
         call = open_call(spans, "tool", "lookup", {"id": 7}, 1.5)
     made = Call(**{f.name: getattr(call, f.name) for f in dataclasses.fields(Call)})
+    assert call.fingerprint == made.fingerprint  # taken at once by one, when asked by the other
     assert call == made and repr(call) == repr(made) and vars(call) == vars(made)
     assert (call.span, call.task, call.attempt, call.started) == (0, "worker", 2, 1.5)
     with pytest.raises(dataclasses.FrozenInstanceError):
         call.name = "other"  # type: ignore[misc]
+
+
+def test_a_call_takes_the_agents_request_fingerprint_as_it_opens_and_its_own_when_asked() -> None:
+    """A tool's request (the agent's values) is fingerprinted as the call opens: changed
+    afterwards (a tool that mutates its arguments), the fingerprint stays the one replay
+    will compute from the live request. An HTTP request (built by the instrumentation from
+    bytes) is fingerprinted only when asked (a held run dropped never asks), the same."""
+    spans = SpanAllocator()
+    args: dict[str, Any] = {"items": [1, 2]}
+    tool = open_call(spans, "tool", "lookup", args, 0.0)
+    args["items"].append(3)
+    assert tool.fingerprint == request_fingerprint("tool", "lookup", {"items": [1, 2]})
+    request = {"method": "GET", "url": "http://h/x", "body": None}
+    http = open_call(spans, "http", "GET h", request, 0.0)
+    assert "fingerprint" not in vars(http)
+    assert http.fingerprint == request_fingerprint("http", "GET h", request)
+    assert vars(http)["fingerprint"] == http.fingerprint

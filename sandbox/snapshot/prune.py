@@ -1,0 +1,121 @@
+"""Pruning a store that capture fills on its own (``keep="failed"`` in a service): runs older
+than an age, then the oldest runs while the store is over a size, then the blobs that only
+the removed runs referenced (``sandbox gc --runs --older-than 7d --max-size 10G``).
+
+The size of a store is its runs' own files plus the distinct blobs they reference (a blob
+shared by two runs counts once, and is removed only with the last run that references it).
+Runs are told apart by when they were captured (the manifest's ``created``), oldest first.
+A run the store cannot read (damaged) is neither counted nor removed: ``sandbox list`` shows
+it, ``sandbox verify`` says why. Pruning is meant to run beside capture (a cron job): a run
+being written is not listed until its manifest is, and a run recorded aside (``keep``) is
+published with its blobs first; one published at the very moment a blob it shares with a
+pruned run is removed would miss that blob, as ``sandbox verify`` would then say.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from sandbox.errors import SandboxError
+from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.snapshot import iter_blob_refs
+from sandbox.snapshot.store import Store, event_blob_sizes
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)([kmgt]?)i?b?")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age such as ``7d``, ``12h``, ``30m``, ``90s`` or ``2w``."""
+    found = _AGE.fullmatch(text.strip().lower())
+    if found is None:
+        raise SandboxError(f"--older-than {text!r}: expected a number and a unit (s, m, h, d, w)")
+    return float(found[1]) * _AGE_UNITS[found[2]]
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size such as ``500M``, ``10G``, ``1.5GiB`` or ``4096`` (powers of 1024)."""
+    found = _SIZE.fullmatch(text.strip().lower())
+    if found is None:
+        raise SandboxError(f"--max-size {text!r}: expected bytes or a number with K, M, G or T")
+    return int(float(found[1]) * _SIZE_UNITS[found[2]])
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune removed (or, dry, would remove)."""
+
+    runs: tuple[str, ...]
+    blobs: int
+    freed: int
+    """Bytes: the removed runs' files and blobs."""
+    remaining: int
+    """Runs left in the store."""
+    size: int
+    """Bytes the store holds afterwards (runs and the blobs they reference)."""
+
+
+def prune(
+    store: Store,
+    *,
+    older_than: float | None = None,
+    max_bytes: int | None = None,
+    now: float | None = None,
+    dry_run: bool = False,
+) -> Pruned:
+    """Remove the runs captured more than ``older_than`` seconds before ``now``, then the
+    oldest runs while the store holds more than ``max_bytes``, then the blobs that only the
+    removed runs referenced (see the module documentation). ``dry_run``: remove nothing."""
+    if older_than is None and max_bytes is None:
+        raise SandboxError("gc --runs: say which runs go (--older-than AGE, --max-size SIZE)")
+    manifests = store.list()  # oldest first
+    own = {m.run_id: store.run_bytes(m.run_id) for m in manifests}
+    blobs = {m.run_id: _blobs(store, m) for m in manifests}
+    cutoff = None if older_than is None else (time.time() if now is None else now) - older_than
+    doomed = [m.run_id for m in manifests if cutoff is not None and m.created.timestamp() < cutoff]
+    gone = set(doomed)
+    left = [m.run_id for m in manifests if m.run_id not in gone]
+    holders: Counter[str] = Counter()  # how many runs left reference each blob
+    kept: dict[str, int] = {}
+    for run_id in left:
+        holders.update(blobs[run_id].keys())
+        kept.update(blobs[run_id])
+    size = sum(own[r] for r in left) + sum(kept.values())
+    oldest = 0
+    while max_bytes is not None and oldest < len(left) and size > max_bytes:
+        run_id = left[oldest]
+        oldest += 1
+        doomed.append(run_id)
+        size -= own[run_id]
+        for key in blobs[run_id]:
+            holders[key] -= 1
+            if not holders[key]:
+                size -= kept.pop(key)
+    orphans: dict[str, int] = {}
+    for run_id in doomed:
+        orphans.update((k, n) for k, n in blobs[run_id].items() if k not in kept)
+    if not dry_run:
+        for run_id in doomed:
+            store.delete(run_id)
+        for key in orphans:
+            store.delete_blob(key)
+    return Pruned(
+        runs=tuple(doomed),
+        blobs=len(orphans),
+        freed=sum(own[r] for r in doomed) + sum(orphans.values()),
+        remaining=len(left) - oldest,
+        size=size,
+    )
+
+
+def _blobs(store: Store, manifest: Manifest) -> dict[str, int]:
+    """The blobs run ``manifest`` references (its manifest's and its event log's), with
+    their sizes."""
+    found = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
+    found.update(event_blob_sizes(store.read_events_bytes(manifest.run_id)))
+    return found
