@@ -267,6 +267,10 @@ class ObjectStore:
         for name in (MANIFEST, EVENTS):
             self._delete(self.run_key(run_id, name))
 
+    def delete_blob(self, key: str) -> None:
+        """Remove a blob (nothing happens when it is absent)."""
+        self._delete(self.blob_key(key))
+
     def _delete(self, key: str) -> None:
         self._call(
             f"delete {key}",

@@ -388,6 +388,11 @@ class SpooledStore(DirectoryStore):
     def has_blob(self, key: str) -> bool:
         return DirectoryStore.has_blob(self, key) or self.remote.has_blob(key)
 
+    def delete_blob(self, key: str) -> None:
+        """Remove a blob from the object store and the spool."""
+        self.remote.delete_blob(key)
+        DirectoryStore.delete_blob(self, key)
+
 
 def _upload_loop(ref: weakref.ref[SpooledStore]) -> None:
     """The background uploader: send what is finished, then wait for a wake-up (a run that

@@ -353,3 +353,20 @@ def test_a_push_finding_the_run_in_the_bucket_says_so_and_uploads_nothing(
     assert "already exists" in pushed.stderr and len(pushed.stderr.splitlines()) == 1
     assert not [p for p in s3.puts() if "/runs/run-1/" in p]
     assert reader(s3_url, tmp_path).load_manifest("run-1").name == snapshot.manifest.name
+
+
+def test_pruning_an_s3_store_removes_the_runs_and_their_blobs_there(
+    s3_url: str, tmp_path: Path
+) -> None:
+    """``sandbox gc --runs`` on an ``s3://`` store: the pruned run's objects and its blobs
+    (none shared with the run that stays) are gone from the bucket, not only the spool."""
+    from sandbox.snapshot.prune import prune
+
+    store = SpooledStore(s3_url, tmp_path / "spool", background=False)
+    build_snapshot(store, "run-old")
+    store.flush()
+    blobs = [k for k in keys(s3_url) if "/blobs/" in k]
+    assert blobs and [k for k in keys(s3_url) if "run-old" in k]
+    pruned = prune(reader(s3_url, tmp_path), max_bytes=0)
+    assert pruned.runs == ("run-old",) and pruned.blobs == len(blobs)
+    assert not [k for k in keys(s3_url) if "run-old" in k or "/blobs/" in k]
