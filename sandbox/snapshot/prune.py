@@ -8,8 +8,10 @@ Runs are told apart by when they were captured (the manifest's ``created``), old
 A run the store cannot read (damaged) is neither counted nor removed: ``sandbox list`` shows
 it, ``sandbox verify`` says why. Pruning is meant to run beside capture (a cron job): a run
 being written is not listed until its manifest is, and a run recorded aside (``keep``) is
-published with its blobs first; one published at the very moment a blob it shares with a
-pruned run is removed would miss that blob, as ``sandbox verify`` would then say.
+published with its blobs first; the runs are listed again after the removed ones are gone,
+so a run that came meanwhile keeps the blobs it shares with them. One published between
+that listing and the removal of a blob it shares would miss that blob, as ``sandbox
+verify`` would then say.
 """
 
 from __future__ import annotations
@@ -102,6 +104,10 @@ def prune(
     if not dry_run:
         for run_id in doomed:
             store.delete(run_id)
+        for manifest in store.list():  # a run that came meanwhile keeps what it references
+            if manifest.run_id not in blobs:
+                for key in _blobs(store, manifest):
+                    orphans.pop(key, None)
         for key in orphans:
             store.delete_blob(key)
     return Pruned(

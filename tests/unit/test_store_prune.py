@@ -141,3 +141,23 @@ def test_what_the_command_cannot_take_is_one_line_and_exit_2(
 def test_parse_errors_are_the_projects() -> None:
     with pytest.raises(SandboxError):
         parse_age("")
+
+
+def test_a_run_published_while_pruning_keeps_the_blobs_it_shares_with_the_pruned(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that appears after the store was listed (a kept run published meanwhile) and
+    references a blob only the pruned runs held before: the blob stays, the run is whole."""
+    page = _run(store, "old", 10)
+    real_delete = store.delete
+
+    def delete_while_a_run_arrives(run_id: str) -> None:
+        real_delete(run_id)
+        _run(store, "new", 0)  # its state is the shared blob, as the old run's was
+
+    monkeypatch.setattr(store, "delete", delete_while_a_run_arrives)
+    pruned = prune(store, older_than=parse_age("7d"), now=NOW.timestamp())
+    assert pruned.runs == ("old",) and store.run_ids() == ["new"]
+    before = store.load("new").manifest.services[0].before
+    assert before is not None and store.has_blob(before.sha256)  # shared: kept
+    assert not store.has_blob(page)  # the old run's own page: gone
