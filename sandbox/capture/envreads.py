@@ -49,10 +49,10 @@ def _note(key: str) -> None:
         if key not in reads and not _read_by_the_sandbox():  # a name noted once: no walk
             reads.add(key)
     elif _outside is not None and key not in _outside:
-        _note_outside(key)
+        _note_outside(key, _outside)
 
 
-def _note_outside(key: str) -> None:
+def _note_outside(key: str, outside: set[str]) -> None:
     """A read outside any run: noted when the agent's program reads it as it starts. A
     name read by code that read it once already when the program was not starting (a
     framework reading a setting at every request: ``OTEL_...`` on each ASGI call) is
@@ -65,8 +65,7 @@ def _note_outside(key: str) -> None:
     if site in _later:
         return
     if _read_by_the_agent(reader):
-        assert _outside is not None
-        _outside.add(key)
+        outside.add(key)
         return
     if len(_later) >= _LATER_SITES:
         _later.clear()

@@ -502,8 +502,10 @@ class Capture:
             for state in manifest.services
         ]
         finished = manifest.model_copy(update={"services": services, "failure": recorder.failure})
-        if services or recorder.failure is not None or not sealed:  # else redacted already
-            finished = _redacted(finished, recorder.redactor)
+        writer = recorder.writer
+        on_write = isinstance(writer, HeldWriter) and writer.clean is not None  # redacts it
+        if not on_write and (services or recorder.failure is not None or not sealed):
+            finished = _redacted(finished, recorder.redactor)  # else redacted already
         return finish_manifest(
             store,
             finished,

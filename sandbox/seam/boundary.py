@@ -115,6 +115,12 @@ _OUTSIDE = _TaskNumbers()
 """The numbering of tasks seen outside any boundary."""
 
 
+OWN_REQUESTS = frozenset({"http", "clock", "random"})
+"""The kinds whose request the instrumentation builds itself, from values no one changes
+(an HTTP request's method, normalized URL and body parsed from its bytes; a draw's size):
+their fingerprint can wait until it is asked."""
+
+
 @dataclass(frozen=True)
 class Call:
     """One boundary crossing, as seen before it is performed."""
@@ -436,11 +442,6 @@ def open_call(
 
 
 _new_call = object.__new__
-
-OWN_REQUESTS = frozenset({"http", "clock", "random"})
-"""The kinds whose request the instrumentation builds itself, from values no one changes
-(an HTTP request's method, normalized URL and body parsed from its bytes; a draw's size):
-their fingerprint can wait until it is asked."""
 
 
 _ERROR_VALUE_LIMIT = 16_384

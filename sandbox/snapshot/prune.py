@@ -23,8 +23,7 @@ from dataclasses import dataclass
 
 from sandbox.errors import SandboxError
 from sandbox.snapshot.manifest import Manifest
-from sandbox.snapshot.snapshot import iter_blob_refs
-from sandbox.snapshot.store import Store, event_blob_sizes
+from sandbox.snapshot.store import Store, referenced_blobs
 
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -120,8 +119,5 @@ def prune(
 
 
 def _blobs(store: Store, manifest: Manifest) -> dict[str, int]:
-    """The blobs run ``manifest`` references (its manifest's and its event log's), with
-    their sizes."""
-    found = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
-    found.update(event_blob_sizes(store.read_events_bytes(manifest.run_id)))
-    return found
+    """The blobs run ``manifest`` references, with their sizes."""
+    return referenced_blobs(manifest, store.read_events_bytes(manifest.run_id))

@@ -248,14 +248,21 @@ def event_blob_sizes(events: bytes) -> dict[str, int]:
     return {match[1].decode(): int(match[2]) for match in _EVENT_BLOB_REF.finditer(events)}
 
 
+def referenced_blobs(
+    manifest: Manifest, events: bytes, event_blobs: dict[str, int] | None = None
+) -> dict[str, int]:
+    """The distinct blobs referenced by the manifest and the event log (whose blobs are
+    ``event_blobs`` when the caller knows them already), each with its size."""
+    sizes = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
+    sizes.update(event_blob_sizes(events) if event_blobs is None else event_blobs)
+    return sizes
+
+
 def referenced_blob_bytes(
     manifest: Manifest, events: bytes, event_blobs: dict[str, int] | None = None
 ) -> int:
-    """Bytes of the distinct blobs referenced by the manifest and the event log (whose blobs
-    are ``event_blobs`` when the caller knows them already)."""
-    sizes = {ref.sha256: ref.size for ref in iter_blob_refs([manifest])}
-    sizes.update(event_blob_sizes(events) if event_blobs is None else event_blobs)
-    return sum(sizes.values())
+    """Bytes of the blobs :func:`referenced_blobs` finds."""
+    return sum(referenced_blobs(manifest, events, event_blobs).values())
 
 
 def seal_manifest(manifest: Manifest, events: bytes) -> Manifest:
