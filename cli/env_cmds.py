@@ -169,7 +169,8 @@ def _prune_runs(
     as_json: bool,
 ) -> None:
     from sandbox.errors import SandboxError
-    from sandbox.snapshot.prune import parse_age, parse_size, prune
+    from sandbox.sizes import human_size, parse_size
+    from sandbox.snapshot.prune import parse_age, prune
 
     if not runs:
         raise SandboxError("gc: --older-than, --max-size and --dry-run prune runs: add --runs")
@@ -185,7 +186,6 @@ def _prune_runs(
     verb = "would remove" if dry_run else "removed"
     _console().print(
         f"{verb} {len(pruned.runs)} run(s) and {pruned.blobs} blob(s), "
-        f"{pruned.freed / 1e6:.1f} MB; {pruned.remaining} run(s) left, "
-        f"{pruned.size / 1e6:.1f} MB",
+        f"{human_size(pruned.freed)}; {pruned.remaining} run(s) left, {human_size(pruned.size)}",
         markup=False,
     )

@@ -27,8 +27,6 @@ from sandbox.snapshot.store import Store, referenced_blobs
 
 _AGE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)([kmgt]?)i?b?")
-_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 def parse_age(text: str) -> float:
@@ -37,14 +35,6 @@ def parse_age(text: str) -> float:
     if found is None:
         raise SandboxError(f"--older-than {text!r}: expected a number and a unit (s, m, h, d, w)")
     return float(found[1]) * _AGE_UNITS[found[2]]
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size such as ``500M``, ``10G``, ``1.5GiB`` or ``4096`` (powers of 1024)."""
-    found = _SIZE.fullmatch(text.strip().lower())
-    if found is None:
-        raise SandboxError(f"--max-size {text!r}: expected bytes or a number with K, M, G or T")
-    return int(float(found[1]) * _SIZE_UNITS[found[2]])
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ import pytest
 
 from cli.main import main
 from sandbox.errors import SandboxError
+from sandbox.sizes import human_size, parse_size
 from sandbox.snapshot import DirectoryStore, Manifest, Snapshot
 from sandbox.snapshot.events import HTTPExchange
 from sandbox.snapshot.manifest import ServiceState
-from sandbox.snapshot.prune import parse_age, parse_size, prune
+from sandbox.snapshot.prune import parse_age, prune
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SHARED = b"CREATE TABLE orders (id int);\n" * 400  # every run's state before: one blob
@@ -104,6 +105,7 @@ def test_ages(text: str, seconds: float) -> None:
 )
 def test_sizes(text: str, size: int) -> None:
     assert parse_size(text) == size
+    assert parse_size(human_size(size).replace(" ", "")) == size  # read back as written
 
 
 def test_the_command_prunes_and_says_what_went_in_json(
