@@ -229,9 +229,13 @@ class HTTPAdapter:
         duration = emitter.elapsed() - call.started
         status = None if response is None else response.status_code
         headers = None if response is None else response.headers  # not the response itself
-        exchange = functools.cache(  # made once for both events
-            functools.partial(self._exchange, emitter, status, headers, raw, error, duration)
-        )
+        made: list[tuple[dict[str, Any], JsonValue, JsonValue, bool]] = []
+
+        def exchange() -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+            if not made:  # once for both events
+                made.append(self._exchange(emitter, status, headers, raw, error, duration))
+            return made[0]
+
         size = len(raw) + len(self.body or b"") + 1024
         emitter.emit_later(
             HTTPExchange, call, lambda: exchange()[0], failed=error is not None, size=size
