@@ -175,7 +175,24 @@ def _decode(data: bytes, encoding: str) -> bytes:
 
 class HTTPAdapter:
     """Records an exchange as ``http`` (and ``llm``) events once its body is finished;
-    replay rebuilds a response of the same httpx module from the recorded event."""
+    replay rebuilds a response of the same httpx module from the recorded event. One
+    adapter serves one crossing: it holds the exchange's outcome until its events are made
+    (slots, no closures: a run held in memory keeps it, and each object it keeps is one
+    more for the garbage collector to scan)."""
+
+    __slots__ = (
+        "_api",
+        "_call",
+        "_emitter",
+        "_made",
+        "_outcome",
+        "body",
+        "is_async",
+        "module",
+        "parsed",
+        "request",
+        "url",
+    )
 
     def __init__(
         self,
@@ -190,10 +207,15 @@ class HTTPAdapter:
         self.request = request
         self.body = body
         self.is_async = is_async
-        self.parsed = parsed
+        self.parsed: JsonValue = parsed
         """The body as the normalized request holds it (:func:`_cross`), when it is JSON."""
         self.url = str(request.url) if url is None else url
         """The request's URL, as ``str(request.url)`` gives it."""
+        self._api: llm.LLMApi | None = None
+        self._call: Call | None = None
+        self._emitter: HTTPEmitter | None = None
+        self._outcome: _Outcome | None = None
+        self._made: tuple[dict[str, Any], JsonValue, JsonValue, bool] | None = None
 
     # --- capture -------------------------------------------------------------------------
 
@@ -229,29 +251,36 @@ class HTTPAdapter:
         duration = emitter.elapsed() - call.started
         status = None if response is None else response.status_code
         headers = None if response is None else response.headers  # not the response itself
-        made: list[tuple[dict[str, Any], JsonValue, JsonValue, bool]] = []
-
-        def exchange() -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
-            if not made:  # once for both events
-                made.append(self._exchange(emitter, status, headers, raw, error, duration))
-            return made[0]
-
+        self._call, self._emitter = call, emitter
+        self._outcome = (status, headers, raw, error, duration)
         size = len(raw) + len(self.body or b"") + 1024
         emitter.emit_later(
-            HTTPExchange, call, lambda: exchange()[0], failed=error is not None, size=size
+            HTTPExchange, call, self._http_fields, failed=error is not None, size=size
         )
-        api = llm.recognise(self.request.method, self.url, self.request.headers)
-        if api is None:
+        self._api = llm.recognise(self.request.method, self.url, self.request.headers)
+        if self._api is None:
             return
-
-        def llm_fields() -> dict[str, Any]:
-            _, req_body, resp_body, streamed = exchange()
-            return self._llm_fields(
-                api, call, req_body, resp_body, streamed, status, error, duration
-            )
-
         failed = error is not None or status is None or status >= 400
-        emitter.emit_later(LLMCall, None, llm_fields, failed=failed, size=0)
+        emitter.emit_later(LLMCall, None, self._llm_event_fields, failed=failed, size=0)
+
+    def _exchange_once(self) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+        """:meth:`_exchange` of the outcome :meth:`emit_exchange` held (made once for both
+        events)."""
+        made = self._made
+        if made is None:
+            assert self._emitter is not None and self._outcome is not None
+            made = self._made = self._exchange(self._emitter, *self._outcome)
+        return made
+
+    def _http_fields(self) -> dict[str, Any]:
+        return self._exchange_once()[0]
+
+    def _llm_event_fields(self) -> dict[str, Any]:
+        _, req_body, resp_body, streamed = self._exchange_once()
+        api, call, outcome = self._api, self._call, self._outcome
+        assert api is not None and call is not None and outcome is not None
+        status, _, _, error, duration = outcome
+        return self._llm_fields(api, call, req_body, resp_body, streamed, status, error, duration)
 
     def _exchange(
         self,
@@ -375,6 +404,11 @@ class HTTPAdapter:
         return self.module.Response(
             event.status or 200, headers=headers, content=content, request=self.request
         )
+
+
+_Outcome = tuple[int | None, Any, bytes, ErrorInfo | None, float]
+"""An exchange's outcome as :meth:`HTTPAdapter.emit_exchange` holds it: the response's
+status and headers (none for an error), its body as read, the error, the duration."""
 
 
 class _Tee:
