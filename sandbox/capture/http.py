@@ -178,12 +178,12 @@ class HTTPAdapter:
     replay rebuilds a response of the same httpx module from the recorded event. One
     adapter serves one crossing: it holds the exchange's outcome until its events are made
     (slots, no closures: a run held in memory keeps it, and each object it keeps is one
-    more for the garbage collector to scan)."""
+    more for the garbage collector to scan). It never holds the recorder: the response
+    holds the adapter (through its stream) after the run is over, and with it would hold
+    the whole run until a collection."""
 
     __slots__ = (
         "_api",
-        "_call",
-        "_emitter",
         "_made",
         "_outcome",
         "body",
@@ -212,8 +212,6 @@ class HTTPAdapter:
         self.url = str(request.url) if url is None else url
         """The request's URL, as ``str(request.url)`` gives it."""
         self._api: llm.LLMApi | None = None
-        self._call: Call | None = None
-        self._emitter: HTTPEmitter | None = None
         self._outcome: _Outcome | None = None
         self._made: tuple[dict[str, Any], JsonValue, JsonValue, bool] | None = None
 
@@ -251,34 +249,35 @@ class HTTPAdapter:
         duration = emitter.elapsed() - call.started
         status = None if response is None else response.status_code
         headers = None if response is None else response.headers  # not the response itself
-        self._call, self._emitter = call, emitter
         self._outcome = (status, headers, raw, error, duration)
         size = len(raw) + len(self.body or b"") + 1024
-        emitter.emit_later(
-            HTTPExchange, call, self._http_fields, failed=error is not None, size=size
-        )
+        http_fields = functools.partial(self._http_fields, emitter)
+        emitter.emit_later(HTTPExchange, call, http_fields, failed=error is not None, size=size)
         self._api = llm.recognise(self.request.method, self.url, self.request.headers)
         if self._api is None:
             return
         failed = error is not None or status is None or status >= 400
-        emitter.emit_later(LLMCall, None, self._llm_event_fields, failed=failed, size=0)
+        llm_fields = functools.partial(self._llm_event_fields, emitter, call)
+        emitter.emit_later(LLMCall, None, llm_fields, failed=failed, size=0)
 
-    def _exchange_once(self) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+    def _exchange_once(
+        self, emitter: HTTPEmitter
+    ) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
         """:meth:`_exchange` of the outcome :meth:`emit_exchange` held (made once for both
         events)."""
         made = self._made
         if made is None:
-            assert self._emitter is not None and self._outcome is not None
-            made = self._made = self._exchange(self._emitter, *self._outcome)
+            assert self._outcome is not None
+            made = self._made = self._exchange(emitter, *self._outcome)
         return made
 
-    def _http_fields(self) -> dict[str, Any]:
-        return self._exchange_once()[0]
+    def _http_fields(self, emitter: HTTPEmitter) -> dict[str, Any]:
+        return self._exchange_once(emitter)[0]
 
-    def _llm_event_fields(self) -> dict[str, Any]:
-        _, req_body, resp_body, streamed = self._exchange_once()
-        api, call, outcome = self._api, self._call, self._outcome
-        assert api is not None and call is not None and outcome is not None
+    def _llm_event_fields(self, emitter: HTTPEmitter, call: Call) -> dict[str, Any]:
+        _, req_body, resp_body, streamed = self._exchange_once(emitter)
+        api, outcome = self._api, self._outcome
+        assert api is not None and outcome is not None
         status, _, _, error, duration = outcome
         return self._llm_fields(api, call, req_body, resp_body, streamed, status, error, duration)
 

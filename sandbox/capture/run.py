@@ -71,6 +71,7 @@ from sandbox.capture.scrub import (
     redact_runtime,
     seal,
 )
+from sandbox.capture.shared import Shared
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
@@ -607,6 +608,49 @@ _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()
 """The runs recording in this process (capture's and replay's)."""
 
 
+_PATCH_SETS: dict[tuple[bool, bool, bool], Shared] = {}
+
+
+def _patches(*, http: bool, ids: bool, entropy: bool) -> Shared:
+    """The process-wide patches a run with these settings holds, as one patch: a run
+    takes one hold of it (one release it keeps), not one of each; the first run with
+    these settings installs each patch (each counted on its own, so runs with other
+    settings share them), the last one to end lets go of them."""
+    key = (http, ids, entropy)
+    found = _PATCH_SETS.get(key)
+    if found is None:
+        made = Shared(functools.partial(_install_patches, http=http, ids=ids, entropy=entropy))
+        found = _PATCH_SETS.setdefault(key, made)
+    return found
+
+
+def _install_patches(*, http: bool, ids: bool, entropy: bool) -> Callable[[], None]:
+    undo: list[Callable[[], None]] = []
+    try:
+        undo.append(track_env_reads())
+        undo.append(THREADS.acquire())
+        if entropy:
+            undo.append(patch_entropy())
+        undo.append(patch_tenacity())
+        if ids:
+            undo.append(patch_uuid4())
+            undo.append(patch_uuid_utils())
+        if http:
+            undo.append(patch_httpx())
+            undo.append(patch_mcp())
+            undo.append(patch_frameworks())
+    except BaseException:
+        for step in reversed(undo):
+            step()
+        raise
+
+    def undo_all() -> None:
+        for step in reversed(undo):
+            step()
+
+    return undo_all
+
+
 def start_recording(
     recorder: Recorder,
     seed: int,
@@ -626,29 +670,13 @@ def start_recording(
     ``random`` and numpy's global generator are seeded only when no other run records in
     the process: reseeding them under a running run would change that run's draws (and so
     its replay); a run that starts under another records no seed for them."""
-    undo: list[Callable[[], None]] = []
-    try:
-        recorder.env_reads.update(read_before_runs())
-        undo.append(track_env_reads())
-        undo.append(THREADS.acquire())
-        seeds = seed_generators(seed) if not _recording else {}
-        _recording.add(recorder)
-        undo.append(lambda: _recording.discard(recorder))
-        if entropy:
-            undo.append(patch_entropy())
-        undo.append(patch_tenacity())
-        if ids:
-            recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
-            undo.append(patch_uuid4())
-            undo.append(patch_uuid_utils())
-        if http:
-            undo.append(patch_httpx())
-            undo.append(patch_mcp())
-            undo.append(patch_frameworks())
-    except BaseException:
-        for step in reversed(undo):
-            step()
-        raise
+    recorder.env_reads.update(read_before_runs())
+    seeds = seed_generators(seed) if not _recording else {}
+    release = _patches(http=http, ids=ids, entropy=entropy).acquire()
+    _recording.add(recorder)
+    if ids:
+        recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
+    undo: list[Callable[[], None]] = [release, functools.partial(_recording.discard, recorder)]
     manifest = recorder.writer.manifest
     seeded = manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
     if save:

@@ -185,3 +185,33 @@ def test_a_run_is_refused_while_a_process_wide_boundary_is_installed(
         uninstall()
         writer.close()
     assert [m.name for m in store.list()] == ["host"]
+
+
+def test_runs_with_other_settings_share_each_patch_and_the_last_holder_undoes_it(
+    store: DirectoryStore,
+) -> None:
+    """A run holds the process-wide patches as one hold of the set for its settings; runs
+    with other settings hold each patch they share on its own count. A run recording HTTP
+    opened under one that does not: the transport is patched while it runs and restored
+    when it ends, while the outer run's entropy patch stays until that one ends too; a
+    third run with the inner one's settings takes no further hold of any patch."""
+    import os
+
+    from sandbox.capture.threads import THREADS
+
+    held = THREADS.holders
+    transport = httpx.HTTPTransport.handle_request
+    urandom = os.urandom
+    with capture.run("outer", store=store, services="none", http=False):
+        assert os.urandom is not urandom  # entropy patched for the outer run
+        assert httpx.HTTPTransport.handle_request is transport  # no HTTP recording asked
+        with capture.run("inner", store=store, services="none"):
+            assert httpx.HTTPTransport.handle_request is not transport
+            patched_urandom = os.urandom
+            assert THREADS.holders == held + 2  # one hold for each set of settings
+            with capture.run("third", store=store, services="none"):
+                assert THREADS.holders == held + 2
+        assert httpx.HTTPTransport.handle_request is transport  # its last holder ended
+        assert os.urandom is patched_urandom  # still held by the outer run
+    assert os.urandom is urandom
+    assert httpx.HTTPTransport.handle_request is transport

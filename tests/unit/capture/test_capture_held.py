@@ -262,6 +262,36 @@ def test_a_dropped_run_leaves_no_cycle_of_capture_objects_for_the_collector(
     assert ours == []
 
 
+def test_a_response_that_outlives_its_dropped_run_does_not_keep_the_run(
+    store: DirectoryStore, fake_api: Any
+) -> None:
+    """httpx's responses are freed by the collector (they sit in reference cycles of
+    httpx's own); a response holds the exchange's recording through its stream, and that
+    holds nothing of the run: the recorder, its writer and its store are freed as the
+    dropped run ends, not carried into the collector's garbage with the response."""
+
+    def run(name: str) -> None:
+        with httpx.Client() as client, capture.run(name, store=store, keep="failed"):
+            for n in range(3):
+                client.post(f"{fake_api.url}/echo", json={"n": n}).json()
+
+    run("warm")  # patches and caches made once per process
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run("fine")
+        gc.collect()
+        garbage = {type(o).__qualname__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert "HTTPAdapter" in garbage  # with httpx's response, as the docstring says
+    assert not garbage & {"Recorder", "HeldWriter", "HeldStore", "Capture"}
+    assert store.list() == []
+
+
 def test_a_line_written_after_the_run_is_let_go_is_not_held(store: DirectoryStore) -> None:
     """A late line (a stream closed after its run ended and was dropped) is neither held
     nor spilled: the process's held total is unchanged and no folder aside is made."""
