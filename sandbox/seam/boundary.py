@@ -123,7 +123,7 @@ their fingerprint can wait until it is asked."""
 class _Fingerprint:
     """:attr:`Call.fingerprint`: made when first asked and kept in the call's own dict,
     where it is found from then on (``functools.cached_property`` takes a lock for each
-    call it makes it for, up to Python 3.11: a third of what the fingerprint costs)."""
+    call it makes it for, up to Python 3.11: about a quarter of what the fingerprint costs)."""
 
     @overload
     def __get__(self, call: None, owner: type[Call]) -> _Fingerprint: ...
