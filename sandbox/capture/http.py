@@ -173,6 +173,11 @@ def _decode(data: bytes, encoding: str) -> bytes:
     return data
 
 
+_Outcome = tuple[int | None, Any, bytes, ErrorInfo | None, float]
+"""An exchange's outcome as :meth:`HTTPAdapter.emit_exchange` holds it: the response's
+status and headers (none for an error), its body as read, the error, the duration."""
+
+
 class HTTPAdapter:
     """Records an exchange as ``http`` (and ``llm``) events once its body is finished;
     replay rebuilds a response of the same httpx module from the recorded event. One
@@ -257,7 +262,7 @@ class HTTPAdapter:
         if self._api is None:
             return
         failed = error is not None or status is None or status >= 400
-        llm_fields = functools.partial(self._llm_event_fields, emitter, call)
+        llm_fields = functools.partial(self._llm_fields, emitter, call)
         emitter.emit_later(LLMCall, None, llm_fields, failed=failed, size=0)
 
     def _exchange_once(
@@ -273,13 +278,6 @@ class HTTPAdapter:
 
     def _http_fields(self, emitter: HTTPEmitter) -> dict[str, Any]:
         return self._exchange_once(emitter)[0]
-
-    def _llm_event_fields(self, emitter: HTTPEmitter, call: Call) -> dict[str, Any]:
-        _, req_body, resp_body, streamed = self._exchange_once(emitter)
-        api, outcome = self._api, self._outcome
-        assert api is not None and outcome is not None
-        status, _, _, error, duration = outcome
-        return self._llm_fields(api, call, req_body, resp_body, streamed, status, error, duration)
 
     def _exchange(
         self,
@@ -323,18 +321,12 @@ class HTTPAdapter:
                 resp_body = data.decode("utf-8", "replace")
         return fields, req_body, resp_body, streamed
 
-    def _llm_fields(
-        self,
-        api: llm.LLMApi,
-        call: Call,
-        req_body: JsonValue,
-        resp_body: JsonValue,
-        streamed: bool,
-        status: int | None,
-        error: ErrorInfo | None,
-        duration: float,
-    ) -> dict[str, Any]:
+    def _llm_fields(self, emitter: HTTPEmitter, call: Call) -> dict[str, Any]:
         """The ``llm`` event's fields, from the exchange's bodies as read."""
+        _, req_body, resp_body, streamed = self._exchange_once(emitter)
+        api, outcome = self._api, self._outcome
+        assert api is not None and outcome is not None
+        status, _, _, error, duration = outcome
         if req_body is None and self.body:
             with contextlib.suppress(ValueError):
                 req_body = json.loads(self.body)
@@ -403,11 +395,6 @@ class HTTPAdapter:
         return self.module.Response(
             event.status or 200, headers=headers, content=content, request=self.request
         )
-
-
-_Outcome = tuple[int | None, Any, bytes, ErrorInfo | None, float]
-"""An exchange's outcome as :meth:`HTTPAdapter.emit_exchange` holds it: the response's
-status and headers (none for an error), its body as read, the error, the duration."""
 
 
 class _Tee:

@@ -60,6 +60,7 @@ from sandbox.capture.frameworks import patch_frameworks
 from sandbox.capture.held import HeldWriter
 from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
+from sandbox.capture.imports import undo_all
 from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
@@ -608,20 +609,13 @@ _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()
 """The runs recording in this process (capture's and replay's)."""
 
 
-_PATCH_SETS: dict[tuple[bool, bool, bool], Shared] = {}
-
-
+@functools.cache
 def _patches(*, http: bool, ids: bool, entropy: bool) -> Shared:
     """The process-wide patches a run with these settings holds, as one patch: a run
     takes one hold of it (one release it keeps), not one of each; the first run with
     these settings installs each patch (each counted on its own, so runs with other
     settings share them), the last one to end lets go of them."""
-    key = (http, ids, entropy)
-    found = _PATCH_SETS.get(key)
-    if found is None:
-        made = Shared(functools.partial(_install_patches, http=http, ids=ids, entropy=entropy))
-        found = _PATCH_SETS.setdefault(key, made)
-    return found
+    return Shared(functools.partial(_install_patches, http=http, ids=ids, entropy=entropy))
 
 
 def _install_patches(*, http: bool, ids: bool, entropy: bool) -> Callable[[], None]:
@@ -643,12 +637,7 @@ def _install_patches(*, http: bool, ids: bool, entropy: bool) -> Callable[[], No
         for step in reversed(undo):
             step()
         raise
-
-    def undo_all() -> None:
-        for step in reversed(undo):
-            step()
-
-    return undo_all
+    return undo_all(undo)
 
 
 def start_recording(

@@ -6,6 +6,7 @@ them; a call made outside any run is not recorded."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ import openai
 import pytest
 
 from sandbox import capture
+from sandbox.capture.threads import THREADS
 from sandbox.snapshot.events import HTTPExchange, LLMCall, ToolCall
 from sandbox.snapshot.store import DirectoryStore
 from tests.unit.capture.conftest import FakeAPI
@@ -195,10 +197,6 @@ def test_runs_with_other_settings_share_each_patch_and_the_last_holder_undoes_it
     opened under one that does not: the transport is patched while it runs and restored
     when it ends, while the outer run's entropy patch stays until that one ends too; a
     third run with the inner one's settings takes no further hold of any patch."""
-    import os
-
-    from sandbox.capture.threads import THREADS
-
     held = THREADS.holders
     transport = httpx.HTTPTransport.handle_request
     urandom = os.urandom
