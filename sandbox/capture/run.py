@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -607,6 +608,9 @@ def _end_observing(pinned: PinnedState) -> None:
 
 _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()
 """The runs recording in this process (capture's and replay's)."""
+_seeding = threading.Lock()
+"""Held while a starting run looks at :data:`_recording` (and seeds if it is empty) and
+joins it."""
 
 
 @functools.cache
@@ -660,12 +664,19 @@ def start_recording(
     the process: reseeding them under a running run would change that run's draws (and so
     its replay); a run that starts under another records no seed for them."""
     recorder.env_reads.update(read_before_runs())
-    seeds = seed_generators(seed) if not _recording else {}
-    release = _patches(http=http, ids=ids, entropy=entropy).acquire()
-    _recording.add(recorder)
+    with _seeding:  # no other run between the look and the add: it would seed again
+        seeds = seed_generators(seed) if not _recording else {}
+        _recording.add(recorder)
+    try:
+        release = _patches(http=http, ids=ids, entropy=entropy).acquire()
+    except BaseException:
+        _recording.discard(recorder)
+        raise
     if ids:
         recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
-    undo: list[Callable[[], None]] = [release, functools.partial(_recording.discard, recorder)]
+    # Undone last first: the patches let go before the run leaves ``_recording``, so no
+    # run starting then sees none recording while the entropy sources are still patched.
+    undo: list[Callable[[], None]] = [functools.partial(_recording.discard, recorder), release]
     manifest = recorder.writer.manifest
     seeded = manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
     if save:

@@ -213,3 +213,38 @@ def test_runs_with_other_settings_share_each_patch_and_the_last_holder_undoes_it
         assert os.urandom is patched_urandom  # still held by the outer run
     assert os.urandom is urandom
     assert httpx.HTTPTransport.handle_request is transport
+
+
+def test_of_runs_starting_together_only_the_first_seeds_the_global_generators(
+    store: DirectoryStore,
+) -> None:
+    """``random`` is seeded (a ``random.seed`` crossing the run records) only by a run that
+    starts while no other records: twenty runs started at once in threads, three rounds
+    one after the other, make exactly one seeding run a round (several looked, saw none
+    recording, and each reseeded the generator under the others)."""
+    from sandbox.snapshot.events import RandomDraw
+
+    for round_ in range(3):
+        start = threading.Barrier(20)
+
+        def handle(i: int, round_: int = round_, start: threading.Barrier = start) -> None:
+            start.wait()
+            with capture.run(f"r{round_}-{i}", store=store, services="none"):
+                lookup(i)
+
+        threads = [threading.Thread(target=handle, args=(i,)) for i in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    runs = store.list()
+    assert len(runs) == 60
+    seeding = sorted(
+        m.name.split("-")[0]
+        for m in runs
+        if any(
+            isinstance(e, RandomDraw) and e.name == "random.seed"
+            for e in store.load_events(m.run_id)
+        )
+    )
+    assert seeding == ["r0", "r1", "r2"]
