@@ -219,17 +219,24 @@ def test_of_runs_starting_together_only_the_first_seeds_the_global_generators(
     store: DirectoryStore,
 ) -> None:
     """``random`` is seeded (a ``random.seed`` crossing the run records) only by a run that
-    starts while no other records: twenty runs started at once in threads, three rounds
-    one after the other, make exactly one seeding run a round (several looked, saw none
-    recording, and each reseeded the generator under the others)."""
+    starts while no other records: twenty runs started at once in threads, each open until
+    all have started, three rounds one after the other, make exactly one seeding run a
+    round (several looked, saw none recording, and each reseeded the generator under the
+    others)."""
     from sandbox.snapshot.events import RandomDraw
 
     for round_ in range(3):
-        start = threading.Barrier(20)
+        start, inside = threading.Barrier(20), threading.Barrier(20)
 
-        def handle(i: int, round_: int = round_, start: threading.Barrier = start) -> None:
+        def handle(
+            i: int,
+            round_: int = round_,
+            start: threading.Barrier = start,
+            inside: threading.Barrier = inside,
+        ) -> None:
             start.wait()
             with capture.run(f"r{round_}-{i}", store=store, services="none"):
+                inside.wait(30)  # none leaves before all have started
                 lookup(i)
 
         threads = [threading.Thread(target=handle, args=(i,)) for i in range(20)]
