@@ -31,7 +31,9 @@ written and checks that they are exactly the requests that paid twice, so no cap
 of one side runs into the next; the next side's reset runs with a lock timeout, so it fails
 with a clear message rather than wait.
 
-Each side also prints what its load cost beyond the requests' own path: the CPU its
+Each side also prints the process's CPU a request (user and system, all threads: the load's
+clients included, the same on both sides), and what its load cost beyond the requests' own
+path: the CPU its
 garbage collections took (the interpreter's, whichever thread ran them: a side that
 allocates more collects more, and a full collection scans the whole heap) and, for the
 capture-on side, the CPU the background thread spent finishing its kept runs
@@ -89,6 +91,14 @@ def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
     client.close()
 
 
+def _process_cpu() -> float:
+    """This process's CPU seconds (user and system, every thread): the service, its load's
+    clients and the capture share one interpreter, so its lock, not the machine's cores,
+    bounds the throughput; what each side adds shows here."""
+    times = os.times()
+    return times.user + times.system
+
+
 @contextlib.contextmanager
 def _collections() -> Iterator[dict[str, float]]:
     """The CPU seconds the interpreter's garbage collections take within the block (the
@@ -124,11 +134,13 @@ def _side(
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
             before = finisher.spent()  # the kept runs of this side, finished during its load too
+            began_cpu = _process_cpu()
             with _collections() as collected, refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
+            cpu_each = (_process_cpu() - began_cpu) / max(load.answered, 1) * 1000
             extra = (
-                f", garbage collection {collected['seconds']:.1f}s of CPU "
-                f"({collected['full']:.0f} full)"
+                f", {cpu_each:.1f} ms of the process's CPU a request, garbage collection "
+                f"{collected['seconds']:.1f}s of CPU ({collected['full']:.0f} full)"
             )
             if capture_on:
                 began = time.perf_counter()
