@@ -12,9 +12,12 @@ BASE_ENV = "SANDBOX_BASE_IMAGE"
 """Environment variable naming the base image (default: the locally built one)."""
 PREDICATE_FORMS = (
     "exit!=0 | exit==N | exception=Type[:message] | sql:SERVICE=QUERY | result:PATH OP VALUE "
-    "(OP: == != > < contains not_contains)"
+    "(OP: == != > < contains not_contains) | marked[:reason]"
 )
 """The one-line failure predicate forms (:mod:`sandbox.snapshot.predicate_syntax`)."""
+FAILURE_EVENT = "sandbox.failure"
+"""The name of the ``state`` event a run writes when it is marked failed (its data: the
+:class:`~sandbox.snapshot.manifest.Failure`)."""
 TIMEOUT_FACTOR = 10.0
 """A replayed run's default wall-clock limit is this many times the recorded run's duration
 (:mod:`sandbox.replay.conditions.deadline`) ..."""

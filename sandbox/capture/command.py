@@ -18,10 +18,11 @@ from typing import Any
 
 from sandbox.capture.children import ENV_VAR, child_settings, hook_environment
 from sandbox.capture.discovery import check_mode, check_state_mode
-from sandbox.capture.recorder import BLOB_THRESHOLD, FAILURE_EVENT
+from sandbox.capture.recorder import BLOB_THRESHOLD
 from sandbox.capture.run import Capture, finish_manifest
 from sandbox.capture.scrub import redact_manifest
 from sandbox.errors import CaptureError
+from sandbox.names import FAILURE_EVENT
 from sandbox.redaction import RedactionConfig
 from sandbox.snapshot.events import Event, FinalResult, StateTransition
 from sandbox.snapshot.manifest import (

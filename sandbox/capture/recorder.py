@@ -30,6 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from sandbox.capture.clock import SystemClock, TimeSource
 from sandbox.errors import CaptureError
+from sandbox.names import FAILURE_EVENT
 from sandbox.redaction import Redactor, sensitive_header
 from sandbox.seam.boundary import (
     Adapter,
@@ -53,6 +54,7 @@ from sandbox.snapshot.hashing import ordered_json, sha256_bytes
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     Failure,
+    MarkedPredicate,
     Predicate,
     ResultPredicate,
     SQLInvariant,
@@ -80,9 +82,6 @@ BINARY_MEDIA = (
 )
 """Media types known to be binary: their blobs are stored as they are. Every other payload
 (JSON of any vendor type, forms, XML, text, and unknown types) is redacted first."""
-FAILURE_EVENT = "sandbox.failure"
-"""Name of the ``state`` event written by :meth:`Recorder.mark_failed` (a captured child
-process hands its failure to the parent this way)."""
 _COMMITTING_KINDS = frozenset({"tool", "http", "memory", "llm"})
 
 
@@ -569,8 +568,11 @@ class Recorder:
         predicate: ExceptionPredicate | SQLInvariant | ResultPredicate | None = None,
         error: BaseException | None = None,
     ) -> None:
-        """Mark the run as showing the failure; ``predicate`` is how replay recognizes it."""
+        """Mark the run as showing the failure; ``predicate`` is how replay recognizes it
+        (none and no ``error``: a replayed run that marks itself failed again shows it)."""
         pred: Predicate | None = predicate
+        if pred is None and error is None:
+            pred = MarkedPredicate()
         self.failure = Failure(
             reason=reason, predicate=pred, error=error_info(error) if error else None
         )

@@ -29,6 +29,7 @@ import functools
 import inspect
 import math
 import os
+import random
 import re
 import secrets
 import sys
@@ -652,6 +653,7 @@ def start_recording(
     ids: bool = True,
     entropy: bool = True,
     save: bool = True,
+    generators: bool | None = None,
 ) -> list[Callable[[], None]]:
     """Seed the generators, give the run its seeded ``uuid4`` (and record ``uuid_utils``' ids:
     :mod:`sandbox.capture.uuidutils`), and hold the process-wide
@@ -662,10 +664,16 @@ def start_recording(
 
     ``random`` and numpy's global generator are seeded only when no other run records in
     the process: reseeding them under a running run would change that run's draws (and so
-    its replay); a run that starts under another records no seed for them."""
+    its replay); a run that starts under another records no seed for them. ``generators``
+    (a replay: whether the recorded run seeded them) decides instead; one that did not is
+    replayed without that crossing (it would be one the recording lacks), the generators
+    seeded quietly from the run's seed so that replays draw alike."""
     recorder.env_reads.update(read_before_runs())
     with _seeding:  # no other run between the look and the add: it would seed again
-        seeds = seed_generators(seed) if not _recording else {}
+        seeding = not _recording if generators is None else generators
+        seeds = seed_generators(seed) if seeding else {}
+        if generators is False:
+            random.seed(derive_seed(seed, "unrecorded"))
         _recording.add(recorder)
     try:
         release = _patches(http=http, ids=ids, entropy=entropy).acquire()

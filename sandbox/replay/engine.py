@@ -32,10 +32,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox.capture.recorder import FAILURE_EVENT
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
-from sandbox.names import IMPORTED_FROM_LABEL, TRACE_SOURCE
+from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
@@ -52,6 +51,7 @@ from sandbox.replay.judging.verdict import (
     RunVerdict,
     Verdict,
     judge_run,
+    marked_reason,
 )
 from sandbox.replay.plan import ReplayPlan
 from sandbox.replay.report import ReplayReport, mismatch_json, replay_notes
@@ -297,7 +297,8 @@ def _replay_once(
 
     uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
     after = [_end_state(s, state, endpoints) for state in services]
-    events = comparable(s.store.load_events(run_id))
+    logged = s.store.load_events(run_id)
+    events = comparable(logged)
     divergence = (
         first_divergence(as_traced(s.compared), as_traced(events))
         if s.traced
@@ -317,6 +318,7 @@ def _replay_once(
         refused=served.refused[0] if served.refused else None,
         timed_out=served.timed_out,
         uncaptured=uncaptured,
+        marked=marked_reason(logged),  # the replayer's own notes are not compared
     )
     verdict = judge_run(index, s.expected, outcome)
     failure = (

@@ -246,12 +246,15 @@ class ReplaySession:
             if seed is not None:
                 entropy = any(e.name == URANDOM for e in recording if e.kind == "random")
                 ids = "uuid4" in original.seeds
+                seeded = "random" in original.seeds  # not by a run that began under another
                 run_seed: int = seed
 
                 def start() -> None:
                     if not self._closed:
                         self._undo.extend(
-                            start_recording(self.rec, run_seed, ids=ids, entropy=entropy)
+                            start_recording(
+                                self.rec, run_seed, ids=ids, entropy=entropy, generators=seeded
+                            )
                         )
 
                 if at_hand_over:

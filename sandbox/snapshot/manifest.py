@@ -128,8 +128,17 @@ class ExitCodePredicate(Strict):
     value: int = 0
 
 
+class MarkedPredicate(Strict):
+    """The failure is present when the run marks itself failed (``capture.mark_failed``),
+    with a reason that contains ``reason_contains`` when one is given: how a run marked
+    failed without a predicate of its own is judged."""
+
+    kind: Literal["marked"] = "marked"
+    reason_contains: str | None = None
+
+
 Predicate = Annotated[
-    ExceptionPredicate | SQLInvariant | ResultPredicate | ExitCodePredicate,
+    ExceptionPredicate | SQLInvariant | ResultPredicate | ExitCodePredicate | MarkedPredicate,
     Field(discriminator="kind"),
 ]
 

@@ -14,6 +14,9 @@ text                                    predicate
                                         (``==``, ``!=``, ``>``, ``<``, ``contains``,
                                         ``not_contains``) and a JSON value (text that is
                                         not JSON is a string)
+``marked``, ``marked:stale price``      :class:`MarkedPredicate`: the run marks itself
+                                        failed (``capture.mark_failed``), with a reason
+                                        containing the text after ``:``
 ======================================  ===============================================
 
 :func:`predicate_text` writes a predicate back in this form: ``parse_predicate`` of it gives
@@ -32,6 +35,7 @@ from sandbox.names import PREDICATE_FORMS
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     ExitCodePredicate,
+    MarkedPredicate,
     Predicate,
     ResultPredicate,
     SQLInvariant,
@@ -88,6 +92,9 @@ def parse_predicate(text: str) -> Predicate:
             op=op if op in _WORD_OPS else _OPS[op],
             value=_value(raw.strip()),
         )
+    if line == "marked" or line.startswith("marked:"):
+        reason = line.removeprefix("marked").removeprefix(":").strip()
+        return MarkedPredicate(reason_contains=reason or None)
     raise _bad(text, "unknown form")
 
 
@@ -100,5 +107,7 @@ def predicate_text(predicate: Predicate) -> str:
         return f"exception={predicate.type}{message}"
     if isinstance(predicate, SQLInvariant):
         return f"sql:{predicate.service}={predicate.query}"
+    if isinstance(predicate, MarkedPredicate):
+        return f"marked:{predicate.reason_contains}" if predicate.reason_contains else "marked"
     op = predicate.op if predicate.op in _WORD_OPS else _SYMBOL[predicate.op]
     return f"result:{predicate.path} {op} {json.dumps(predicate.value, ensure_ascii=False)}"

@@ -12,6 +12,7 @@ from sandbox.errors import PredicateError
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     ExitCodePredicate,
+    MarkedPredicate,
     Predicate,
     ResultPredicate,
     SQLInvariant,
@@ -43,6 +44,8 @@ from sandbox.snapshot.predicate_syntax import parse_predicate, predicate_text
         ),
         ("result: != null", ResultPredicate(path="", op="ne", value=None)),
         ("result:a not_contains [1]", ResultPredicate(path="a", op="not_contains", value=[1])),
+        ("marked", MarkedPredicate()),
+        ("marked:stale price", MarkedPredicate(reason_contains="stale price")),
     ],
 )
 def test_forms(text: str, expected: Predicate) -> None:
@@ -101,6 +104,7 @@ predicates = st.one_of(
         op=st.sampled_from(["eq", "ne", "contains", "not_contains", "gt", "lt"]),
         value=_json,
     ),
+    st.builds(MarkedPredicate, reason_contains=st.none() | _text.filter(bool)),
 )
 
 

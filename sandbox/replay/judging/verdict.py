@@ -20,6 +20,9 @@ A failure predicate is evaluated against the outcome of each replayed run:
   (a function run in-process exits 0, or 1 when an exception ended it). An exit code that
   comes from another exception than the recorded one does not count: that run is
   inconclusive.
+- :class:`~sandbox.snapshot.manifest.MarkedPredicate`: the run marked itself failed
+  (``capture.mark_failed``; with a reason containing ``reason_contains``, when given): what
+  a run marked failed without a predicate of its own is judged by.
 
 **Three outcomes.** Each replayed run is *reproduced* (the predicate holds, or the run ended
 with the recorded exception's type at the recorded boundary), *gone* (the run completed,
@@ -48,17 +51,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
+from sandbox.names import FAILURE_EVENT
 from sandbox.replay.conditions.deadline import describe as describe_timeout
 from sandbox.replay.judging.coverage import Coverage, boundary_calls, exercised, raised_types
 from sandbox.replay.judging.divergence import Divergence
 from sandbox.replay.judging.jsondiff import json_equal, short
 from sandbox.replay.judging.unexpected import REASON_TEXT, REASONS, Reason, explain
 from sandbox.services.statecapture import redact_endpoint
-from sandbox.snapshot.events import ErrorInfo, Event, FinalResult
+from sandbox.snapshot.events import ErrorInfo, Event, FinalResult, StateTransition
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     ExitCodePredicate,
     Failure,
+    MarkedPredicate,
     Predicate,
     ResultPredicate,
     SQLInvariant,
@@ -101,6 +106,8 @@ class ReplayOutcome:
     :class:`~sandbox.services.base.TouchedCapture`), described."""
     calls: tuple[Event, ...] = ()
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
+    marked: str | None = None
+    """The reason the run marked itself failed with (``capture.mark_failed``), if it did."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -130,8 +137,18 @@ class ReplayOutcome:
             divergence=divergence,
             boundary=last_boundary(events),
             calls=boundary_calls(events),
-            **served,
+            **{"marked": marked_reason(events), **served},
         )
+
+
+def marked_reason(events: Sequence[Event]) -> str | None:
+    """The reason of the last failure a log marked (``capture.mark_failed``), if any."""
+    for event in reversed(events):
+        if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
+            failure = event.data.get("failure")
+            reason = failure.get("reason") if isinstance(failure, dict) else None
+            return "" if reason is None else str(reason)
+    return None
 
 
 _NOT_BOUNDARIES = frozenset({"state", "random", "clock"})
@@ -304,6 +321,14 @@ def evaluate(
         holds, why = _compare(predicate.op, value, predicate.value)
         text = f"{where} = {short(value)} ({predicate.op} {short(predicate.value)})"
         return Evaluation(holds, f"{text}: {why}" if why else text)
+    if isinstance(predicate, MarkedPredicate):
+        marked, wanted = outcome.marked, predicate.reason_contains
+        if marked is None:
+            return Evaluation(False, "the run did not mark itself failed")
+        if wanted and wanted not in marked:
+            detail = f"the run marked itself failed, but not with {wanted!r}"
+            return Evaluation(False, f"{detail}: {short(marked, 120)}")
+        return Evaluation(True, f"the run marked itself failed: {short(marked, 120)}")
     if isinstance(predicate, ExitCodePredicate):
         code = outcome.effective_exit_code
         holds, _ = _compare(predicate.op, code, predicate.value)

@@ -12,8 +12,10 @@ import pytest
 from fastapi import FastAPI, HTTPException
 
 from sandbox import capture
-from sandbox.capture.asgi import CaptureMiddleware
+from sandbox.capture.asgi import CaptureMiddleware, replay_request
+from sandbox.replay import replay
 from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot.manifest import Entrypoint, MarkedPredicate
 
 
 class RefundFailed(Exception):
@@ -125,6 +127,8 @@ def test_the_failing_status_is_a_setting(tmp_path: Path, failed_status: int) -> 
     assert asyncio.run(_call(app, ("GET", "/missing"))) == [404]
     (manifest,) = DirectoryStore(store).list()
     assert manifest.failure is not None and "HTTP 404" in manifest.failure.reason
+    assert manifest.failure.predicate == MarkedPredicate()  # judged on replay by a mark again
+    assert manifest.labels["http.failed_status"] == str(failed_status)
 
 
 def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
@@ -143,6 +147,7 @@ def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
         "http.method": "GET",
         "http.path": "/orders/o-7",
         "http.query": "full=1",
+        "http.failed_status": "500",
         "sandbox.opened": "capture.run",  # its replay records from where the run began
     }
 
@@ -153,3 +158,138 @@ def test_replay_request_outside_a_replay_is_one_clear_error() -> None:
 
     with pytest.raises(CaptureError, match="no captured HTTP request"):
         replay_request(FastAPI())
+
+
+STOCK = {"fixed": False}
+"""Whether the stock route is fixed (its bug: an empty shelf answered with a 503)."""
+
+
+def stock_app(store: Path | None = None) -> FastAPI:
+    """A route that fails with a 5xx (captured: ``store`` given) and one that marks its run
+    failed without a predicate; both fixed by ``STOCK["fixed"]``."""
+    app = FastAPI()
+    if store is not None:
+        app.add_middleware(
+            CaptureMiddleware,
+            store=str(store),
+            services="none",
+            keep="failed",
+            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:replay_stock"),
+        )
+
+    @app.get("/stock/{item}")
+    async def stock(item: str) -> dict[str, int]:
+        shelf = refund(item)  # a recorded tool call: the replay must exercise it
+        if not STOCK["fixed"]:
+            raise HTTPException(status_code=503, detail=f"no shelf for {shelf['refunded']}")
+        return {"count": 1}
+
+    @app.get("/price/{item}")
+    async def price(item: str) -> dict[str, int]:
+        refund(item)
+        cents = 100 if STOCK["fixed"] else 20
+        if cents < 50:
+            capture.mark_failed(f"stale price {cents} for {item}")
+        return {"cents": cents}
+
+    return app
+
+
+REPLAY_STOCK = stock_app()
+"""The app a replay sends the request through, uncaptured (the replay records)."""
+
+
+def replay_stock() -> int:
+    return replay_request(REPLAY_STOCK)
+
+
+@pytest.mark.parametrize("path", ["/stock/s-1", "/price/p-1"])
+def test_a_request_marked_failed_without_a_predicate_replays_to_a_verdict(
+    tmp_path: Path, path: str
+) -> None:
+    """A kept 5xx (the middleware's mark) and a ``mark_failed`` with no predicate record
+    :class:`MarkedPredicate`; replayed through the uncaptured app, the request reproduces
+    while the bug is there and is gone once it is fixed (before, ``sandbox replay`` could not
+    judge either: no predicate, no exception)."""
+    store = tmp_path / "store"
+    STOCK["fixed"] = False
+    try:
+        (status,) = asyncio.run(_call(stock_app(store), ("GET", path)))
+        assert status == (503 if path.startswith("/stock") else 200)
+        assert capture.flush(30)  # a kept run is finished in the background
+        (manifest,) = DirectoryStore(store).list()
+        assert manifest.failure is not None
+        assert manifest.failure.predicate == MarkedPredicate()
+        buggy = replay(manifest.run_id, store=store, times=2)
+        assert buggy.verdict.reproduced == 2, buggy.describe()
+        STOCK["fixed"] = True
+        fixed = replay(manifest.run_id, store=store, times=2)
+        assert fixed.verdict.gone == 2, fixed.describe()
+    finally:
+        STOCK["fixed"] = False
+
+
+LOOPS: list[asyncio.AbstractEventLoop] = []
+"""The event loop each request to ``loop_app`` ran on."""
+HANG = {"on": False}
+
+
+def loop_app(store: Path | None = None) -> FastAPI:
+    app = FastAPI()
+    if store is not None:
+        app.add_middleware(
+            CaptureMiddleware,
+            store=str(store),
+            services="none",
+            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:replay_loop"),
+        )
+
+    @app.get("/loop")
+    async def loop() -> dict[str, int]:
+        LOOPS.append(asyncio.get_running_loop())
+        capture.mark_failed("seen")
+        if HANG["on"]:
+            await asyncio.sleep(60)
+        return {"ok": 1}
+
+    return app
+
+
+REPLAY_LOOP = loop_app()
+
+
+def replay_loop() -> int:
+    return replay_request(REPLAY_LOOP)
+
+
+def test_replayed_requests_run_on_one_event_loop_as_a_server_does(tmp_path: Path) -> None:
+    """Every request replayed in a process runs on one event loop that stays open, so what
+    the app made on it at the first (a ``redis.asyncio`` pool's connections) serves the next
+    (a loop per request closed it under the next: ``Event loop is closed``)."""
+    store = tmp_path / "store"
+    asyncio.run(_call(loop_app(store), ("GET", "/loop")))
+    (manifest,) = DirectoryStore(store).list()
+    LOOPS.clear()
+    report = replay(manifest.run_id, store=store, times=3)
+    assert report.verdict.reproduced == 3, report.describe()
+    assert len(LOOPS) == 3 and all(loop is LOOPS[0] for loop in LOOPS)
+    assert LOOPS[0].is_running() and not LOOPS[0].is_closed()
+
+
+def test_a_replayed_request_that_hangs_is_stopped_by_the_deadline(tmp_path: Path) -> None:
+    """The replay waits for a request on the app's loop in short waits, so its deadline
+    stops it (inconclusive: timeout) and cancels the request there."""
+    import time
+
+    store = tmp_path / "store"
+    asyncio.run(_call(loop_app(store), ("GET", "/loop")))
+    (manifest,) = DirectoryStore(store).list()
+    HANG["on"] = True
+    try:
+        began = time.monotonic()
+        report = replay(manifest.run_id, store=store, times=1, timeout=1)
+        assert time.monotonic() - began < 20
+    finally:
+        HANG["on"] = False
+    assert report.verdict.inconclusive == 1, report.describe()
+    assert "timeout" in report.describe()

@@ -255,3 +255,38 @@ def test_of_runs_starting_together_only_the_first_seeds_the_global_generators(
         )
     )
     assert seeding == ["r0", "r1", "r2"]
+
+
+def quote(x: int) -> dict[str, int]:
+    """A replayable call (a module function): one tool call."""
+    return lookup(x)
+
+
+def test_a_run_that_began_under_another_replays_without_seeding_the_generators(
+    store: DirectoryStore,
+) -> None:
+    """A run that started while another recorded did not seed ``random`` (no ``random.seed``
+    crossing in its log, no ``random`` seed in its manifest); its replay does not either, so
+    it replays without a divergence (it replayed with one, a crossing the recording lacks,
+    ``random.seed``), and two replays draw alike from the generator."""
+    from sandbox.replay import replay
+    from sandbox.snapshot.events import RandomDraw
+    from sandbox.snapshot.manifest import Entrypoint
+
+    entry = Entrypoint(kind="callable", target=f"{__name__}:quote", args=[7])
+    outer = capture.run("outer", store=store, services="none", packages=False)
+    inner_run = capture.run("inner", store=store, services="none", packages=False, entrypoint=entry)
+    with outer, inner_run as inner:
+        capture.result(quote(7))  # as its replay, which returns it, records it
+        capture.mark_failed("seen once")  # judged by a mark again: the replay is gone
+    manifest = store.load_manifest(inner.run_id)
+    assert "random" not in manifest.seeds
+    logged = store.load_events(inner.run_id)
+    assert not any(isinstance(e, RandomDraw) and e.name == "random.seed" for e in logged)
+
+    report = replay(inner.run_id, store=store, times=2)
+    assert report.divergences == [None, None], report.describe()
+    assert report.verdict.gone == 2, report.describe()
+    for replayed in report.replays:
+        events = store.load_events(replayed)
+        assert not any(isinstance(e, RandomDraw) and e.name == "random.seed" for e in events)

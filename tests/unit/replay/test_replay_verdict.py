@@ -23,6 +23,7 @@ from sandbox.snapshot.events import ErrorInfo
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     Failure,
+    MarkedPredicate,
     ResultPredicate,
     SQLInvariant,
 )
@@ -121,6 +122,29 @@ def test_outcome_from_events_reads_the_last_result() -> None:
     assert not failed.has_result and failed.error is not None
     assert evaluate(ExceptionPredicate(type="Duplicate"), failed).holds
     assert not ReplayOutcome.from_events([]).has_result
+
+
+def test_marked_predicate_holds_when_the_run_marks_itself_failed() -> None:
+    """The reason comes from the log's last failure mark; ``reason_contains`` narrows it."""
+    from sandbox.names import FAILURE_EVENT
+    from sandbox.snapshot.events import StateTransition
+
+    mark = StateTransition(
+        seq=0,
+        wall=0.0,
+        mono=0.0,
+        name=FAILURE_EVENT,
+        target="failed",
+        data={"failure": {"reason": "stale 20"}},
+    )
+    marked = ReplayOutcome.from_events([mark, result(1, {"n": 1})])
+    assert marked.marked == "stale 20"
+    assert evaluate(MarkedPredicate(), marked).holds
+    assert evaluate(MarkedPredicate(reason_contains="stale"), marked).holds
+    other = evaluate(MarkedPredicate(reason_contains="HTTP 5"), marked)
+    assert not other.holds and "not with 'HTTP 5'" in other.detail
+    unmarked = evaluate(MarkedPredicate(), ReplayOutcome.from_events([result(0, {"n": 1})]))
+    assert not unmarked.holds and unmarked.detail == "the run did not mark itself failed"
 
 
 def test_sql_invariant_with_an_injected_runner() -> None:
