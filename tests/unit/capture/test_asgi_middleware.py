@@ -160,6 +160,21 @@ def test_replay_request_outside_a_replay_is_one_clear_error() -> None:
         replay_request(FastAPI())
 
 
+def _replayable(store: Path | None, replay_with: str, **settings: object) -> FastAPI:
+    """An app, captured into ``store`` when one is given, its runs replayed by calling
+    ``replay_with`` of this module (which sends the request through the uncaptured app)."""
+    app = FastAPI()
+    if store is not None:
+        app.add_middleware(
+            CaptureMiddleware,
+            store=str(store),
+            services="none",
+            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:{replay_with}"),
+            **settings,
+        )
+    return app
+
+
 STOCK = {"fixed": False}
 """Whether the stock route is fixed (its bug: an empty shelf answered with a 503)."""
 
@@ -167,15 +182,7 @@ STOCK = {"fixed": False}
 def stock_app(store: Path | None = None) -> FastAPI:
     """A route that fails with a 5xx (captured: ``store`` given) and one that marks its run
     failed without a predicate; both fixed by ``STOCK["fixed"]``."""
-    app = FastAPI()
-    if store is not None:
-        app.add_middleware(
-            CaptureMiddleware,
-            store=str(store),
-            services="none",
-            keep="failed",
-            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:replay_stock"),
-        )
+    app = _replayable(store, "replay_stock", keep="failed")
 
     @app.get("/stock/{item}")
     async def stock(item: str) -> dict[str, int]:
@@ -235,14 +242,7 @@ HANG = {"on": False}
 
 
 def loop_app(store: Path | None = None) -> FastAPI:
-    app = FastAPI()
-    if store is not None:
-        app.add_middleware(
-            CaptureMiddleware,
-            store=str(store),
-            services="none",
-            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:replay_loop"),
-        )
+    app = _replayable(store, "replay_loop")
 
     @app.get("/loop")
     async def loop() -> dict[str, int]:
