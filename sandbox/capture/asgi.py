@@ -26,17 +26,13 @@ predicate) is judged on replay by whether the replayed request is marked failed 
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextlib
-import contextvars
-import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from sandbox.capture.markers import active, mark_failed
 from sandbox.capture.run import run
 from sandbox.errors import CaptureError
+from sandbox.seam.apploop import run_in_app_loop
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -111,43 +107,6 @@ class CaptureMiddleware:
                 mark_failed(f"HTTP {status[0]} from {self.name(scope)}")
 
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _app_loop() -> asyncio.AbstractEventLoop:
-    """The event loop every request replayed in this process runs on, in a thread of its
-    own, as a server's loop runs for the life of its process: what the app made on it (a
-    ``redis.asyncio`` pool, an ``AsyncOpenAI`` client's connections, both made at import)
-    stays usable from one replayed request to the next (a loop per request closed them
-    under the next one: ``Event loop is closed``)."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(  # in no run's context: each request's task is given its run's
-                target=contextvars.Context().run,
-                args=(loop.run_forever,),
-                name="sandbox-replayed-app",
-                daemon=True,
-            ).start()
-            _loop = loop
-        return _loop
-
-
-def _wait(future: concurrent.futures.Future[int]) -> int:
-    """The request's answer, waited for a tenth of a second at a time: a replay's deadline
-    interrupts the waiting thread between two waits (an exception set on a thread lands at
-    its next Python instruction), and the request is then cancelled on the app's loop."""
-    try:
-        while True:
-            with contextlib.suppress(concurrent.futures.TimeoutError):
-                return future.result(timeout=0.1)
-    except BaseException:
-        future.cancel()
-        raise
-
-
 def replay_request(app: ASGIApp) -> int:
     """Send the request of the run being replayed (its labels' request line) through ``app``
     again; return the status it answered. Called as (or by) a captured request's entrypoint.
@@ -167,12 +126,7 @@ def replay_request(app: ASGIApp) -> int:
         async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
             return (await client.request(labels[METHOD], url)).status_code
 
-    replayed = contextvars.copy_context()  # the replayed run's: the app's calls are its own
-
-    async def in_the_run() -> int:
-        return await asyncio.get_running_loop().create_task(send(), context=replayed)
-
-    status = _wait(asyncio.run_coroutine_threadsafe(in_the_run(), _app_loop()))
+    status = run_in_app_loop(send())  # on the loop every replayed request runs on
     failed = labels.get(FAILED_STATUS, "500")
     if failed.isdigit() and status >= int(failed) and recorder.failure is None:
         recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")

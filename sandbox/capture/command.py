@@ -22,9 +22,8 @@ from sandbox.capture.recorder import BLOB_THRESHOLD
 from sandbox.capture.run import Capture, finish_manifest
 from sandbox.capture.scrub import redact_manifest
 from sandbox.errors import CaptureError
-from sandbox.names import FAILURE_EVENT
 from sandbox.redaction import RedactionConfig
-from sandbox.snapshot.events import Event, FinalResult, StateTransition
+from sandbox.snapshot.events import Event, FinalResult
 from sandbox.snapshot.manifest import (
     Entrypoint,
     ExceptionPredicate,
@@ -32,6 +31,7 @@ from sandbox.snapshot.manifest import (
     Failure,
     Manifest,
     Predicate,
+    marked_failure,
 )
 from sandbox.snapshot.store import Store, parse_events
 
@@ -166,9 +166,9 @@ def _judged(predicate: Predicate, held: tuple[bool, str], events: Sequence[Event
 
 def _failure(events: Sequence[Event], code: int) -> Failure | None:
     """The failure the child marked, else the exception that ended it, else its exit code."""
-    for event in reversed(events):
-        if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
-            return Failure.model_validate(event.data["failure"])
+    marked = marked_failure(events)
+    if marked is not None:
+        return marked
     if code == 0:
         return None
     for event in reversed(events):

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, JsonValue
 
-from sandbox.snapshot.events import SHA256_PATTERN, BlobRef, ErrorInfo, Strict
+from sandbox.names import FAILURE_EVENT
+from sandbox.snapshot.events import (
+    SHA256_PATTERN,
+    BlobRef,
+    ErrorInfo,
+    Event,
+    StateTransition,
+    Strict,
+)
 
 SCHEMA_VERSION = 1
 """Version of the manifest, event and bundle formats this build writes and reads."""
@@ -148,6 +157,14 @@ class Failure(Strict):
     reason: str = ""
     predicate: Predicate | None = None
     error: ErrorInfo | None = None
+
+
+def marked_failure(events: Sequence[Event]) -> Failure | None:
+    """The last failure a log marked (``capture.mark_failed``: its ``state`` event), if any."""
+    for event in reversed(events):
+        if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
+            return Failure.model_validate(event.data["failure"])
+    return None
 
 
 class Provenance(Strict):

@@ -51,14 +51,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from sandbox.errors import PredicateError, ReplayError, SandboxError
-from sandbox.names import FAILURE_EVENT
 from sandbox.replay.conditions.deadline import describe as describe_timeout
 from sandbox.replay.judging.coverage import Coverage, boundary_calls, exercised, raised_types
 from sandbox.replay.judging.divergence import Divergence
 from sandbox.replay.judging.jsondiff import json_equal, short
 from sandbox.replay.judging.unexpected import REASON_TEXT, REASONS, Reason, explain
 from sandbox.services.statecapture import redact_endpoint
-from sandbox.snapshot.events import ErrorInfo, Event, FinalResult, StateTransition
+from sandbox.snapshot.events import ErrorInfo, Event, FinalResult
 from sandbox.snapshot.manifest import (
     ExceptionPredicate,
     ExitCodePredicate,
@@ -67,6 +66,7 @@ from sandbox.snapshot.manifest import (
     Predicate,
     ResultPredicate,
     SQLInvariant,
+    marked_failure,
 )
 
 SQLRunner = Callable[[str, str, str], Sequence[tuple[Any, ...]]]
@@ -143,12 +143,8 @@ class ReplayOutcome:
 
 def marked_reason(events: Sequence[Event]) -> str | None:
     """The reason of the last failure a log marked (``capture.mark_failed``), if any."""
-    for event in reversed(events):
-        if isinstance(event, StateTransition) and event.name == FAILURE_EVENT:
-            failure = event.data.get("failure")
-            reason = failure.get("reason") if isinstance(failure, dict) else None
-            return "" if reason is None else str(reason)
-    return None
+    marked = marked_failure(events)
+    return None if marked is None else marked.reason
 
 
 _NOT_BOUNDARIES = frozenset({"state", "random", "clock"})
