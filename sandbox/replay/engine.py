@@ -18,7 +18,6 @@ original's, and the verdict's detail.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import inspect
@@ -58,6 +57,7 @@ from sandbox.replay.report import ReplayReport, mismatch_json, replay_notes
 from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
+from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
     Entrypoint,
@@ -282,7 +282,7 @@ def _replay_once(
             with limit.armed():
                 value = s.function(*s.called.args, **s.called.kwargs)
                 if inspect.iscoroutine(value):  # an async function's: run it to its end
-                    value = asyncio.run(value)
+                    value = run_in_app_loop(value)  # on the loop every replay's runs on
             if value is not None and not session.rec.has_result:
                 session.rec.set_result(value)
         except (ReplayStopped, ReplayTimedOut):

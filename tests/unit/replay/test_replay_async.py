@@ -8,6 +8,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 import tenacity
 
 from sandbox import capture
@@ -185,3 +186,33 @@ def test_async_retry_fault_is_injected_again(tmp_path: Path) -> None:
     assert report.divergences == [None, None], report.describe()
     assert any("pay attempt 1" in line and "ran" in line for line in report.injected)
     assert len(CALLS) == 4  # the committed first attempt ran live, then failed as recorded
+
+
+JOB_LOOPS: list[asyncio.AbstractEventLoop] = []
+"""The event loop each call of ``refund_job`` ran on."""
+
+
+@capture.run("refund-job", packages=False, services="none")
+async def refund_job(order: str) -> dict[str, str]:
+    """An async task (an arq job, say) whose module-level clients live on the loop they were
+    first used on."""
+    JOB_LOOPS.append(asyncio.get_running_loop())
+    capture.mark_failed(f"refunded {order} twice")
+    return {"order": order}
+
+
+def test_an_async_task_replays_on_one_event_loop_for_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every replay of an ``async def`` entrypoint runs on one loop that stays open (as a
+    worker's does), so a client the task made on it at the first serves the next (a loop per
+    replay closed it under the next: ``Event loop is closed``)."""
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path / "store"))
+    store = DirectoryStore(tmp_path / "store")
+    assert asyncio.run(refund_job("o-1")) == {"order": "o-1"}
+    (manifest,) = store.list()
+    JOB_LOOPS.clear()
+    report = replay(manifest.run_id, store=store, times=3)
+    assert report.verdict.reproduced == 3, report.describe()
+    assert len(JOB_LOOPS) == 3 and all(loop is JOB_LOOPS[0] for loop in JOB_LOOPS)
+    assert JOB_LOOPS[0].is_running()
