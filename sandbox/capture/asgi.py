@@ -20,8 +20,10 @@ Each run's labels hold its request line (``http.method``, ``http.path``, ``http.
 the body nor the headers), and :func:`replay_request` sends that request through the app
 again: give the run an entrypoint that calls it (``entrypoint=Entrypoint(kind="callable",
 target="service:replay")`` with ``def replay(): return replay_request(app)``) and the
-request replays like any run. A request marked failed (a 5xx, or ``mark_failed`` without a
-predicate) is judged on replay by whether the replayed request is marked failed again.
+request replays like any run. A request's result, unless the application records one
+(``capture.result``), is ``{"status": N}``, its answer's status. A request marked failed
+(a 5xx, or ``mark_failed`` without a predicate) is judged on replay by whether the
+replayed request is marked failed again.
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ class CaptureMiddleware:
             QUERY: bytes(scope.get("query_string", b"")).decode("latin-1"),
             FAILED_STATUS: str(self.failed_status),
         }
-        async with run(self.name(scope), **{**self.settings, "labels": labels}):
+        async with run(self.name(scope), **{**self.settings, "labels": labels}) as rec:
             await self.app(scope, receive, watched)
+            if status:
+                rec.offer_result({"status": status[0]})
             if status and status[0] >= self.failed_status:
                 mark_failed(f"HTTP {status[0]} from {self.name(scope)}")
 
@@ -127,6 +131,7 @@ def replay_request(app: ASGIApp) -> int:
             return (await client.request(labels[METHOD], url)).status_code
 
     status = run_in_app_loop(send())  # on the loop every replayed request runs on
+    recorder.offer_result({"status": status})  # as the middleware did, unless the app had
     failed = labels.get(FAILED_STATUS, "500")
     if failed.isdigit() and status >= int(failed) and recorder.failure is None:
         recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")

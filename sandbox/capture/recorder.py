@@ -557,6 +557,20 @@ class Recorder:
         self.has_result = True
         return self.emit(FinalResult, None, name="result", value=jvalue)
 
+    def offer_result(self, value: object) -> None:
+        """Record ``value``, what the run's code returned, as its result unless one is
+        recorded already or it is ``None`` or what JSON cannot show but by ``repr`` (that
+        text differs from one process to the next: a replay would differ by it alone).
+        Capture, its decorator and middleware, and replay all offer alike, so a run and its
+        replay record the same result or none."""
+        if value is None or self.has_result:
+            return
+        try:
+            to_jsonable_python(value, bytes_mode="utf8")
+        except Exception:  # no JSON form of its own: not a result to compare
+            return
+        self.set_result(value)
+
     def timeout(self, after: float, committed: bool | None = None, name: str = "") -> int:
         """Record that the current attempt timed out after ``after`` seconds; ``committed``
         says whether its side effect had already happened (``None``: not knowable)."""

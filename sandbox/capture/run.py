@@ -532,9 +532,11 @@ class Capture:
     # --- decorator -----------------------------------------------------------------------
 
     def __call__(self, fn: F) -> F:
-        """Decorate ``fn``: each call is a captured run. Its entrypoint is ``module:function``,
-        or, for a function of a script (``__main__``), the command line that ran it; with the
-        call's arguments when they are all JSON (a task's: replay calls it with them again).
+        """Decorate ``fn``: each call is a captured run, whose result (unless the run set one)
+        is what ``fn`` returned (see :meth:`Recorder.offer_result`). Its entrypoint is
+        ``module:function``, or, for a function of a script (``__main__``), the command line
+        that ran it; with the call's arguments when they are all JSON (a task's: replay calls
+        it with them again).
         A Celery task made with ``bind=True`` gets the task first: that one is left out, as
         calling the task (what ``module:function`` names) at replay passes it again."""
         target = f"{fn.__module__}:{fn.__qualname__}"
@@ -553,15 +555,19 @@ class Capture:
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
-                async with fresh(args, kwargs, awrapper):
-                    return await fn(*args, **kwargs)
+                async with fresh(args, kwargs, awrapper) as rec:
+                    value = await fn(*args, **kwargs)
+                    rec.offer_result(value)
+                    return value
 
             return cast(F, awrapper)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with fresh(args, kwargs, wrapper):
-                return fn(*args, **kwargs)
+            with fresh(args, kwargs, wrapper) as rec:
+                value = fn(*args, **kwargs)
+                rec.offer_result(value)
+                return value
 
         return cast(F, wrapper)
 

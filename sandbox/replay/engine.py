@@ -283,8 +283,7 @@ def _replay_once(
                 value = s.function(*s.called.args, **s.called.kwargs)
                 if inspect.iscoroutine(value):  # an async function's: run it to its end
                     value = run_in_app_loop(value)  # on the loop every replay's runs on
-            if value is not None and not session.rec.has_result:
-                session.rec.set_result(value)
+            session.rec.offer_result(value)
         except (ReplayStopped, ReplayTimedOut):
             pass
         except (Exception, SystemExit) as exc:

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from sandbox.seam.boundary import root_here
+
 T = TypeVar("T")
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -46,8 +48,12 @@ def run_in_app_loop(coroutine: Coroutine[Any, Any, T]) -> T:
     exception set on the waiting thread lands at its next Python instruction)."""
     context = contextvars.copy_context()
 
+    async def rooted() -> T:
+        root_here()  # the run's code ran in the task (or thread) the run began in: its main
+        return await coroutine
+
     async def in_context() -> T:
-        return await asyncio.get_running_loop().create_task(coroutine, context=context)
+        return await asyncio.get_running_loop().create_task(rooted(), context=context)
 
     future = asyncio.run_coroutine_threadsafe(in_context(), app_loop())
     try:

@@ -89,6 +89,12 @@ _current_attempt: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 _task_name: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "sandbox_task_name", default=None
 )
+_root: contextvars.ContextVar[weakref.ref[object] | None] = contextvars.ContextVar(
+    "sandbox_root", default=None
+)
+"""The task (else thread) a run began in: what it does there is the run's ``main``."""
+_installed_root: weakref.ref[object] | None = None
+"""The thread that installed the process's boundary (see :func:`install`)."""
 _BYPASS = object()
 """Set as the context's boundary by :func:`bypassed`: nothing is captured or replayed there."""
 _context_boundary: contextvars.ContextVar[Boundary | object | None] = contextvars.ContextVar(
@@ -278,13 +284,16 @@ def enter(boundary: Boundary) -> Callable[[], None]:
     """Serve this context (and the tasks and threads it starts) with ``boundary`` until the
     returned function is called (in the same context: a ``with`` block's exit)."""
     token = _context_boundary.set(boundary)
+    rooted = _root.set(weakref.ref(_here()))
 
     def leave() -> None:
         try:
+            _root.reset(rooted)
             _context_boundary.reset(token)
         except ValueError:  # left from another context: clear this one's
             if _context_boundary.get() is boundary:
                 _context_boundary.set(None)
+                _root.set(None)
 
     return leave
 
@@ -294,18 +303,20 @@ def install(boundary: Boundary) -> Callable[[], None]:
 
     Only one boundary is installed at a time: installing a second is a :class:`CaptureError`.
     """
-    global _global_boundary
+    global _global_boundary, _installed_root
     if _global_boundary is not None:
         raise CaptureError(
             "a capture or replay is already active in this process; finish it before "
             "starting another (or use sandbox.seam.boundary.use for one context)"
         )
     _global_boundary = boundary
+    _installed_root = weakref.ref(threading.current_thread())
 
     def uninstall() -> None:
-        global _global_boundary
+        global _global_boundary, _installed_root
         if _global_boundary is boundary:
             _global_boundary = None
+            _installed_root = None
 
     return uninstall
 
@@ -390,20 +401,41 @@ def task_scope(name: str) -> contextlib.AbstractContextManager[None]:
     return _set_within(_task_name, name)
 
 
+def root_here() -> None:
+    """What the calling task (else thread) does is the run's ``main`` from now on, as what
+    the run's code did in the task or thread it began in (see :func:`task_id`): a replay
+    that runs that code in a task of its own calls it there."""
+    _root.set(weakref.ref(_here()))
+
+
+def _here() -> object:
+    """The running asyncio task, else the current thread."""
+    loop = asyncio.events._get_running_loop()
+    task = asyncio.current_task(loop) if loop is not None else None
+    return task if task is not None else threading.current_thread()
+
+
 def task_id() -> str:
-    """Which task emits: a name set with :func:`task_scope`, else the asyncio task name, else
-    the thread name (``main`` for the main thread). Name tasks and threads for ids that stay
-    the same from run to run."""
+    """Which task emits: a name set with :func:`task_scope`; ``main`` for the task (else
+    thread) the run began in, wherever that was (a request's task, a worker's thread), so
+    that a replay, which runs the run's code elsewhere, names it alike; else the asyncio
+    task name, else the thread name (``main`` for the main thread). Name tasks and threads
+    for ids that stay the same from run to run."""
     named = _task_name.get()
     if named is not None:
         return named
     loop = asyncio.events._get_running_loop()
     task = asyncio.current_task(loop) if loop is not None else None
+    root = _root.get() or _installed_root
     if task is not None:
+        if root is not None and root() is task:
+            return "main"
         name = task.get_name()
         return _stable_task_name(task) if _AUTO_TASK_NAME.fullmatch(name) else name
     thread = threading.current_thread()
-    return "main" if thread is threading.main_thread() else thread.name
+    if thread is threading.main_thread() or (root is not None and root() is thread):
+        return "main"
+    return thread.name
 
 
 def _stable_task_name(task: asyncio.Task[Any]) -> str:

@@ -15,6 +15,7 @@ from sandbox import capture
 from sandbox.capture.asgi import CaptureMiddleware, replay_request
 from sandbox.replay import replay
 from sandbox.snapshot import DirectoryStore
+from sandbox.snapshot.events import FinalResult
 from sandbox.snapshot.manifest import Entrypoint, MarkedPredicate
 
 
@@ -131,6 +132,33 @@ def test_the_failing_status_is_a_setting(tmp_path: Path, failed_status: int) -> 
     assert manifest.labels["http.failed_status"] == str(failed_status)
 
 
+def test_a_request_records_its_status_as_its_result_unless_the_app_set_one(
+    tmp_path: Path,
+) -> None:
+    """A request's result is ``{"status": N}`` of its answer; one whose handler recorded a
+    result with ``capture.result`` keeps that one."""
+    app = FastAPI()
+    app.add_middleware(CaptureMiddleware, store=str(tmp_path), services="none")
+
+    @app.get("/plain")
+    async def plain() -> dict[str, int]:
+        return {"n": 1}
+
+    @app.get("/own")
+    async def own() -> dict[str, int]:
+        capture.result({"answer": 42})
+        return {"n": 2}
+
+    assert asyncio.run(_call(app, ("GET", "/plain"), ("GET", "/own"))) == [200, 200]
+    capture.flush(30)
+    store = DirectoryStore(tmp_path)
+    results = {
+        m.name: [e.value for e in store.load_events(m.run_id) if isinstance(e, FinalResult)]
+        for m in store.list()
+    }
+    assert results == {"GET /plain": [{"status": 200}], "GET /own": [{"answer": 42}]}
+
+
 def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
     store = tmp_path / "store"
     app = FastAPI()
@@ -229,6 +257,7 @@ def test_a_request_marked_failed_without_a_predicate_replays_to_a_verdict(
         assert manifest.failure.predicate == MarkedPredicate()
         buggy = replay(manifest.run_id, store=store, times=2)
         assert buggy.verdict.reproduced == 2, buggy.describe()
+        assert buggy.divergences == [None, None], buggy.describe()  # its result: its status
         STOCK["fixed"] = True
         fixed = replay(manifest.run_id, store=store, times=2)
         assert fixed.verdict.gone == 2, fixed.describe()

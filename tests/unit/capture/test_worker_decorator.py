@@ -248,3 +248,87 @@ def test_a_bound_celery_task_records_its_arguments_without_the_task_and_replays(
     result = refund_bound.apply(args=("o-4", 400))  # as a worker runs it: the task bound
     assert isinstance(result.result, RuntimeError)
     _the_kept_call_replays(tmp_path, ":refund_bound", ["o-4", 400])
+
+
+class _Receipt:
+    """A return value JSON cannot show but by its ``repr`` (its address: not comparable)."""
+
+
+@capture.run("quote-task", services="none", packages=False)
+def quote_task(order_id: str, opaque: bool = False) -> object:
+    charge(order_id)
+    capture.mark_failed(f"quoted {order_id}")
+    return _Receipt() if opaque else {"quoted": order_id}
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_a_decorated_call_records_what_it_returned_and_its_replay_does_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opaque: bool
+) -> None:
+    """The call's return value is its run's result (none for one only ``repr`` can show),
+    and each replay, calling the function again, records the same: replays of a run that
+    changed nothing have no divergence (before, the replay's result was a step the
+    original lacked)."""
+    from sandbox.snapshot.events import FinalResult
+
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
+    quote_task("o-3", opaque=opaque)
+    capture.flush()
+    store = DirectoryStore(tmp_path)
+    (run,) = store.list()
+
+    def results(run_id: str) -> list[object]:
+        return [e.value for e in store.load_events(run_id) if isinstance(e, FinalResult)]
+
+    assert results(run.run_id) == ([] if opaque else [{"quoted": "o-3"}])
+    report = replay(run.run_id, store=store, times=2)
+    assert report.verdict.reproduced == 2, report.describe()
+    assert report.divergences == [None, None], report.describe()
+    assert [results(r) for r in report.replays] == [results(run.run_id)] * 2
+
+
+@capture.run("declined-task", services="none", keep="failed", packages=False)
+def declined_task(order_id: str) -> str:
+    done = charge(order_id)
+    capture.mark_failed(f"refund {order_id} was declined")
+    return done
+
+
+@capture.run("declined-job", services="none", keep="failed", packages=False)
+async def declined_job(order_id: str) -> str:
+    await asyncio.sleep(0)
+    done = charge(order_id)
+    capture.mark_failed(f"refund {order_id} was declined")
+    return done
+
+
+@pytest.mark.parametrize("where", ["worker thread", "gathered task"])
+def test_a_run_begun_in_a_worker_replays_without_a_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A run begun in a worker's thread (a Celery/RQ pool) or in one of many tasks (an arq
+    worker) records what it did there as its ``main``, as its replay, which runs the call
+    in the replaying thread or in a task of its own, does: replays with nothing changed
+    have no divergence (before, every step was on another task on each side)."""
+    monkeypatch.setenv("SANDBOX_STORE", str(tmp_path))
+    if where == "worker thread":
+        worker = threading.Thread(target=declined_task, args=("o-4",), name="pool-worker-3")
+        worker.start()
+        worker.join()
+    else:
+
+        async def worker() -> None:
+            await asyncio.gather(asyncio.sleep(0), declined_job("o-4"))
+
+        asyncio.run(worker())
+    capture.flush()
+    store = DirectoryStore(tmp_path)
+    (kept,) = store.list()
+    tasks = {
+        json.loads(line).get("task", "main")
+        for line in (store.run_dir(kept.run_id) / "events.jsonl").read_text().splitlines()
+    }
+    assert tasks == {"main"}
+    report = replay(kept.run_id, store=store, times=2)
+    assert report.verdict.reproduced == 2, report.describe()
+    assert report.divergences == [None, None], report.describe()
