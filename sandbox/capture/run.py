@@ -256,6 +256,7 @@ class Capture:
             # Inside a replay this block *is* the run being replayed: hand over to the
             # replay's recorder (no second run; an escaping exception is the replay's), which
             # begins recording here when the capture did (see Recorder.hand_over).
+            self._undo.append(boundary.root_here())  # the block is the run's main, as it was
             active.hand_over()
             self._handed = active
             return active
@@ -347,7 +348,10 @@ class Capture:
     ) -> None:
         handed, self._handed = self._handed, None
         if handed is not None:
-            handed.hand_back(exc)
+            try:
+                handed.hand_back(exc)
+            finally:
+                self._release()  # the block's main task
             return
         recorder = self._recorder
         if recorder is None:

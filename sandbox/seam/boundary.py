@@ -401,11 +401,18 @@ def task_scope(name: str) -> contextlib.AbstractContextManager[None]:
     return _set_within(_task_name, name)
 
 
-def root_here() -> None:
-    """What the calling task (else thread) does is the run's ``main`` from now on, as what
-    the run's code did in the task or thread it began in (see :func:`task_id`): a replay
-    that runs that code in a task of its own calls it there."""
-    _root.set(weakref.ref(_here()))
+def root_here() -> Callable[[], None]:
+    """What the calling task (else thread) does is the run's ``main`` until the returned
+    function is called (in the same context), as what the run's code did in the task or
+    thread it began in (see :func:`task_id`): a replay that runs that code in a task of its
+    own, or meets the run's ``capture.run`` in one, calls it there."""
+    token = _root.set(weakref.ref(_here()))
+
+    def undo() -> None:
+        with contextlib.suppress(ValueError):  # left from another context: it ends with it
+            _root.reset(token)
+
+    return undo
 
 
 def _here() -> object:
