@@ -179,6 +179,7 @@ class ReplayBoundary(Recorder):
             for e in prepared
             if isinstance(e, Timeout) and e.parent_span is not None
         }
+        self._inside = _inside_attempts(prepared)
         self._loop_attempts: dict[tuple[str, str], collections.deque[RetryAttempt]] = {}
         for e in prepared:  # tenacity's own loops: attempts recorded without a crossing
             if isinstance(e, RetryAttempt) and e.span is None:
@@ -389,8 +390,33 @@ class ReplayBoundary(Recorder):
             return None
         self._note_served(call, "recorded")
         timeout = self._timeouts.get(event.span) if event.span is not None else None
-        # Timed out before anything committed: running it would add a side effect.
-        return event, not (timeout is not None and timeout.committed is not True)
+        inside = self._inside.get(event.span, []) if event.span is not None else []
+        if timeout is None or timeout.committed is True or self._times_out_served(inside):
+            # It committed, or it timed out in a crossing the recording answers, as all it
+            # did: it runs again, its crossings answered as they were, and fails as it did.
+            return event, True
+        # Timed out before anything committed, with crossings that would be live: running
+        # it would add a side effect. Its recorded crossings are the attempt's, not the next.
+        self._recorded.skip(inside)
+        return event, False
+
+    def _times_out_served(self, events: Sequence[Event]) -> bool:
+        """Whether the attempt that recorded ``events`` timed out in one of its crossings
+        (a recorded timeout answer) and every crossing of it is answered from the recording
+        now: run again, it ends in that timeout, as it did. (A timeout from outside the
+        recording, a slow attempt, is not: run again, the attempt would go on.)"""
+        if self.fork is not None or not (self.inject_faults and any(map(timed_out, events))):
+            return False
+        for event in events:
+            if event.kind in _OUTCOME_KINDS:
+                continue
+            try:
+                policy = self.policies.policy_for(*policy_target(event.kind, event.name))
+            except SandboxError:
+                return False
+            if not policy.serves_recording:
+                return False
+        return True
 
     def attempt_fault(self, loop: str, attempt: int, failed: bool) -> BaseException | None:
         """An attempt of one of tenacity's own loops has ended: when the same attempt failed
@@ -568,6 +594,31 @@ class _Live(Generic[T]):
     def _ends(self) -> None:
         if self.counterpart is not None:
             self.boundary.replay_clock.reach(self.counterpart.wall)
+
+
+_OUTCOME_KINDS = frozenset({"timeout", "retry"})
+"""Kinds recorded inside an attempt that say how it ended, not crossings it made."""
+
+
+def _inside_attempts(events: Sequence[Event]) -> dict[int, list[Event]]:
+    """For each recorded retry attempt (its span), the events recorded inside it, nested
+    calls' included, in log order."""
+    children: dict[int, list[Event]] = collections.defaultdict(list)
+    for event in events:
+        if event.parent_span is not None:
+            children[event.parent_span].append(event)
+    inside: dict[int, list[Event]] = {}
+    for event in events:
+        if isinstance(event, RetryAttempt) and event.span is not None:
+            found: list[Event] = []
+            pending = [event.span]
+            while pending:
+                for child in children.get(pending.pop(), []):
+                    found.append(child)
+                    if child.span is not None and child.span != event.span:
+                        pending.append(child.span)
+            inside[event.span] = sorted(found, key=lambda e: e.seq)
+    return inside
 
 
 def timed_out(event: Event) -> bool:

@@ -96,6 +96,7 @@ def test_a_kept_request_reproduces_and_its_fix_is_gone(captured: Captured) -> No
     run_id = store.list()[0].run_id
     report = replay(run_id, store=store, times=2)
     assert report.verdict.reproduced == 2 and report.verdict.total == 2, report.describe()
+    assert report.divergences == [None, None], report.describe()  # it did what it did
     assert report.exit_code == 1
     fixed = replay(run_id, store=store, times=2, entrypoint="examples.refund_service:replay_fixed")
     assert fixed.mismatch is None, fixed.describe()

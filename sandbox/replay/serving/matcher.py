@@ -123,6 +123,21 @@ class Matcher:
                 return event
         raise self.mismatch(kind, name, request, repeat=(nth, len(recorded)), position=position)
 
+    def skip(self, events: Iterable[Event]) -> None:
+        """Take ``events`` (recorded ones, in log order) as if they had been answered: the
+        crossings of a recorded attempt that is not run again are not the next attempt's."""
+        with self._lock:
+            for event in sorted(events, key=lambda e: e.seq):
+                if event.kind not in BOUNDARY_KINDS:
+                    continue
+                key = (event.kind, event.name, fingerprint_of(event))
+                recorded = self._by_fingerprint.get(key, [])
+                nth = self._served[key]
+                if nth < len(recorded) and recorded[nth] is event:
+                    self._served[key] = nth + 1
+                    self._calls[(event.kind, event.name)] += 1
+                    self._used.add(id(event))
+
     def peek(self, kind: str, name: str, request: Any) -> Event | None:
         """The recorded event :meth:`match` would answer this request with next (by
         fingerprint), without taking it; ``None`` when the recording has none."""
