@@ -40,3 +40,6 @@ OPENED_IN_PROGRAM = "capture.run"
 """... its value: the run began when the program entered ``capture.run``, after what the
 program did first (its imports), so its replay begins its recording there too
 (:mod:`sandbox.replay.command`)."""
+OVERLAPPED_LABEL = "capture.overlapped_runs"
+"""Manifest label counting the other runs of the capturing process that recorded while the
+run did: its services' end states, taken when it ended, may hold their writes."""

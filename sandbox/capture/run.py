@@ -78,7 +78,7 @@ from sandbox.capture.shared import Shared
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OVERLAPPED_LABEL
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.events import BlobRef, Event, LLMCall
@@ -509,7 +509,12 @@ class Capture:
             else state
             for state in manifest.services
         ]
-        finished = manifest.model_copy(update={"services": services, "failure": recorder.failure})
+        labels = manifest.labels
+        if recorder.overlapped:
+            labels = {**labels, OVERLAPPED_LABEL: str(recorder.overlapped)}
+        finished = manifest.model_copy(
+            update={"services": services, "failure": recorder.failure, "labels": labels}
+        )
         writer = recorder.writer
         on_write = isinstance(writer, HeldWriter) and writer.clean is not None  # redacts it
         if not on_write and (services or recorder.failure is not None or not sealed):
@@ -684,6 +689,9 @@ def start_recording(
         seeds = seed_generators(seed) if seeding else {}
         if generators is False:
             random.seed(derive_seed(seed, "unrecorded"))
+        recorder.overlapped = len(_recording)
+        for other in _recording:
+            other.overlapped += 1
         _recording.add(recorder)
     try:
         release = _patches(http=http, ids=ids, entropy=entropy).acquire()

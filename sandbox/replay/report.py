@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from sandbox.capture.recorder import jsonable_value
 from sandbox.errors import ReplayMismatchError
+from sandbox.names import OVERLAPPED_LABEL
 from sandbox.replay.fork import describe_edits
 from sandbox.replay.judging.divergence import Divergence, StateDiff
 from sandbox.replay.judging.jsondiff import short
@@ -134,6 +135,19 @@ class ReplayReport:
             if len(ends) > 12:
                 lines.append(f"  ... and {len(ends) - 12} more differences")
         return "\n".join(lines)
+
+
+def overlap_note(labels: Mapping[str, str], report: ReplayReport) -> list[str]:
+    """The note saying that the original's end states may hold other runs' writes, when its
+    capture overlapped other runs of its process and an end state differs."""
+    overlapped = labels.get(OVERLAPPED_LABEL)
+    if not overlapped or not any(report.state_diffs):
+        return []
+    return [
+        f"The original's end states were taken as it ended, and {overlapped} other run(s) of "
+        "its process recorded while it ran (requests served alongside it): their writes are "
+        "in those end states, so a difference there need not be this run's."
+    ]
 
 
 def replay_notes(

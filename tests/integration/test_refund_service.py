@@ -97,6 +97,8 @@ def test_a_kept_request_reproduces_and_its_fix_is_gone(captured: Captured) -> No
     report = replay(run_id, store=store, times=2)
     assert report.verdict.reproduced == 2 and report.verdict.total == 2, report.describe()
     assert report.divergences == [None, None], report.describe()  # it did what it did
+    # the original's end state holds the other requests' refunds: the report says so
+    assert any("other run(s) of its process" in note for note in report.notes), report.notes
     assert report.exit_code == 1
     fixed = replay(run_id, store=store, times=2, entrypoint="examples.refund_service:replay_fixed")
     assert fixed.mismatch is None, fixed.describe()

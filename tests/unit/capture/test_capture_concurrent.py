@@ -290,3 +290,29 @@ def test_a_run_that_began_under_another_replays_without_seeding_the_generators(
     for replayed in report.replays:
         events = store.load_events(replayed)
         assert not any(isinstance(e, RandomDraw) and e.name == "random.seed" for e in events)
+
+
+def test_each_run_counts_the_runs_that_recorded_alongside_it(store: DirectoryStore) -> None:
+    """Of three runs, ``a`` alone first, then ``b`` and ``c`` overlapping each other:
+    ``b`` and ``c`` each count one other run (their end states may hold its writes: a
+    replay says so when an end state differs); ``a`` counts none and carries no label."""
+    from sandbox.names import OVERLAPPED_LABEL
+
+    with capture.run("a", store=store, services="none", packages=False):
+        lookup(0)
+    inside, leave = threading.Event(), threading.Event()
+
+    def b() -> None:
+        with capture.run("b", store=store, services="none", packages=False):
+            inside.set()
+            leave.wait(10)
+
+    worker = threading.Thread(target=b)
+    worker.start()
+    assert inside.wait(10)
+    with capture.run("c", store=store, services="none", packages=False):
+        lookup(1)
+    leave.set()
+    worker.join()
+    labels = {m.name: m.labels.get(OVERLAPPED_LABEL) for m in store.list()}
+    assert labels == {"a": None, "b": "1", "c": "1"}
