@@ -265,10 +265,10 @@ class Recorder:
         self.uuid4_source: Callable[[], Any] | None = None
         """The run's seeded ``uuid4`` generator (see :mod:`sandbox.capture.ids`)."""
         self.damaged: str | None = None
+        """Why the capture of this run failed (its own error, never the agent's), if it did."""
         self.overlapped = 0
         """How many other runs of this process recorded while this one did (its services'
         end states, taken when it ends, may hold their writes)."""
-        """Why the capture of this run failed (its own error, never the agent's), if it did."""
         self._exception: BaseException | None = None
         """The exception recorded as the one that ended the run."""
 
