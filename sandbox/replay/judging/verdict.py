@@ -129,6 +129,7 @@ class ReplayOutcome:
         """The outcome recorded by the last ``result`` event of a replayed log; ``served``
         sets the other fields (``exit_code``, ``mismatch``, ``stalls``, ``refused`` ...)."""
         final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
+        served.setdefault("marked", marked_reason(events))
         return cls(
             error=final.error if final else None,
             result=final.value if final else None,
@@ -137,7 +138,7 @@ class ReplayOutcome:
             divergence=divergence,
             boundary=last_boundary(events),
             calls=boundary_calls(events),
-            **{"marked": marked_reason(events), **served},
+            **served,
         )
 
 
