@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from sandbox.capture.markers import active, mark_failed
+from sandbox.capture.markers import active
+from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
 from sandbox.errors import CaptureError
 from sandbox.seam.apploop import run_in_app_loop
@@ -106,9 +107,16 @@ class CaptureMiddleware:
         async with run(self.name(scope), **{**self.settings, "labels": labels}) as rec:
             await self.app(scope, receive, watched)
             if status:
-                rec.offer_result({"status": status[0]})
-            if status and status[0] >= self.failed_status:
-                mark_failed(f"HTTP {status[0]} from {self.name(scope)}")
+                answered(rec, status[0], self.failed_status)
+
+
+def answered(recorder: Recorder, status: int, failed_status: int) -> None:
+    """What a request's answer records, captured or replayed alike: ``{"status": N}`` as its
+    result (unless the app set one), and, at or above ``failed_status``, the run marked
+    failed (unless the app marked it: its own reason and predicate stand)."""
+    recorder.offer_result({"status": status})
+    if status >= failed_status and recorder.failure is None:
+        recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")
 
 
 def replay_request(app: ASGIApp) -> int:
@@ -131,8 +139,6 @@ def replay_request(app: ASGIApp) -> int:
             return (await client.request(labels[METHOD], url)).status_code
 
     status = run_in_app_loop(send())  # on the loop every replayed request runs on
-    recorder.offer_result({"status": status})  # as the middleware did, unless the app had
     failed = labels.get(FAILED_STATUS, "500")
-    if failed.isdigit() and status >= int(failed) and recorder.failure is None:
-        recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")
+    answered(recorder, status, int(failed) if failed.isdigit() else 500)  # as captured
     return status

@@ -16,7 +16,7 @@ from sandbox.capture.asgi import CaptureMiddleware, replay_request
 from sandbox.replay import replay
 from sandbox.snapshot import DirectoryStore
 from sandbox.snapshot.events import FinalResult
-from sandbox.snapshot.manifest import Entrypoint, MarkedPredicate
+from sandbox.snapshot.manifest import Entrypoint, MarkedPredicate, ResultPredicate
 
 
 class RefundFailed(Exception):
@@ -130,6 +130,25 @@ def test_the_failing_status_is_a_setting(tmp_path: Path, failed_status: int) -> 
     assert manifest.failure is not None and "HTTP 404" in manifest.failure.reason
     assert manifest.failure.predicate == MarkedPredicate()  # judged on replay by a mark again
     assert manifest.labels["http.failed_status"] == str(failed_status)
+
+
+def test_a_5xx_keeps_the_failure_the_app_marked_itself(tmp_path: Path) -> None:
+    """An app that marks its run failed (its own reason and predicate) and then answers 503
+    keeps its mark: the middleware marks only a run nothing marked, as ``replay_request``
+    does on replay."""
+    app = FastAPI()
+    app.add_middleware(CaptureMiddleware, store=str(tmp_path), services="none")
+    own = ResultPredicate(path="cents", op="lt", value=50)
+
+    @app.get("/price")
+    async def price() -> None:
+        capture.mark_failed("stale price 20", own)
+        raise HTTPException(status_code=503)
+
+    assert asyncio.run(_call(app, ("GET", "/price"))) == [503]
+    (manifest,) = DirectoryStore(tmp_path).list()
+    assert manifest.failure is not None
+    assert (manifest.failure.reason, manifest.failure.predicate) == ("stale price 20", own)
 
 
 def test_a_request_records_its_status_as_its_result_unless_the_app_set_one(
