@@ -17,10 +17,14 @@ to be synced (:func:`~sandbox.capture.durable.flush`).
    its folder synced the way capture syncs its files
    (:func:`~sandbox.capture.durable.sync_paths`); ratio vcrpy / ours per round, for
    N = 200 and N = 20.
-   Goal: >= 1.5 (ours at most two thirds of vcrpy's time). The same requests made with no
+   Goal: >= 1.5 (ours at most two thirds of vcrpy's time). The server
+   (:mod:`bench._echo_server`) runs in a process of its own, as the services an agent calls
+   do; the 200-request run is also measured with it on a thread of this process, as this
+   benchmark did before: its handling then shares the interpreter's lock with the recorder
+   and counts in every side's time. The same requests made with no
    recorder are the third side of the same alternation, for information: vcrpy / them is
-   the most any recorder can reach here, the requests themselves (client and server in
-   this process) being most of the time; from them, the time each recorder adds per
+   the most any recorder can reach here, the requests themselves being most of the time;
+   from them, the time each recorder adds per
    exchange, their ratio, and the most a recorder may add per exchange for the goal.
 """
 
@@ -28,24 +32,25 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
+import subprocess
+import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench import _echo_server
 from bench.compare import compare, compare_all, ratios, record
 from sandbox import capture
 from sandbox.capture import durable
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--quick"]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @capture.tool
@@ -77,34 +82,32 @@ def bench_tools(root: Path, calls: int, rounds: int) -> list[float]:
     return [(o - b) / calls * 1e6 for o, b in zip(ours, base, strict=True)]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length)
-        raw = json.dumps({"echo": json.loads(body or b"null"), "ok": True}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-
 @contextmanager
-def _server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def _server(own_process: bool) -> Iterator[str]:
+    """The echo server's URL: in a process of its own, or on a thread of this one."""
+    if not own_process:
+        with _echo_server.in_this_process() as url:
+            yield url
+        return
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench._echo_server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(ROOT),
+    )
+    assert server.stdout is not None and server.stdin is not None
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/echo"
+        url = server.stdout.readline().decode().strip()
+        if not url:
+            raise SystemExit("bench.capture: the echo server did not start")
+        yield url
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stdin.close()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 @dataclass(frozen=True)
@@ -124,14 +127,15 @@ class HTTPFigures:
     """The most a recorder may add per exchange for vcrpy / it to reach 1.5."""
 
 
-def bench_http_run(root: Path, requests: int, rounds: int) -> HTTPFigures:
+def bench_http_run(root: Path, requests: int, rounds: int, *, own_process: bool) -> HTTPFigures:
     """A whole ``requests``-request run recorded by ours, by vcrpy and by nothing, setup and
-    save included, the three sides taking turns in one alternation."""
+    save included, the three sides taking turns in one alternation, against a server in a
+    process of its own or on a thread of this one."""
     import vcr
 
     store = DirectoryStore(root / f"runs-{requests}")
     count = itertools.count()
-    with _server() as url:
+    with _server(own_process) as url:
 
         def work() -> None:
             with httpx.Client() as client:
@@ -175,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             holds=lambda us: us <= 50,
             unit=" µs",
         )
-        for requests in (big, 20):
-            http = bench_http_run(root, requests, rounds)
-            run = f"{requests}-request run"
+        for requests, own_process in ((big, True), (big, False), (20, True)):
+            http = bench_http_run(root, requests, rounds, own_process=own_process)
+            where = "server in its own process" if own_process else "server in this process"
+            run = f"{requests}-request run, {where}"
             record(
                 f"capture: vcrpy / ours, {run} with setup and save",
                 http.whole,
