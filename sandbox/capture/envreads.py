@@ -105,14 +105,38 @@ def _read_by_the_agent(frame: Any) -> bool:
     return False
 
 
+_writes = [0]
+"""How many writes went through ``os.environ`` while it was tracked (each counted once
+it is made)."""
+_decoded: tuple[int, dict[str, str]] | None = None
+"""The environment decoded (every run's start copies it), with the count of writes it
+holds."""
+
+
 class _TrackedEnviron(os._Environ[str]):
     def __getitem__(self, key: str) -> str:
         _note(key)
         return super().__getitem__(key)
 
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key, value)
+        _writes[0] += 1
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        _writes[0] += 1
+
     def _plain(self) -> dict[str, str]:
+        """The environment as a new dict, decoded once until a write changes it."""
+        global _decoded
+        writes, known = _writes[0], _decoded
+        if known is not None and known[0] == writes:
+            return dict(known[1])
         data: dict[str, str] = self._data  # type: ignore[attr-defined]
-        return {self.decodekey(k): self.decodevalue(v) for k, v in data.items()}
+        plain = {self.decodekey(k): self.decodevalue(v) for k, v in data.items()}
+        if _writes[0] == writes:  # no write while it was decoded
+            _decoded = (writes, plain)
+        return dict(plain)
 
     def copy(self) -> dict[str, str]:
         return self._plain()
@@ -125,10 +149,11 @@ class _TrackedEnviron(os._Environ[str]):
 
 
 def _swap_in() -> None:
-    global _original
+    global _original, _decoded
     environ = os.environ
     if not isinstance(environ, _TrackedEnviron):
         _original = type(environ)
+        _decoded = None  # writes made untracked were not counted
         environ.__class__ = _TrackedEnviron
 
 

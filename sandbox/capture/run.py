@@ -624,9 +624,20 @@ def _end_observing(pinned: PinnedState) -> None:
 
 _recording: weakref.WeakSet[Recorder] = weakref.WeakSet()
 """The runs recording in this process (capture's and replay's)."""
+_starts = [0]
+"""How many runs have joined :data:`_recording` so far: a run that leaves it counts those
+that joined after it without looking at each run still recording."""
 _seeding = threading.Lock()
 """Held while a starting run looks at :data:`_recording` (and seeds if it is empty) and
-joins it."""
+joins it, and while a run leaves it."""
+
+
+def _leave(recorder: Recorder, joined: int) -> None:
+    """``recorder`` stops recording; its :attr:`~Recorder.overlapped` gains the runs that
+    started after it joined as the ``joined``-th (it counted those recording then)."""
+    with _seeding:
+        _recording.discard(recorder)
+        recorder.overlapped += _starts[0] - joined
 
 
 @functools.cache
@@ -690,19 +701,19 @@ def start_recording(
         if generators is False:
             random.seed(derive_seed(seed, "unrecorded"))
         recorder.overlapped = len(_recording)
-        for other in _recording:
-            other.overlapped += 1
         _recording.add(recorder)
+        _starts[0] += 1
+        joined = _starts[0]
     try:
         release = _patches(http=http, ids=ids, entropy=entropy).acquire()
     except BaseException:
-        _recording.discard(recorder)
+        _leave(recorder, joined)
         raise
     if ids:
         recorder.uuid4_source = SeededUUID(derive_seed(seed, "uuid4"))
     # Undone last first: the patches let go before the run leaves ``_recording``, so no
     # run starting then sees none recording while the entropy sources are still patched.
-    undo: list[Callable[[], None]] = [functools.partial(_recording.discard, recorder), release]
+    undo: list[Callable[[], None]] = [functools.partial(_leave, recorder, joined), release]
     manifest = recorder.writer.manifest
     seeded = manifest.model_copy(update={"seeds": {**manifest.seeds, **seeds}})
     if save:

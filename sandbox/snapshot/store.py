@@ -731,6 +731,8 @@ class RunWriter:
         self.close()
 
 
+KEY_CHECKED_EVERY = 1.0
+"""Seconds during which a store's placeholder key, once read, is taken as unchanged."""
 _PLACEHOLDER_KEYS: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
 """Placeholder keys read in this process, by path, with the identity of the file read."""
 
@@ -744,6 +746,8 @@ class DirectoryStore(Store):
         self._staging_made = self._runs_made = False
         """Whether the staging area and ``runs/`` were made (or seen) already: a run's
         creation then tries without making them first."""
+        self._key: tuple[float, bytes] | None = None
+        """The placeholder key, and when its file was last looked at."""
 
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.root)!r})"
@@ -776,7 +780,16 @@ class DirectoryStore(Store):
     def placeholder_key(self) -> bytes:
         """The store's placeholder key (32 random bytes), made on first use, readable only by
         its owner. Redaction keys its placeholders with it; it never goes into a bundle.
-        Read once per process while its file stays the same one (one ``stat`` a call)."""
+        Read once per process while its file stays the same one, which is looked at again
+        at most once every :data:`KEY_CHECKED_EVERY` seconds (a service's runs each ask)."""
+        known, now = self._key, time.monotonic()
+        if known is not None and now - known[0] < KEY_CHECKED_EVERY:
+            return known[1]
+        key = self._placeholder_key()
+        self._key = (now, key)
+        return key
+
+    def _placeholder_key(self) -> bytes:
         path = self.root / PLACEHOLDER_KEY
         with contextlib.suppress(FileNotFoundError):
             stat_ = os.stat(path)
@@ -1035,14 +1048,33 @@ def open_store(location: str | os.PathLike[str] | None = None) -> Store:
     loc = str(location if location is not None else os.environ.get(STORE_ENV, DEFAULT_STORE))
     scheme, sep, rest = loc.partition("://")
     if not sep:
-        return DirectoryStore(loc)
+        return _directory_store(loc)
     if scheme == "file":
-        return DirectoryStore(rest)
+        return _directory_store(rest)
     if scheme in LAZY_BACKENDS:
         module, _, name = LAZY_BACKENDS[scheme].partition(":")
         backend: Callable[[str], Store] = getattr(importlib.import_module(module), name)
         return backend(loc)
     raise UnknownNameError("store scheme", scheme, ["file", *LAZY_BACKENDS])
+
+
+_DIRECTORY_STORES: dict[str, DirectoryStore] = {}
+"""The folder stores opened by path in this process, by absolute path: a service whose every
+request is a run opens its store by path each time, and one object keeps what it has seen
+(the folders it made)."""
+_DIRECTORY_STORES_LIMIT = 64
+
+
+def _directory_store(path: str) -> DirectoryStore:
+    """The :class:`DirectoryStore` at ``path`` (relative to the current folder), the same
+    object for the same folder."""
+    where = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    found = _DIRECTORY_STORES.get(where)
+    if found is None:
+        if len(_DIRECTORY_STORES) >= _DIRECTORY_STORES_LIMIT:
+            _DIRECTORY_STORES.clear()
+        found = _DIRECTORY_STORES[where] = DirectoryStore(where)
+    return found
 
 
 def as_store(store: Store | str | os.PathLike[str] | None) -> Store:
