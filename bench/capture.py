@@ -19,7 +19,7 @@ to be synced (:func:`~sandbox.capture.durable.flush`).
    N = 200 and N = 20.
    Goal: >= 1.5 (ours at most two thirds of vcrpy's time). The server
    (:mod:`bench._echo_server`) runs in a process of its own, as the services an agent calls
-   do; the 200-request run is also measured with it on a thread of this process, as this
+   do; the 200-request run is also measured last with it on a thread of this process, as this
    benchmark did before: its handling then shares the interpreter's lock with the recorder
    and counts in every side's time. The same requests made with no
    recorder are the third side of the same alternation, for information: vcrpy / them is
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             holds=lambda us: us <= 50,
             unit=" µs",
         )
-        for requests, own_process in ((big, True), (big, False), (20, True)):
+        for requests, own_process in ((big, True), (20, True), (big, False)):
             http = bench_http_run(root, requests, rounds, own_process=own_process)
             where = "server in its own process" if own_process else "server in this process"
             run = f"{requests}-request run, {where}"

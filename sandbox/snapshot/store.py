@@ -746,7 +746,7 @@ class DirectoryStore(Store):
         self._staging_made = self._runs_made = False
         """Whether the staging area and ``runs/`` were made (or seen) already: a run's
         creation then tries without making them first."""
-        self._key: tuple[float, bytes] | None = None
+        self._key_read: tuple[float, bytes] | None = None
         """The placeholder key, and when its file was last looked at."""
 
     def __repr__(self) -> str:
@@ -782,11 +782,11 @@ class DirectoryStore(Store):
         its owner. Redaction keys its placeholders with it; it never goes into a bundle.
         Read once per process while its file stays the same one, which is looked at again
         at most once every :data:`KEY_CHECKED_EVERY` seconds (a service's runs each ask)."""
-        known, now = self._key, time.monotonic()
+        known, now = self._key_read, time.monotonic()
         if known is not None and now - known[0] < KEY_CHECKED_EVERY:
             return known[1]
         key = self._placeholder_key()
-        self._key = (now, key)
+        self._key_read = (now, key)
         return key
 
     def _placeholder_key(self) -> bytes:

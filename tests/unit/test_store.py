@@ -13,15 +13,18 @@ from snapshot_factory import CREATED, build_snapshot, tree
 from sandbox.capture.run import finish_manifest
 from sandbox.errors import StoreError, UnknownRunError, UnsafePathError
 from sandbox.snapshot import DirectoryStore, Manifest
+from sandbox.snapshot import store as store_module
 from sandbox.snapshot.events import BlobRef, ClockRead, Event, LLMCall, ToolCall
 from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.manifest import ModelInfo, Runtime
 from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
+    PLACEHOLDER_KEY,
     atomic_write,
     dump_event,
     dump_manifest,
+    open_store,
     parse_manifest,
 )
 
@@ -222,3 +225,36 @@ def test_a_manifest_is_written_as_its_model_dumps_it() -> None:
     ):
         assert dump_manifest(manifest) == manifest.model_dump_json(indent=2).encode() + b"\n"
         assert parse_manifest(dump_manifest(manifest)) == manifest
+
+
+def test_a_store_opened_by_path_is_one_object_per_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened by a relative path, an absolute one or a ``file://`` URL, one folder is one
+    store object (a service opens its store at every request); another folder, or the same
+    relative path from another current folder, is another store."""
+    monkeypatch.chdir(tmp_path)
+    here = open_store("s")
+    assert open_store(str(tmp_path / "s")) is here
+    assert open_store(f"file://{tmp_path}/s") is here
+    assert isinstance(here, DirectoryStore) and here.root == tmp_path / "s"
+    assert open_store("t") is not here
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    there = open_store("s")
+    assert isinstance(there, DirectoryStore) and there.root == tmp_path / "sub" / "s"
+
+
+def test_a_replaced_placeholder_key_is_read_again_once_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is read once and handed out the same; its file replaced, the store reads
+    the new one when it looks at the file again (at once here: no interval)."""
+    store = DirectoryStore(tmp_path)
+    key = store.placeholder_key()
+    assert store.placeholder_key() == key and len(key) == 32
+    (tmp_path / PLACEHOLDER_KEY).unlink()
+    assert store.placeholder_key() == key  # within the interval: not looked at
+    monkeypatch.setattr(store_module, "KEY_CHECKED_EVERY", 0.0)
+    fresh = store.placeholder_key()
+    assert fresh != key and (tmp_path / PLACEHOLDER_KEY).exists()

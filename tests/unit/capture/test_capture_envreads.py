@@ -80,3 +80,33 @@ def test_a_name_read_outside_runs_while_serving_is_looked_at_once_per_reading_co
     done = runpy.run_path(str(script), init_globals={"STORE": store})
     assert len(walks) == 2
     assert store.load_manifest(done["RUN"]).env["SERVICE_SETTING"] == "on"
+
+
+def test_a_copy_of_the_environment_holds_the_writes_made_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each run's start copies the environment, decoded once until a write: a copy holds
+    what was set, updated and deleted through ``os.environ`` before it was made, and
+    changing a copy changes neither the environment nor the next copy."""
+    from sandbox.capture import envreads
+
+    undo = envreads.track_env_reads()
+    try:
+        assert isinstance(os.environ, envreads._TrackedEnviron)
+        assert "ZZ_COPY_SET" not in os.environ.copy()
+        monkeypatch.setenv("ZZ_COPY_SET", "1")
+        assert os.environ.copy()["ZZ_COPY_SET"] == "1"
+        monkeypatch.setenv("ZZ_COPY_SET", "2")
+        assert os.environ.copy()["ZZ_COPY_SET"] == "2"
+        os.environ.update(ZZ_COPY_UPDATED="3")
+        monkeypatch.delenv("ZZ_COPY_UPDATED")  # restored as absent afterwards
+        assert "ZZ_COPY_UPDATED" not in os.environ.copy()
+        monkeypatch.delenv("ZZ_COPY_SET")
+        assert "ZZ_COPY_SET" not in dict(os.environ.items())
+        mine = os.environ.copy()
+        mine["ZZ_COPY_MINE"] = "x"
+        assert "ZZ_COPY_MINE" not in os.environ
+        assert "ZZ_COPY_MINE" not in os.environ.copy()
+        assert os.environ.copy() == {k: os.environ[k] for k in os.environ}
+    finally:
+        undo()
