@@ -31,7 +31,9 @@ to be synced (:func:`~sandbox.capture.durable.flush`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
+import json
 import subprocess
 import sys
 import tempfile
@@ -165,39 +167,68 @@ def bench_http_run(root: Path, requests: int, rounds: int, *, own_process: bool)
     )
 
 
+def _block(requests: int, rounds: int, own_process: bool) -> HTTPFigures:
+    """:func:`bench_http_run` in a process of its own: what one figure's runs leave behind
+    (vcrpy's path was measured 10 to 20 times slower in a process that had run other
+    figures' runs before) does not reach the next figure."""
+    block = f"{requests}:{'own' if own_process else 'here'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.capture", "--block", block, "--rounds", str(rounds)],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench.capture: the {requests}-request run failed:\n{done.stderr}")
+    return HTTPFigures(**json.loads(done.stdout.splitlines()[-1]))
+
+
+def _run_block(spec: str, rounds: int) -> int:
+    """``--block REQUESTS:own|here``: one HTTP figure's runs, their values printed as JSON."""
+    requests, _, where = spec.partition(":")
+    with tempfile.TemporaryDirectory() as tmp:
+        http = bench_http_run(Path(tmp), int(requests), rounds, own_process=where == "own")
+    print(json.dumps(dataclasses.asdict(http)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.capture")
     parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
+    parser.add_argument("--block", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     calls, big, rounds = (500, 50, 5) if args.quick else (2000, 200, 15)
+    if args.block:
+        return _run_block(args.block, args.rounds or rounds)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
         record(
             f"capture: recording one @tool call ({calls} calls)",
-            bench_tools(root, calls, rounds),
+            bench_tools(Path(tmp), calls, rounds),
             goal="<= 50 µs",
             holds=lambda us: us <= 50,
             unit=" µs",
         )
-        for requests, own_process in ((big, True), (20, True), (big, False)):
-            http = bench_http_run(root, requests, rounds, own_process=own_process)
-            where = "server in its own process" if own_process else "server in this process"
-            run = f"{requests}-request run, {where}"
-            record(
-                f"capture: vcrpy / ours, {run} with setup and save",
-                http.whole,
-                goal=">= 1.5x",
-                holds=lambda ratio: ratio >= 1.5,
-            )
-            record(f"capture: vcrpy / no recording, {run} (the most)", http.ceiling)
-            record(f"capture: time vcrpy adds / time ours adds, {run}", http.added)
-            record(f"capture: ours adds per exchange, {run}", http.ours_us, unit=" µs")
-            record(f"capture: vcrpy adds per exchange, {run}", http.vcrpy_us, unit=" µs")
-            record(
-                f"capture: the most a recorder may add per exchange for 1.5x, {run}",
-                http.budget_us,
-                unit=" µs",
-            )
+    for requests, own_process in ((big, True), (20, True), (big, False)):
+        http = _block(requests, rounds, own_process)
+        where = "server in its own process" if own_process else "server in this process"
+        run = f"{requests}-request run, {where}"
+        record(
+            f"capture: vcrpy / ours, {run} with setup and save",
+            http.whole,
+            goal=">= 1.5x",
+            holds=lambda ratio: ratio >= 1.5,
+        )
+        record(f"capture: vcrpy / no recording, {run} (the most)", http.ceiling)
+        record(f"capture: time vcrpy adds / time ours adds, {run}", http.added)
+        record(f"capture: ours adds per exchange, {run}", http.ours_us, unit=" µs")
+        record(f"capture: vcrpy adds per exchange, {run}", http.vcrpy_us, unit=" µs")
+        record(
+            f"capture: the most a recorder may add per exchange for 1.5x, {run}",
+            http.budget_us,
+            unit=" µs",
+        )
     return 0
 
 
