@@ -21,7 +21,9 @@ to be synced (:func:`~sandbox.capture.durable.flush`).
    (:mod:`bench._echo_server`) runs in a process of its own, as the services an agent calls
    do; the 200-request run is also measured last with it on a thread of this process, as this
    benchmark did before: its handling then shares the interpreter's lock with the recorder
-   and counts in every side's time. The same requests made with no
+   and counts in every side's time. Each HTTP figure is measured in a process of its own
+   (:func:`_block`): vcrpy's path was far slower in a process that had run another
+   figure's runs, which flattered ours. The same requests made with no
    recorder are the third side of the same alternation, for information: vcrpy / them is
    the most any recorder can reach here, the requests themselves being most of the time;
    from them, the time each recorder adds per
