@@ -171,7 +171,7 @@ def bench_http_run(root: Path, requests: int, rounds: int, *, own_process: bool)
 
 def _block(requests: int, rounds: int, own_process: bool) -> HTTPFigures:
     """:func:`bench_http_run` in a process of its own: what one figure's runs leave behind
-    (vcrpy's path was measured 10 to 20 times slower in a process that had run other
+    (vcrpy's path was measured 10 to 60 times slower in a process that had run other
     figures' runs before) does not reach the next figure."""
     block = f"{requests}:{'own' if own_process else 'here'}"
     done = subprocess.run(
