@@ -4,12 +4,16 @@ bench._echo_server`` serves it in a process of its own and prints its URL."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -45,6 +49,30 @@ def in_this_process() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def in_own_process() -> Iterator[str]:
+    """The server in a process of its own (``python -m bench._echo_server``); its URL."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bench._echo_server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(ROOT),
+    )
+    assert server.stdout is not None and server.stdin is not None
+    try:
+        url = server.stdout.readline().decode().strip()
+        if not url:
+            raise SystemExit("bench._echo_server: the server did not start")
+        yield url
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 if __name__ == "__main__":

@@ -39,8 +39,6 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +52,6 @@ from sandbox.capture import durable
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--quick"]
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @capture.tool
@@ -86,34 +83,6 @@ def bench_tools(root: Path, calls: int, rounds: int) -> list[float]:
     return [(o - b) / calls * 1e6 for o, b in zip(ours, base, strict=True)]
 
 
-@contextmanager
-def _server(own_process: bool) -> Iterator[str]:
-    """The echo server's URL: in a process of its own, or on a thread of this one."""
-    if not own_process:
-        with _echo_server.in_this_process() as url:
-            yield url
-        return
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bench._echo_server"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=str(ROOT),
-    )
-    assert server.stdout is not None and server.stdin is not None
-    try:
-        url = server.stdout.readline().decode().strip()
-        if not url:
-            raise SystemExit("bench.capture: the echo server did not start")
-        yield url
-    finally:
-        server.stdin.close()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
 @dataclass(frozen=True)
 class HTTPFigures:
     """Per round, for one run of ``requests`` requests."""
@@ -139,7 +108,7 @@ def bench_http_run(root: Path, requests: int, rounds: int, *, own_process: bool)
 
     store = DirectoryStore(root / f"runs-{requests}")
     count = itertools.count()
-    with _server(own_process) as url:
+    with _echo_server.in_own_process() if own_process else _echo_server.in_this_process() as url:
 
         def work() -> None:
             with httpx.Client() as client:
@@ -178,7 +147,7 @@ def _block(requests: int, rounds: int, own_process: bool) -> HTTPFigures:
         [sys.executable, "-m", "bench.capture", "--block", block, "--rounds", str(rounds)],
         capture_output=True,
         text=True,
-        cwd=str(ROOT),
+        cwd=str(_echo_server.ROOT),
         check=False,
     )
     if done.returncode != 0:

@@ -733,8 +733,6 @@ class RunWriter:
 
 KEY_CHECKED_EVERY = 1.0
 """Seconds during which a store's placeholder key, once read, is taken as unchanged."""
-_PLACEHOLDER_KEYS: dict[str, tuple[tuple[int, int, int, int], bytes]] = {}
-"""Placeholder keys read in this process, by path, with the identity of the file read."""
 
 
 class DirectoryStore(Store):
@@ -746,8 +744,8 @@ class DirectoryStore(Store):
         self._staging_made = self._runs_made = False
         """Whether the staging area and ``runs/`` were made (or seen) already: a run's
         creation then tries without making them first."""
-        self._key_read: tuple[float, bytes] | None = None
-        """The placeholder key, and when its file was last looked at."""
+        self._key_read: tuple[float, tuple[int, int, int, int], bytes] | None = None
+        """When the placeholder key's file was last looked at, its identity then, the key."""
 
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.root)!r})"
@@ -780,25 +778,20 @@ class DirectoryStore(Store):
     def placeholder_key(self) -> bytes:
         """The store's placeholder key (32 random bytes), made on first use, readable only by
         its owner. Redaction keys its placeholders with it; it never goes into a bundle.
-        Read once per process while its file stays the same one, which is looked at again
-        at most once every :data:`KEY_CHECKED_EVERY` seconds (a service's runs each ask)."""
+        Read once while its file stays the same one, which is looked at again (one
+        ``stat``) at most once every :data:`KEY_CHECKED_EVERY` seconds: a service's runs
+        each ask, through the one store object of its folder (:func:`open_store`)."""
         known, now = self._key_read, time.monotonic()
         if known is not None and now - known[0] < KEY_CHECKED_EVERY:
-            return known[1]
-        key = self._placeholder_key()
-        self._key_read = (now, key)
-        return key
-
-    def _placeholder_key(self) -> bytes:
+            return known[2]
         path = self.root / PLACEHOLDER_KEY
         with contextlib.suppress(FileNotFoundError):
             stat_ = os.stat(path)
             seen = (stat_.st_dev, stat_.st_ino, stat_.st_mtime_ns, stat_.st_size)
-            known = _PLACEHOLDER_KEYS.get(str(path))
-            if known is not None and known[0] == seen:
-                return known[1]
-            key = self._read_placeholder_key(path)
-            _PLACEHOLDER_KEYS[str(path)] = (seen, key)
+            key = known[2] if known is not None and known[1] == seen else None
+            if key is None:
+                key = self._read_placeholder_key(path)
+            self._key_read = (now, seen, key)
             return key
         with store_writes(self.root):
             self.root.mkdir(parents=True, exist_ok=True)

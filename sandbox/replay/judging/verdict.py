@@ -129,7 +129,8 @@ class ReplayOutcome:
         """The outcome recorded by the last ``result`` event of a replayed log; ``served``
         sets the other fields (``exit_code``, ``mismatch``, ``stalls``, ``refused`` ...)."""
         final = next((e for e in reversed(events) if isinstance(e, FinalResult)), None)
-        served.setdefault("marked", marked_reason(events))
+        if "marked" not in served:  # read from the log only when the caller did not say
+            served["marked"] = marked_reason(events)
         return cls(
             error=final.error if final else None,
             result=final.value if final else None,
