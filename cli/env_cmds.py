@@ -119,6 +119,14 @@ def gc_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="With --runs: say what would go, remove nothing.")
     ] = False,
+    claimed_within: Annotated[
+        str,
+        typer.Option(
+            "--claimed-within",
+            help="With --runs: keep the blobs a run wrote or reused within this age before "
+            "the pruning, or during it (a run still being published may need them).",
+        ),
+    ] = "1h",
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -133,7 +141,15 @@ def gc_command(
     jsonout.requested(as_json)
     console = _console()  # stderr: with --json, stdout holds the JSON alone
     if runs or older_than is not None or max_size is not None or dry_run:
-        _prune_runs(store, runs, older_than, max_size, dry_run=dry_run, as_json=as_json)
+        _prune_runs(
+            store,
+            runs,
+            older_than,
+            max_size,
+            claimed_within,
+            dry_run=dry_run,
+            as_json=as_json,
+        )
         return
     stale = store_from(store).clean_stale()
     report = gc(all=all_, progress=lambda line: console.print(line, markup=False))
@@ -164,6 +180,7 @@ def _prune_runs(
     runs: bool,
     older_than: str | None,
     max_size: str | None,
+    claimed_within: str,
     *,
     dry_run: bool,
     as_json: bool,
@@ -179,6 +196,7 @@ def _prune_runs(
         older_than=None if older_than is None else parse_age(older_than),
         max_bytes=None if max_size is None else parse_size(max_size),
         dry_run=dry_run,
+        claimed_within=parse_age(claimed_within, "--claimed-within"),
     )
     if as_json:
         jsonout.emit({"ok": True, "dry_run": dry_run, **dataclasses.asdict(pruned)})
@@ -186,6 +204,12 @@ def _prune_runs(
     verb = "would remove" if dry_run else "removed"
     _console().print(
         f"{verb} {len(pruned.runs)} run(s) and {pruned.blobs} blob(s), "
-        f"{human_size(pruned.freed)}; {pruned.remaining} run(s) left, {human_size(pruned.size)}",
+        f"{human_size(pruned.freed)}; {pruned.remaining} run(s) left, {human_size(pruned.size)}"
+        + (
+            f"; kept {pruned.claimed} blob(s) a run wrote or reused lately (it may still be "
+            "publishing)"
+            if pruned.claimed
+            else ""
+        ),
         markup=False,
     )

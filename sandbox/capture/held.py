@@ -186,7 +186,7 @@ class HeldStore(Store):
         if writer is None:
             aside = self.spill()
             for key in aside.iter_blobs():
-                if not self.target.has_blob(key):
+                if not self.target.claim_blob(key):
                     self.target.put_blob_file(aside.blob_path(key), key)
             folder = aside.run_dir(run_id)
             self.target.save_raw(aside.load_manifest(run_id), folder / EVENTS)
@@ -197,7 +197,7 @@ class HeldStore(Store):
         with self._lock:
             blobs = list(self._blobs.items())
         for key, data in blobs:
-            if not self.target.has_blob(key):
+            if not self.target.claim_blob(key):
                 self.target.put_blob(data)
         self.target.save_raw(writer._out(writer.manifest), b"".join(writer.held()))
 
@@ -250,6 +250,13 @@ class HeldStore(Store):
             if key in self._blobs:
                 return True
             return self._aside is not None and self._aside.has_blob(key)
+
+    def claim_blob(self, key: str) -> bool:
+        return self.has_blob(key)
+
+    def delete_blob_unclaimed(self, key: str, since: float) -> bool:
+        self.delete_blob(key)  # the run's own, never pruned
+        return True
 
     def delete_blob(self, key: str) -> None:
         with self._lock:

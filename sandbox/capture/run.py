@@ -739,7 +739,7 @@ def _put_diff(store: Store, data: bytes, media: str, redactor: Redactor) -> Blob
         clean = redactor.bytes(data)
         found = _redacted_diffs[key] = (state, clean, sha256_bytes(clean))
     _, clean, sha = found
-    if store.has_blob(sha):
+    if store.claim_blob(sha):
         return BlobRef(sha256=sha, size=len(clean), media_type=media)
     return store.put_blob(clean, media)
 

@@ -560,7 +560,7 @@ def _import_checked(
     added: list[str] = []
     try:
         for key in sorted(check.blob_keys):
-            if not store.has_blob(key):
+            if not store.claim_blob(key):
                 store.put_blob_file(contents.files[blob_member(key)].path, key)
                 added.append(key)
         store.save_raw(manifest, events.path, overwrite=force)

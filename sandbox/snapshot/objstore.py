@@ -21,6 +21,7 @@ once, when the store is opened: with its bucket and prefix it is the store's
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox.errors import StoreError, UnknownRunError
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import (
+    CLAIM_GRACE,
     EVENTS,
     MANIFEST,
     MAX_MANIFEST_BYTES,
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
 SCHEME = "s3"
 ENDPOINT_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 """boto3's variables naming the endpoint, the first one set wins (as in boto3)."""
+CLAIM_REFRESH = CLAIM_GRACE / 6
+"""Seconds after which a blob claimed is marked in use again (a copy of it onto itself):
+well within a pruning's grace, at most one request per blob and period."""
 
 
 @dataclass(frozen=True)
@@ -151,19 +156,23 @@ class ObjectStore:
         )
 
     def _has(self, key: str) -> bool:
+        return self._modified(key) is not None
+
+    def _modified(self, key: str) -> float | None:
+        """When the object last changed (seconds since the epoch), ``None`` when absent."""
         from botocore.exceptions import ClientError
 
-        def head() -> bool:
+        def head() -> float | None:
             try:
-                self.client.head_object(Bucket=self.location.bucket, Key=key)
+                found = self.client.head_object(Bucket=self.location.bucket, Key=key)
             except ClientError as exc:
                 if _status(exc) == 404:
-                    return False
+                    return None
                 raise
-            return True
+            return found["LastModified"].timestamp()
 
-        found: bool = self._call(f"look up {key}", head)
-        return found
+        modified: float | None = self._call(f"look up {key}", head)
+        return modified
 
     def check_bucket(self) -> None:
         """Raise :class:`StoreError` when the store answers that the bucket does not exist
@@ -201,11 +210,48 @@ class ObjectStore:
     def has_blob(self, key: str) -> bool:
         return self._has(self.blob_key(key))
 
+    def claim_blob(self, key: str) -> bool:
+        """Whether the blob is there, marked in use (see :meth:`Store.claim_blob`): copied
+        onto itself, which sets its time of change to now, when that time is more than
+        :data:`CLAIM_REFRESH` seconds old (a pruning leaves a blob changed within its grace,
+        which is longer)."""
+        name = self.blob_key(key)
+        modified = self._modified(name)
+        if modified is None:
+            return False
+        if time.time() - modified > CLAIM_REFRESH:
+            source = {"Bucket": self.location.bucket, "Key": name}
+            self._call(
+                f"mark {name} in use",
+                lambda: self.client.copy_object(
+                    Bucket=self.location.bucket,
+                    Key=name,
+                    CopySource=source,  # type: ignore[arg-type]
+                    MetadataDirective="REPLACE",
+                ),
+            )
+        return True
+
     def put_blob(self, key: str, data: bytes) -> bool:
-        """Upload a blob unless it is there already; return whether it was sent."""
-        if self.has_blob(key):
+        """Upload a blob unless it is there already (then claimed); return whether it was
+        sent."""
+        if self.claim_blob(key):
             return False
         self._put(self.blob_key(key), data)
+        return True
+
+    def delete_blob_unclaimed(self, key: str, since: float) -> bool:
+        """Remove a blob unless it changed at or after ``since`` (see
+        :meth:`Store.delete_blob_unclaimed`). The object store's times are whole seconds of
+        its own clock; one claimed between this look and the removal is still removed (a
+        window of one request, where a folder store has none)."""
+        name = self.blob_key(key)
+        modified = self._modified(name)
+        if modified is None:
+            return True
+        if modified + 1 > since:
+            return False
+        self._delete(name)
         return True
 
     def get_blob(self, key: str) -> bytes | None:

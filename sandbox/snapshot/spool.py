@@ -363,6 +363,10 @@ class SpooledStore(DirectoryStore):
         if sha256_bytes(data) != key:
             raise IntegrityError(f"blob {key}: content does not match its SHA-256")
         DirectoryStore.put_blob(self, data)
+        # A copy read from the object store is no run's claim on it (see claim_blob): dated
+        # as of long ago, so that a pruning decides by the object store's own time.
+        with contextlib.suppress(OSError):
+            os.utime(self.blob_path(key), (0, 0), follow_symlinks=False)
 
     def get_blob(self, key: str) -> bytes:
         self._fetch_blob(key)
@@ -392,6 +396,15 @@ class SpooledStore(DirectoryStore):
         """Remove a blob from the object store and the spool."""
         self.remote.delete_blob(key)
         DirectoryStore.delete_blob(self, key)
+
+    def claim_blob(self, key: str) -> bool:
+        return DirectoryStore.claim_blob(self, key) or self.remote.claim_blob(key)
+
+    def delete_blob_unclaimed(self, key: str, since: float) -> bool:
+        """From the object store, then from the spool (each unless claimed there)."""
+        return self.remote.delete_blob_unclaimed(key, since) and (
+            DirectoryStore.delete_blob_unclaimed(self, key, since)
+        )
 
 
 def _upload_loop(ref: weakref.ref[SpooledStore]) -> None:

@@ -53,6 +53,9 @@ MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 STALE_AFTER = 6 * 3600.0
 """Seconds after which an entry of ``.tmp`` is taken for the leftover of a killed writer."""
+CLAIM_GRACE = 3600.0
+"""Seconds before a pruning began during which a blob written or claimed by a run
+(:meth:`Store.claim_blob`) is kept by it: that run may still be publishing."""
 PLACEHOLDER_KEY = ".placeholder-key"
 """The store's secret for keyed placeholders (never exported: a bundle holds runs and blobs)."""
 
@@ -151,6 +154,21 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def claim_file(path: Path) -> bool:
+    """Whether the blob file at ``path`` is present, its time of change set to now
+    (:meth:`Store.claim_blob`). A link or device in its place is not a blob (replaced, not
+    followed); a blob removed meanwhile is not present (the caller writes it again)."""
+    if not is_regular(path):
+        return False
+    try:
+        os.utime(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:  # not the caller's to change (another user's store): present all the same
+        pass
+    return True
 
 
 def read_manifest_bytes(path: Path) -> bytes:
@@ -411,6 +429,18 @@ class Store(Protocol):
 
     def delete_blob(self, key: str) -> None:
         """Remove a blob (nothing happens when it is absent)."""
+        ...
+
+    def claim_blob(self, key: str) -> bool:
+        """Whether the blob is present, marked in use now: a run that reuses a blob the store
+        holds claims it (so does :meth:`put_blob`), so that a pruning that began before it
+        leaves the blob (:meth:`delete_blob_unclaimed`)."""
+        ...
+
+    def delete_blob_unclaimed(self, key: str, since: float) -> bool:
+        """Remove a blob unless a run wrote or claimed it at or after ``since`` (seconds
+        since the epoch): a run still being published may reference it. Whether it is gone
+        (or was absent)."""
         ...
 
     def iter_blobs(self) -> Iterator[str]:
@@ -817,7 +847,7 @@ class DirectoryStore(Store):
     def put_blob(self, data: bytes, media_type: str = "application/octet-stream") -> BlobRef:
         key = sha256_bytes(data)
         path = self.blob_path(key)
-        if not is_regular(path):  # a link or device in its place is replaced, not followed
+        if not claim_file(path):
             with store_writes(self.root):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, data)
@@ -825,7 +855,7 @@ class DirectoryStore(Store):
 
     def put_blob_file(self, source: Path, key: str) -> None:
         path = self.blob_path(key)
-        if is_regular(path):
+        if claim_file(path):
             return
         with store_writes(self.root):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -841,9 +871,28 @@ class DirectoryStore(Store):
     def has_blob(self, key: str) -> bool:
         return is_regular(self.blob_path(key))
 
+    def claim_blob(self, key: str) -> bool:
+        return claim_file(self.blob_path(key))
+
     def delete_blob(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.blob_path(key).unlink()
+
+    def delete_blob_unclaimed(self, key: str, since: float) -> bool:
+        """The blob is renamed aside first, then its time of change read: a run that claims
+        it before the rename left a time at or after ``since`` (it is put back), one that
+        tries after finds it gone and writes it again (:func:`claim_file`)."""
+        path = self.blob_path(key)
+        aside = path.with_name(f".pruning-{secrets.token_hex(6)}-{key}")
+        try:
+            os.rename(path, aside)
+        except FileNotFoundError:
+            return True
+        if os.lstat(aside).st_mtime >= since:
+            os.replace(aside, path)  # a run that wrote it again meanwhile wrote these bytes
+            return False
+        aside.unlink()
+        return True
 
     def iter_blobs(self) -> Iterator[str]:
         if self.blobs_dir.is_dir():

@@ -12,7 +12,7 @@ def copy_run(source: Store, target: Store, run_id: str, *, overwrite: bool = Fal
     events = source.read_events_bytes(run_id)
     copied = 0
     for key in sorted(snapshot.blob_refs()):
-        if not target.has_blob(key):
+        if not target.claim_blob(key):
             target.put_blob(source.get_verified_blob(key))
             copied += 1
     target.save_raw(snapshot.manifest, events, overwrite=overwrite)

@@ -4,6 +4,7 @@ runs referenced, and one clear error line for what it cannot take."""
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,15 +21,20 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 SHARED = b"CREATE TABLE orders (id int);\n" * 400  # every run's state before: one blob
 
 
-def _run(store: DirectoryStore, run_id: str, days_old: int) -> str:
+def _run(store: DirectoryStore, run_id: str, days_old: int, *, publishing: bool = False) -> str:
     """A run captured ``days_old`` days before NOW: its manifest references the shared blob,
-    its event log a page of its own; returns the page's blob key."""
+    its event log a page of its own; returns the page's blob key. Its blobs were written
+    when it was captured, unless it is ``publishing`` (now)."""
     before = store.put_blob(SHARED, "application/sql")
     page = store.put_blob(f"<html>{run_id}</html>".encode() * 200, "text/html")
+    created = NOW - timedelta(days=days_old)
+    if not publishing:
+        for blob in (before, page):
+            os.utime(store.blob_path(blob.sha256), (created.timestamp(), created.timestamp()))
     manifest = Manifest(
         run_id=run_id,
         name="refund",
-        created=NOW - timedelta(days=days_old),
+        created=created,
         status="complete",
         services=[ServiceState(name="db", kind="postgres", before=before)],
     )
@@ -155,7 +161,7 @@ def test_a_run_published_while_pruning_keeps_the_blobs_it_shares_with_the_pruned
 
     def delete_while_a_run_arrives(run_id: str) -> None:
         real_delete(run_id)
-        _run(store, "new", 0)  # its state is the shared blob, as the old run's was
+        _run(store, "new", 0, publishing=True)  # its state is the shared blob, as the old's
 
     monkeypatch.setattr(store, "delete", delete_while_a_run_arrives)
     pruned = prune(store, older_than=parse_age("7d"), now=NOW.timestamp())
@@ -163,3 +169,46 @@ def test_a_run_published_while_pruning_keeps_the_blobs_it_shares_with_the_pruned
     before = store.load("new").manifest.services[0].before
     assert before is not None and store.has_blob(before.sha256)  # shared: kept
     assert not store.has_blob(page)  # the old run's own page: gone
+
+
+def test_a_blob_a_run_reuses_after_the_last_listing_stays(
+    store: DirectoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run being published reuses a blob that only the pruned run referenced, after the
+    pruning listed the store for the last time and before it removes the blob (the run
+    appears after that listing): the blob stays, so the run is whole; the old run's own page
+    goes. Without the claim, the blob was removed under the new run."""
+    page = _run(store, "old", 10)
+    real_list = store.list
+    listings = 0
+
+    def list_then_publish() -> list[Manifest]:
+        nonlocal listings
+        listings += 1
+        found = real_list()
+        if listings == 2:  # the listing after the removals
+            _run(store, "new", 0, publishing=True)
+        return found
+
+    monkeypatch.setattr(store, "list", list_then_publish)
+    pruned = prune(store, older_than=parse_age("7d"), now=NOW.timestamp())
+    assert pruned.runs == ("old",) and pruned.blobs == 1 and pruned.claimed == 1
+    assert store.run_ids() == ["new"]
+    before = store.load("new").manifest.services[0].before
+    assert before is not None and store.get_verified_blob(before.sha256) == SHARED
+    assert not store.has_blob(page)
+
+
+@pytest.mark.parametrize(("claimed_within", "stays"), [(3600.0, True), (0.0, False)])
+def test_a_blob_claimed_within_the_grace_stays_and_is_counted(
+    store: DirectoryStore, claimed_within: float, stays: bool
+) -> None:
+    """A blob only the pruned run referenced, reused a moment before the pruning (by a run
+    still being published): kept and counted within the grace, removed with none."""
+    page = _run(store, "old", 10)
+    os.utime(store.blob_path(page), None)
+    pruned = prune(
+        store, older_than=parse_age("7d"), now=NOW.timestamp(), claimed_within=claimed_within
+    )
+    assert pruned.runs == ("old",) and store.has_blob(page) is stays
+    assert (pruned.claimed, pruned.blobs) == ((1, 1) if stays else (0, 2))

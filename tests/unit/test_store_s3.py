@@ -22,6 +22,7 @@ from cli.main import main
 from sandbox import capture
 from sandbox.capture.run import ServiceSpec
 from sandbox.errors import IntegrityError, StoreError, UnknownRunError
+from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.objstore import S3Location
 from sandbox.snapshot.snapshot import Snapshot
 from sandbox.snapshot.spool import SpooledStore
@@ -367,6 +368,47 @@ def test_pruning_an_s3_store_removes_the_runs_and_their_blobs_there(
     store.flush()
     blobs = [k for k in keys(s3_url) if "/blobs/" in k]
     assert blobs and [k for k in keys(s3_url) if "run-old" in k]
-    pruned = prune(reader(s3_url, tmp_path), max_bytes=0)
-    assert pruned.runs == ("run-old",) and pruned.blobs == len(blobs)
+    time.sleep(1.1)  # the bucket's times are whole seconds: the blobs were written before it
+    pruned = prune(reader(s3_url, tmp_path), max_bytes=0, claimed_within=0.0)
+    assert pruned.runs == ("run-old",) and pruned.blobs == len(blobs) and pruned.claimed == 0
     assert not [k for k in keys(s3_url) if "run-old" in k or "/blobs/" in k]
+
+
+def test_an_s3_blob_a_run_reuses_while_pruning_stays_in_the_bucket(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run published to the bucket after the pruning's last listing reuses every blob of
+    the pruned run: a reuse marks the blob in use (a copy onto itself; here at every reuse,
+    in a service at most every few minutes), so the pruning leaves them and the new run
+    reads whole from another host."""
+    from sandbox.snapshot import objstore
+    from sandbox.snapshot.prune import prune
+
+    monkeypatch.setattr(objstore, "CLAIM_REFRESH", 0.0)
+    store = SpooledStore(s3_url, tmp_path / "spool", background=False)
+    build_snapshot(store, "run-old")
+    store.flush()
+    blobs = [k for k in keys(s3_url) if "/blobs/" in k]
+    time.sleep(1.1)  # the bucket's times are whole seconds: the blobs were written before it
+    pruning = reader(s3_url, tmp_path)
+    real_list = pruning.list
+    listings = 0
+
+    def list_then_publish() -> list[Manifest]:
+        nonlocal listings
+        listings += 1
+        found = real_list()
+        if listings == 2:  # the listing after the removals
+            other = SpooledStore(s3_url, tmp_path / "other-spool", background=False)
+            build_snapshot(other, "run-new")
+            other.flush()
+        return found
+
+    monkeypatch.setattr(pruning, "list", list_then_publish)
+    pruned = prune(pruning, max_bytes=0, claimed_within=0.0)
+    assert pruned.runs == ("run-old",) and pruned.claimed == len(blobs) and pruned.blobs == 0
+    assert [k for k in keys(s3_url) if "/blobs/" in k] == blobs
+    fresh = reader(s3_url, tmp_path)
+    assert fresh.run_ids() == ["run-new"]
+    for ref in fresh.load("run-new").blob_refs():
+        assert fresh.get_verified_blob(ref)
