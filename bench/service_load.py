@@ -1,7 +1,7 @@
 """The refund service (:mod:`examples.refund_service`) under load, capture on with
 ``keep="failed"`` against capture off: throughput and p99 latency ratios.
 
-``python -m bench.service_load [--requests 3000] [--clients 100] [--rounds 3] [--seconds
+``python -m bench.service_load [--requests 2000] [--clients 100] [--rounds 4] [--seconds
 120] [--warmup 300] [--drain 120] [--declare db,cache]``; ``make bench`` runs it as it is,
 ``python -m bench.all --quick`` with :data:`QUICK`.
 
@@ -15,8 +15,10 @@ orders inserted, Redis flushed). Each side
 is stopped after ``--seconds`` at most. Throughput counts the requests answered, over the
 time from the first request to the last answer; p99 is over every request (one still
 unanswered at the stop counts with the time it had waited). One warm-up of each side
-(``--warmup`` requests) comes first; then rounds in which the side that goes first
-alternates; the figures are the median of the per-round ratios and their spread.
+(``--warmup`` requests) comes first; then rounds in the order on-off, off-on, off-on,
+on-off, and so on (:func:`_order`): with an even number of rounds each side goes first in
+half of them, and a machine that slows down (or speeds up) steadily over the rounds favours
+neither side; the figures are the median of the per-round ratios and their spread.
 
 What each side pays. Capture off: the app alone. Capture on: every request is a run
 (:class:`~sandbox.capture.asgi.CaptureMiddleware`, ``keep="failed"``, Postgres and Redis
@@ -65,6 +67,7 @@ from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--requests", "1000", "--rounds", "2", "--warmup", "200", "--seconds", "90"]
+"""Two rounds: on-off, then off-on."""
 LOCK_TIMEOUT = "30s"
 
 
@@ -171,6 +174,14 @@ def _side(
     return run
 
 
+def _order(round_index: int) -> tuple[bool, bool]:
+    """Whether capture is on for the first and the second side of round ``round_index``
+    (from 0): on-off, off-on, off-on, on-off, then again. Over rounds 0-3 each side runs
+    first twice and second twice, and in each pair of rounds (0-1, 2-3) once at each place."""
+    on_first = round_index % 4 in (0, 3)
+    return (True, False) if on_first else (False, True)
+
+
 def _paid_twice(database_url: str) -> int:
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute(
@@ -194,9 +205,11 @@ def _told(manifest: object) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.service_load", description=__doc__)
-    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="an even number: each side first in half of them"
+    )
     parser.add_argument("--seconds", type=float, default=120.0, help="cap per side")
     parser.add_argument("--warmup", type=int, default=300, help="requests per warm-up side")
     parser.add_argument("--drain", type=float, default=120.0, help="wait for kept runs")
@@ -244,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             for i in range(args.rounds):
                 print(f"round {i + 1} of {args.rounds}", flush=True)
                 loads: dict[bool, refund_load.Load] = {}
-                for capture_on in (True, False) if i % 2 == 0 else (False, True):
+                for capture_on in _order(i):
                     loads[capture_on] = side(
                         f"r{i}{'c' if capture_on else 'n'}", capture_on, args.requests
                     )
