@@ -616,6 +616,8 @@ def _new_log(path: Path) -> IO[bytes]:
     return open(os.open(path, flags, 0o666), "ab", buffering=0)
 
 
+TALLY_BATCH = 64 * 1024
+"""Bytes of event lines a :class:`LogTally` holds before it counts and hashes them."""
 LLM_LINE = b'{"kind":"llm",'
 """How a model call's line of the event log starts (:func:`dump_event` writes the kind first)."""
 
@@ -623,28 +625,72 @@ LLM_LINE = b'{"kind":"llm",'
 class LogTally:
     """What a writer appended to an event log that was empty when it opened it: enough to
     seal the run (count, SHA-256, the blobs and the model calls it references) without
-    reading the log back."""
+    reading the log back. The lines are counted and hashed a batch at a time (up to
+    :data:`TALLY_BATCH` bytes, held until then), not one by one as each is written."""
 
     def __init__(self, stat: os.stat_result) -> None:
         self.identity = (stat.st_dev, stat.st_ino)
         self.size = 0
-        self.count = 0
-        self.digest = hashlib.sha256()
-        self.blobs: dict[str, int] = {}
-        self.llm_lines: list[tuple[int, int]] = []
-        """Where each model call's line is (offset, length): read back to list the models."""
-        self.whole = True
-        """Every line ended with a newline."""
+        self._count = 0
+        self._digest = hashlib.sha256()
+        self._blobs: dict[str, int] = {}
+        self._llm_lines: list[tuple[int, int]] = []
+        self._whole = True
+        self._pending: list[bytes] = []
+        self._counted = 0
+        """Bytes of the lines counted so far (those after them are pending)."""
 
     def add(self, line: bytes) -> None:
-        if line.startswith(LLM_LINE):
-            self.llm_lines.append((self.size, len(line)))
+        self._pending.append(line)
         self.size += len(line)
-        self.count += line.count(b"\n")
-        self.whole = self.whole and line.endswith(b"\n")
-        self.digest.update(line)
-        if b'"sha256":"' in line:
-            self.blobs.update(event_blob_sizes(line))
+        if self.size - self._counted >= TALLY_BATCH:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Count and hash the pending lines."""
+        lines, self._pending = self._pending, []
+        if not lines:
+            return
+        at = self._counted
+        for line in lines:
+            if line.startswith(LLM_LINE):
+                self._llm_lines.append((at, len(line)))
+            if self._whole and not line.endswith(b"\n"):
+                self._whole = False
+            at += len(line)
+        batch = b"".join(lines)
+        self._counted = at
+        self._count += batch.count(b"\n")
+        self._digest.update(batch)
+        if b'"sha256":"' in batch:
+            self._blobs.update(event_blob_sizes(batch))
+
+    @property
+    def count(self) -> int:
+        self._settle()
+        return self._count
+
+    @property
+    def digest(self) -> hashlib._Hash:
+        self._settle()
+        return self._digest
+
+    @property
+    def blobs(self) -> dict[str, int]:
+        self._settle()
+        return self._blobs
+
+    @property
+    def llm_lines(self) -> list[tuple[int, int]]:
+        """Where each model call's line is (offset, length): read back to list the models."""
+        self._settle()
+        return self._llm_lines
+
+    @property
+    def whole(self) -> bool:
+        """Every line ended with a newline."""
+        self._settle()
+        return self._whole
 
     def read_llm_lines(self, path: Path) -> list[bytes]:
         """The model calls' lines, read back from the log at ``path``."""

@@ -21,6 +21,7 @@ from sandbox.snapshot.store import (
     EVENTS,
     MANIFEST,
     PLACEHOLDER_KEY,
+    TALLY_BATCH,
     atomic_write,
     dump_event,
     dump_manifest,
@@ -163,6 +164,31 @@ def test_a_run_is_sealed_from_what_its_writer_counted(store: DirectoryStore) -> 
     assert sealed.blob_bytes == 123
     assert sealed.models == [ModelInfo(provider="openai", model="m1", params={"t": 0.5})]
     assert store.load_manifest("counted") == sealed
+
+
+def test_a_long_run_is_sealed_from_what_its_writer_counted_in_batches(
+    store: DirectoryStore,
+) -> None:
+    """A log many times longer than what the writer counts at once (its lines are counted a
+    batch at a time): the count, the hash, every blob's bytes and every model, in every
+    batch, are the log's."""
+    writer = store.begin(Manifest(run_id="long", created=CREATED))
+    models = []
+    for i in range(600):
+        blob = BlobRef(sha256=f"{i:064x}", size=i + 1)
+        writer.append(ToolCall(seq=3 * i, wall=1, mono=0, name="lookup", output_blob=blob))
+        writer.append(LLMCall(seq=3 * i + 1, wall=1, mono=0, provider="openai", model=f"m{i}"))
+        writer.append(ClockRead(seq=3 * i + 2, wall=1, mono=0, value=float(i)))
+        models.append(ModelInfo(provider="openai", model=f"m{i}"))
+    writer.close(durable=False)
+    data = (store.run_dir("long") / EVENTS).read_bytes()
+    assert len(data) > 2 * TALLY_BATCH
+    assert writer.tally() is not None
+    sealed = finish_manifest(store, writer.manifest, writer, durable=False)
+    assert sealed.event_count == 1800
+    assert sealed.events_sha256 == sha256_bytes(data)
+    assert sealed.blob_bytes == sum(range(1, 601))
+    assert sorted(sealed.models, key=lambda m: m.model) == sorted(models, key=lambda m: m.model)
 
 
 def test_a_log_changed_behind_its_writer_is_read_back(store: DirectoryStore) -> None:

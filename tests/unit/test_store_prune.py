@@ -121,7 +121,19 @@ def test_the_command_prunes_and_says_what_went_in_json(
     assert main(["gc", "--runs", "--older-than", age, "--store", str(store.root), "--json"]) == 0
     told = json.loads(capsys.readouterr().out)
     assert told["ok"] and told["runs"] == ["a", "b"] and told["remaining"] == 1
+    assert told["claimed"] == 0  # every blob was written when its run was captured
     assert store.run_ids() == ["c"]
+
+
+def test_the_command_says_which_blobs_it_kept_for_a_run_still_publishing(
+    store: DirectoryStore, three: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.utime(store.blob_path(three["a"]), None)  # a's page, reused a moment ago
+    age = f"{(datetime.now(UTC) - NOW).days + 7}d"  # a is older than this, b and c are not
+    assert main(["gc", "--runs", "--older-than", age, "--store", str(store.root)]) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    assert "removed 1 run(s) and 0 blob(s)" in said and "kept 1 blob(s)" in said
+    assert store.has_blob(three["a"])
 
 
 @pytest.mark.parametrize(
@@ -131,6 +143,7 @@ def test_the_command_prunes_and_says_what_went_in_json(
         (["gc", "--runs"], "say which runs go"),
         (["gc", "--runs", "--older-than", "7x"], "expected a number and a unit"),
         (["gc", "--runs", "--max-size", "lots"], "expected bytes or a number"),
+        (["gc", "--runs", "--max-size", "1", "--claimed-within", "soon"], "--claimed-within"),
     ],
 )
 def test_what_the_command_cannot_take_is_one_line_and_exit_2(
