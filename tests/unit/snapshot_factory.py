@@ -6,8 +6,11 @@ from __future__ import annotations
 import gzip
 import io
 import tarfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from sandbox.snapshot import Manifest, Snapshot, Store
 from sandbox.snapshot.events import (
@@ -30,6 +33,26 @@ from sandbox.snapshot.hashing import sha256_bytes
 from sandbox.snapshot.manifest import Entrypoint, Failure, ServiceState
 
 CREATED = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def publish_after_the_last_listing(
+    monkeypatch: pytest.MonkeyPatch, store: Store, publish: Callable[[], object]
+) -> None:
+    """``publish`` runs just after ``store`` is listed the second time: a pruning lists it,
+    removes runs, lists it again (a run that came meanwhile keeps its blobs), then removes
+    blobs; a run published then appears between those two last steps."""
+    real_list = store.list
+    listings = 0
+
+    def list_then_publish() -> list[Manifest]:
+        nonlocal listings
+        listings += 1
+        found = real_list()
+        if listings == 2:
+            publish()
+        return found
+
+    monkeypatch.setattr(store, "list", list_then_publish)
 
 
 def build_snapshot(store: Store, run_id: str = "run-1", *, save: bool = True) -> Snapshot:

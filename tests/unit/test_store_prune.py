@@ -8,6 +8,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from snapshot_factory import publish_after_the_last_listing
 
 from cli.main import main
 from sandbox.errors import SandboxError
@@ -192,18 +193,9 @@ def test_a_blob_a_run_reuses_after_the_last_listing_stays(
     appears after that listing): the blob stays, so the run is whole; the old run's own page
     goes. Without the claim, the blob was removed under the new run."""
     page = _run(store, "old", 10)
-    real_list = store.list
-    listings = 0
-
-    def list_then_publish() -> list[Manifest]:
-        nonlocal listings
-        listings += 1
-        found = real_list()
-        if listings == 2:  # the listing after the removals
-            _run(store, "new", 0, publishing=True)
-        return found
-
-    monkeypatch.setattr(store, "list", list_then_publish)
+    publish_after_the_last_listing(
+        monkeypatch, store, lambda: _run(store, "new", 0, publishing=True)
+    )
     pruned = prune(store, older_than=parse_age("7d"), now=NOW.timestamp())
     assert pruned.runs == ("old",) and pruned.blobs == 1 and pruned.claimed == 1
     assert store.run_ids() == ["new"]

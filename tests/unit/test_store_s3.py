@@ -16,13 +16,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-from snapshot_factory import build_snapshot
+from snapshot_factory import build_snapshot, publish_after_the_last_listing
 
 from cli.main import main
 from sandbox import capture
 from sandbox.capture.run import ServiceSpec
 from sandbox.errors import IntegrityError, StoreError, UnknownRunError
-from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.objstore import S3Location
 from sandbox.snapshot.snapshot import Snapshot
 from sandbox.snapshot.spool import SpooledStore
@@ -391,20 +390,13 @@ def test_an_s3_blob_a_run_reuses_while_pruning_stays_in_the_bucket(
     blobs = [k for k in keys(s3_url) if "/blobs/" in k]
     time.sleep(1.1)  # the bucket's times are whole seconds: the blobs were written before it
     pruning = reader(s3_url, tmp_path)
-    real_list = pruning.list
-    listings = 0
 
-    def list_then_publish() -> list[Manifest]:
-        nonlocal listings
-        listings += 1
-        found = real_list()
-        if listings == 2:  # the listing after the removals
-            other = SpooledStore(s3_url, tmp_path / "other-spool", background=False)
-            build_snapshot(other, "run-new")
-            other.flush()
-        return found
+    def publish() -> None:
+        other = SpooledStore(s3_url, tmp_path / "other-spool", background=False)
+        build_snapshot(other, "run-new")
+        other.flush()
 
-    monkeypatch.setattr(pruning, "list", list_then_publish)
+    publish_after_the_last_listing(monkeypatch, pruning, publish)
     pruned = prune(pruning, max_bytes=0, claimed_within=0.0)
     assert pruned.runs == ("run-old",) and pruned.claimed == len(blobs) and pruned.blobs == 0
     assert [k for k in keys(s3_url) if "/blobs/" in k] == blobs
