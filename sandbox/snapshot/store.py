@@ -626,16 +626,19 @@ class LogTally:
     """What a writer appended to an event log that was empty when it opened it: enough to
     seal the run (count, SHA-256, the blobs and the model calls it references) without
     reading the log back. The lines are counted and hashed a batch at a time (up to
-    :data:`TALLY_BATCH` bytes, held until then), not one by one as each is written."""
+    :data:`TALLY_BATCH` bytes, held until then), not one by one as each is written: read
+    the counts after :meth:`settle` (:meth:`RunWriter.tally` does)."""
 
     def __init__(self, stat: os.stat_result) -> None:
         self.identity = (stat.st_dev, stat.st_ino)
         self.size = 0
-        self._count = 0
-        self._digest = hashlib.sha256()
-        self._blobs: dict[str, int] = {}
-        self._llm_lines: list[tuple[int, int]] = []
-        self._whole = True
+        self.count = 0
+        self.digest = hashlib.sha256()
+        self.blobs: dict[str, int] = {}
+        self.llm_lines: list[tuple[int, int]] = []
+        """Where each model call's line is (offset, length): read back to list the models."""
+        self.whole = True
+        """Every line ended with a newline."""
         self._pending: list[bytes] = []
         self._counted = 0
         """Bytes of the lines counted so far (those after them are pending)."""
@@ -644,53 +647,23 @@ class LogTally:
         self._pending.append(line)
         self.size += len(line)
         if self.size - self._counted >= TALLY_BATCH:
-            self._settle()
+            self.settle()
 
-    def _settle(self) -> None:
-        """Count and hash the pending lines."""
+    def settle(self) -> None:
+        """Count and hash the lines added since the last time."""
         lines, self._pending = self._pending, []
-        if not lines:
-            return
         at = self._counted
         for line in lines:
             if line.startswith(LLM_LINE):
-                self._llm_lines.append((at, len(line)))
-            if self._whole and not line.endswith(b"\n"):
-                self._whole = False
+                self.llm_lines.append((at, len(line)))
+            self.whole = self.whole and line.endswith(b"\n")
             at += len(line)
         batch = b"".join(lines)
         self._counted = at
-        self._count += batch.count(b"\n")
-        self._digest.update(batch)
+        self.count += batch.count(b"\n")
+        self.digest.update(batch)
         if b'"sha256":"' in batch:
-            self._blobs.update(event_blob_sizes(batch))
-
-    @property
-    def count(self) -> int:
-        self._settle()
-        return self._count
-
-    @property
-    def digest(self) -> hashlib._Hash:
-        self._settle()
-        return self._digest
-
-    @property
-    def blobs(self) -> dict[str, int]:
-        self._settle()
-        return self._blobs
-
-    @property
-    def llm_lines(self) -> list[tuple[int, int]]:
-        """Where each model call's line is (offset, length): read back to list the models."""
-        self._settle()
-        return self._llm_lines
-
-    @property
-    def whole(self) -> bool:
-        """Every line ended with a newline."""
-        self._settle()
-        return self._whole
+            self.blobs.update(event_blob_sizes(batch))
 
     def read_llm_lines(self, path: Path) -> list[bytes]:
         """The model calls' lines, read back from the log at ``path``."""
@@ -770,7 +743,10 @@ class RunWriter:
     def tally(self) -> LogTally | None:
         """What this writer appended, when that is the whole log as it stands."""
         tally = self._tally
-        return tally if tally is not None and tally.matches(self.folder / EVENTS) else None
+        if tally is None:
+            return None
+        tally.settle()
+        return tally if tally.matches(self.folder / EVENTS) else None
 
     def replace_events(self, data: bytes) -> None:
         """Replace the event log with ``data`` (atomically) and append after it."""
