@@ -69,7 +69,7 @@ class HTTPEmitter(boundary.Emitter, Protocol):
         self,
         event_type: type[Event],
         call: Call | None,
-        build: Callable[[], dict[str, Any]],
+        build: Callable[[Any], dict[str, Any]],
         *,
         failed: bool,
         size: int,
@@ -173,11 +173,6 @@ def _decode(data: bytes, encoding: str) -> bytes:
     return data
 
 
-_Outcome = tuple[int | None, Any, bytes, ErrorInfo | None, float]
-"""An exchange's outcome as :meth:`HTTPAdapter.emit_exchange` holds it: the response's
-status and headers (none for an error), its body as read, the error, the duration."""
-
-
 class HTTPAdapter:
     """Records an exchange as ``http`` (and ``llm``) events once its body is finished;
     replay rebuilds a response of the same httpx module from the recorded event. One
@@ -189,13 +184,20 @@ class HTTPAdapter:
 
     __slots__ = (
         "_api",
+        "_call",
+        "_duration",
+        "_error",
         "_made",
-        "_outcome",
+        "_raw",
+        "_response_headers",
+        "_status",
         "body",
         "is_async",
+        "method",
         "module",
         "parsed",
         "request",
+        "request_headers",
         "url",
     )
 
@@ -209,7 +211,11 @@ class HTTPAdapter:
         url: str | None = None,
     ) -> None:
         self.module = module
-        self.request = request
+        self.request: Any = request
+        """The request, until its exchange is done (:meth:`emit_exchange`)."""
+        self.method: str = request.method
+        self.request_headers: Any = None
+        """The request's headers, once its exchange is done."""
         self.body = body
         self.is_async = is_async
         self.parsed: JsonValue = parsed
@@ -217,8 +223,15 @@ class HTTPAdapter:
         self.url = str(request.url) if url is None else url
         """The request's URL, as ``str(request.url)`` gives it."""
         self._api: llm.LLMApi | None = None
-        self._outcome: _Outcome | None = None
+        # The exchange's outcome, once done (:meth:`emit_exchange`): the response's status
+        # and headers (none for an error), its body as read, the error, the duration.
+        self._status: int | None = None
+        self._response_headers: Any = None
+        self._raw = b""
+        self._error: ErrorInfo | None = None
+        self._duration = 0.0
         self._made: tuple[dict[str, Any], JsonValue, JsonValue, bool] | None = None
+        self._call: Call | None = None
 
     # --- capture -------------------------------------------------------------------------
 
@@ -250,20 +263,25 @@ class HTTPAdapter:
         ``response`` with its body ``raw`` as read, or ``error``. Replay calls it with the
         response it rebuilt, so the replayed run records the exchange as capture does.
         The events are made from the exchange's bytes, status and headers, which do not
-        change: for a run held in memory, only if it is kept (:meth:`Recorder.emit_later`)."""
-        duration = emitter.elapsed() - call.started
-        status = None if response is None else response.status_code
-        headers = None if response is None else response.headers  # not the response itself
-        self._outcome = (status, headers, raw, error, duration)
+        change: for a run held in memory, only if it is kept (:meth:`Recorder.emit_later`).
+        From here on the adapter keeps what the events read of the request (its method and
+        headers), not the request itself (and the URL, streams and dicts it holds)."""
+        self._duration = emitter.elapsed() - call.started
+        status = self._status = None if response is None else response.status_code
+        if response is not None:
+            self._response_headers = response.headers  # not the response itself
+        self._raw, self._error, self._call = raw, error, call
+        request = self.request
+        if request is not None:
+            self.method, self.request_headers = request.method, request.headers
+            self._api = llm.recognise(self.method, self.url, self.request_headers)
+            self.request = None
         size = len(raw) + len(self.body or b"") + 1024
-        http_fields = functools.partial(self._http_fields, emitter)
-        emitter.emit_later(HTTPExchange, call, http_fields, failed=error is not None, size=size)
-        self._api = llm.recognise(self.request.method, self.url, self.request.headers)
+        emitter.emit_later(HTTPExchange, call, self, failed=error is not None, size=size)
         if self._api is None:
             return
         failed = error is not None or status is None or status >= 400
-        llm_fields = functools.partial(self._llm_fields, emitter, call)
-        emitter.emit_later(LLMCall, None, llm_fields, failed=failed, size=0)
+        emitter.emit_later(LLMCall, None, self._llm_fields, failed=failed, size=0)
 
     def _exchange_once(
         self, emitter: HTTPEmitter
@@ -272,42 +290,33 @@ class HTTPAdapter:
         events)."""
         made = self._made
         if made is None:
-            assert self._outcome is not None
-            made = self._made = self._exchange(emitter, *self._outcome)
+            made = self._made = self._exchange(emitter)
         return made
 
-    def _http_fields(self, emitter: HTTPEmitter) -> dict[str, Any]:
+    def __call__(self, emitter: HTTPEmitter) -> dict[str, Any]:
+        """The ``http`` event's fields: the adapter is what :meth:`emit_exchange` passes to
+        build them (not a bound method of it: one object fewer a held exchange)."""
         return self._exchange_once(emitter)[0]
 
-    def _exchange(
-        self,
-        emitter: HTTPEmitter,
-        status: int | None,
-        headers: Any,
-        raw: bytes,
-        error: ErrorInfo | None,
-        duration: float,
-    ) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
-        """The ``http`` event's fields (``status`` and ``headers``: the response's, if
-        any), the request's and the response's bodies as read, and whether the response
-        was streamed."""
-        req = self.request
-        url = self.url
-        req_view = _header_view(req.headers)
+    def _exchange(self, emitter: HTTPEmitter) -> tuple[dict[str, Any], JsonValue, JsonValue, bool]:
+        """The ``http`` event's fields, the request's and the response's bodies as read, and
+        whether the response was streamed."""
+        status, error, raw = self._status, self._error, self._raw
+        req_view = _header_view(self.request_headers)
         req_body, req_blob = _body(self.body or b"", req_view.content_type, emitter, self.parsed)
         streamed = False
         resp_body: JsonValue = None
         fields: dict[str, Any] = {
-            "method": req.method,
-            "url": url,
+            "method": self.method,
+            "url": self.url,
             "request_headers": emitter.redact_headers(req_view.items),
             "request_body": req_body,
             "request_blob": req_blob,
             "error": error,
-            "duration": duration,
+            "duration": self._duration,
         }
         if status is not None:
-            view = _header_view(headers)
+            view = _header_view(self._response_headers)
             ctype = view.content_type
             streamed = "text/event-stream" in ctype
             data = _decode(raw, view.content_encoding) if view.content_encoding else raw
@@ -321,12 +330,11 @@ class HTTPAdapter:
                 resp_body = data.decode("utf-8", "replace")
         return fields, req_body, resp_body, streamed
 
-    def _llm_fields(self, emitter: HTTPEmitter, call: Call) -> dict[str, Any]:
+    def _llm_fields(self, emitter: HTTPEmitter) -> dict[str, Any]:
         """The ``llm`` event's fields, from the exchange's bodies as read."""
         _, req_body, resp_body, streamed = self._exchange_once(emitter)
-        api, outcome = self._api, self._outcome
-        assert api is not None and outcome is not None
-        status, _, _, error, duration = outcome
+        api, call, status, error = self._api, self._call, self._status, self._error
+        assert api is not None and call is not None
         if req_body is None and self.body:
             with contextlib.suppress(ValueError):
                 req_body = json.loads(self.body)
@@ -353,7 +361,7 @@ class HTTPAdapter:
             "provider_meta": {"api": api.name, **answer.meta},
             "streamed": streamed,
             "error": error,
-            "duration": duration,
+            "duration": self._duration,
         }
 
     # --- replay --------------------------------------------------------------------------

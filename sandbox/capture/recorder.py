@@ -18,7 +18,6 @@ agent's call returns or raises exactly what it did. (A replay's recorder fails c
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 import threading
 from collections import Counter
@@ -219,6 +218,45 @@ def jsonable_value(value: object) -> JsonValue:
 _jsonable = jsonable_value  # the former private name
 
 
+class _LaterLine:
+    """The line of an event emitted by :meth:`Recorder.emit_later`, made when called:
+    ``base``, its fields from the context it was emitted in, or, with ``call``, none yet
+    (they are the call's, its fingerprint taken only now), updated with ``build``'s; nothing
+    (the run damaged) when it cannot be made. One object (slots) for what a held run keeps
+    of each such event, instead of a ``partial`` with its bound method and arguments: each
+    object a held run keeps is one more for the garbage collector to scan."""
+
+    __slots__ = ("base", "build", "call", "event_type", "kind", "recorder", "stamp")
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        event_type: type[Event],
+        kind: str,
+        call: Call | None,
+        base: dict[str, Any] | None,
+        build: Callable[[Recorder], dict[str, Any]],
+        stamp: tuple[int, float, float],
+    ) -> None:
+        self.recorder = recorder
+        self.event_type = event_type
+        self.kind = kind
+        self.call = call
+        self.base = base
+        self.build = build
+        self.stamp = stamp
+
+    def __call__(self) -> bytes:
+        recorder = self.recorder
+        try:
+            base = _base(self.call) if self.base is None else self.base
+            base.update(self.build(recorder))
+            return _line(self.event_type, self.kind, base, self.stamp)
+        except Exception as exc:
+            recorder.damage(exc)
+            return b""
+
+
 class Recorder:
     """Records one run. Thread- and task-safe."""
 
@@ -384,19 +422,19 @@ class Recorder:
         self,
         event_type: type[Event],
         call: Call | None,
-        build: Callable[[], dict[str, Any]],
+        build: Callable[[Recorder], dict[str, Any]],
         *,
         failed: bool,
         size: int,
     ) -> int:
-        """:meth:`emit_fields` with the fields that ``build`` makes (``failed``: whether
-        they hold an error), made only if the event leaves memory when the run's lines are
-        held (most such runs are let go: the work would be for nothing; ``size``: about
-        how many bytes the event holds until then); at once otherwise. Its place in the
-        log, times and context are the event's as it happens. ``build`` must read nothing
-        that changes afterwards; an error of it damages the run."""
+        """:meth:`emit_fields` with the fields that ``build(self)`` makes (``failed``:
+        whether they hold an error), made only if the event leaves memory when the run's
+        lines are held (most such runs are let go: the work would be for nothing; ``size``:
+        about how many bytes the event holds until then); at once otherwise. Its place in
+        the log, times and context are the event's as it happens. ``build`` must read
+        nothing that changes afterwards; an error of it damages the run."""
         if not self.writer.holds_lines:
-            return self.emit_fields(event_type, call, build())
+            return self.emit_fields(event_type, call, build(self))
         if self.closed or self.damaged is not None:
             return -1
         base: dict[str, Any] | None
@@ -409,32 +447,11 @@ class Recorder:
         with self._lock:
             seq = self._seq
             stamp = (seq, self._time(), self._monotonic() - self.t0)
-            make = functools.partial(self._later_line, event_type, kind, call, base, build, stamp)
-            self.writer.append_pending(make, self.redactor.bytes, size)
+            later = _LaterLine(self, event_type, kind, call, base, build, stamp)
+            self.writer.append_pending(later, self.redactor.bytes, size)
             self._seq = seq + 1
             self._count(kind, parent, failed=failed)
         return seq
-
-    def _later_line(
-        self,
-        event_type: type[Event],
-        kind: str,
-        call: Call | None,
-        base: dict[str, Any] | None,
-        build: Callable[[], dict[str, Any]],
-        stamp: tuple[int, float, float],
-    ) -> bytes:
-        """The line of an event emitted by :meth:`emit_later` (``base``: its fields from
-        the context it was emitted in, or, with ``call``, none yet: they are the call's,
-        its fingerprint taken only now); nothing (the run damaged) when it cannot be made."""
-        try:
-            if base is None:
-                base = _base(call)
-            base.update(build())
-            return _line(event_type, kind, base, stamp)
-        except Exception as exc:
-            self.damage(exc)
-            return b""
 
     def _count(self, kind: str, parent: int | None, *, failed: bool) -> None:
         """Note an event of ``kind`` under span ``parent`` (under the lock)."""
