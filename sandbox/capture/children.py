@@ -225,15 +225,23 @@ def follow_children(
     owner = id(boundary.current())
     follower = _Follower(child_env, adopt, followed)
     _followers[owner] = follower
-    release = _POPEN.acquire()
+    return _Unfollow(follower, owner, _POPEN.acquire())
 
-    def undo() -> None:
-        if _followers.get(owner) is follower:
-            del _followers[owner]
-        release()
-        follower.close()
 
-    return undo
+class _Unfollow:
+    """What :func:`follow_children` returns (one object, no closure: a run in flight keeps
+    it, and each object it keeps is one more for the garbage collector)."""
+
+    __slots__ = ("follower", "owner", "release")
+
+    def __init__(self, follower: _Follower, owner: int, release: Callable[[], None]) -> None:
+        self.follower, self.owner, self.release = follower, owner, release
+
+    def __call__(self) -> None:
+        if _followers.get(self.owner) is self.follower:
+            del _followers[self.owner]
+        self.release()
+        self.follower.close()
 
 
 def hook_environment(env: dict[str, str]) -> dict[str, str]:
@@ -324,20 +332,44 @@ def follow_captured_children(
     """Capture this program's Python children into its run, and report the services they
     open to ``router`` (the capture's discovery); return the undo. The reports' socket is
     opened when the first child starts: a run that starts none pays nothing for it."""
-    reports: list[ServiceReports] = []
+    children = _CapturedChildren(recorder, seed, redaction, blob_threshold, router)
+    children.unfollow = follow_children(children.child_env, recorder.adopt, is_python_program)
+    return children
 
-    def child_env(task: str, events: str) -> dict[str, str]:
+
+class _CapturedChildren:
+    """The Python children of a run being captured: the environment each one gets, the
+    socket of their services' reports (opened at the first child), and the undo (called).
+    One object, no closures: a run in flight keeps it, and each object it keeps is one more
+    for the garbage collector."""
+
+    __slots__ = ("blob_threshold", "recorder", "redaction", "reports", "router", "seed", "unfollow")
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        seed: int,
+        redaction: RedactionConfig,
+        blob_threshold: int,
+        router: Router | None,
+    ) -> None:
+        self.recorder, self.seed, self.redaction = recorder, seed, redaction
+        self.blob_threshold, self.router = blob_threshold, router
+        self.reports: ServiceReports | None = None
+        self.unfollow: Callable[[], None] | None = None
+
+    def child_env(self, task: str, events: str) -> dict[str, str]:
         sockets: dict[str, str] = {}
-        if router is not None:
-            if not reports:
-                reports.append(ServiceReports(router, Path(events).parent / "services.sock"))
-            sockets["services_socket"] = str(reports[0].path)
+        if self.router is not None:
+            if self.reports is None:
+                self.reports = ServiceReports(self.router, Path(events).parent / "services.sock")
+            sockets["services_socket"] = str(self.reports.path)
         settings = child_settings(
-            recorder.store,
-            recorder.run_id,
-            seed,
-            redaction,
-            blob_threshold,
+            self.recorder.store,
+            self.recorder.run_id,
+            self.seed,
+            self.redaction,
+            self.blob_threshold,
             task=task,
             events=events,
             prefix=os.path.realpath(sys.prefix),
@@ -345,11 +377,12 @@ def follow_captured_children(
         )
         return {ENV_VAR: settings}
 
-    undo = follow_children(child_env, recorder.adopt, is_python_program)
-
-    def stop() -> None:
-        for found in reports:
-            found.close()
-        undo()
-
-    return stop
+    def __call__(self) -> None:
+        reports, unfollow = self.reports, self.unfollow
+        # The follower holds this object (``child_env``) and this object the follower
+        # (``unfollow``): let go of both ends, so that the run is freed as it ends.
+        self.reports = self.unfollow = None
+        if reports is not None:
+            reports.close()
+        if unfollow is not None:
+            unfollow()

@@ -97,14 +97,7 @@ class Discovery:
         the clients are patched once for every run of the process. Return the undo."""
         owner = id(boundary.current())
         _routers[owner] = self
-        release = _CLIENTS.acquire()
-
-        def undo() -> None:
-            if _routers.get(owner) is self:
-                del _routers[owner]
-            release()
-
-        return undo
+        return _Uninstall(self, owner, _CLIENTS.acquire())
 
     def __call__(self, connect: Connect) -> str:
         try:
@@ -239,6 +232,21 @@ class Discovery:
                 )
             out.append(state)
         return out
+
+
+class _Uninstall:
+    """What :meth:`Discovery.install` returns (one object, no closure: a run in flight
+    keeps it, and each object it keeps is one more for the garbage collector)."""
+
+    __slots__ = ("discovery", "owner", "release")
+
+    def __init__(self, discovery: Discovery, owner: int, release: Callable[[], None]) -> None:
+        self.discovery, self.owner, self.release = discovery, owner, release
+
+    def __call__(self) -> None:
+        if _routers.get(self.owner) is self.discovery:
+            del _routers[self.owner]
+        self.release()
 
 
 _routers: dict[int, Discovery] = {}

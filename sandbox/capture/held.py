@@ -343,6 +343,9 @@ class HeldWriter(RunWriter):
         self._closed = False
         self._dropped = False
         """The run was let go (:meth:`HeldStore.discard`): what comes later is not held."""
+        self.holds_manifest = False
+        """Updates of the manifest stay in memory even once spilled (a run's, while it runs:
+        it is written once, when the run ends kept)."""
         self.clean: Callable[[Manifest], Manifest] | None = None
         """Makes the manifest fit to leave memory (redacts it), when it is held as the run
         made it: applied to it whenever it is written (spilled, updated once spilled,
@@ -473,10 +476,11 @@ class HeldWriter(RunWriter):
         self._inner.replace_events(b"".join(lines))
 
     def update_manifest(self, manifest: Manifest, *, durable: bool = True) -> None:
-        """Hold the manifest; once spilled, also write it (atomically)."""
+        """Hold the manifest; once spilled, also write it (atomically), unless
+        :attr:`holds_manifest`."""
         self.manifest = manifest
         inner = self._inner
-        if inner is not None:
+        if inner is not None and not self.holds_manifest:
             inner.update_manifest(self._out(manifest), durable=durable)
 
     def finish(self, manifest: Manifest) -> Manifest:

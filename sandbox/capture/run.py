@@ -595,20 +595,16 @@ def _plain_json(value: object) -> bool:
     return False
 
 
-def _hold_manifest(writer: RunWriter) -> None:
+def _hold_manifest(writer: HeldWriter) -> None:
     """The manifest of a run recorded aside is updated in memory while it runs (services
     found, their pins): it is written once, when the run ends kept; one dropped never is."""
-
-    def hold(manifest: Manifest, *, durable: bool = True) -> None:
-        writer.manifest = manifest
-
-    writer.update_manifest = hold  # type: ignore[method-assign]
+    writer.holds_manifest = True
 
 
 def _write_manifest(writer: RunWriter) -> None:
     """Undo :func:`_hold_manifest`: updates are written again."""
-    if "update_manifest" in vars(writer):
-        del writer.update_manifest
+    if isinstance(writer, HeldWriter):
+        writer.holds_manifest = False
 
 
 def _end_observing(pinned: PinnedState) -> None:

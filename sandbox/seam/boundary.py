@@ -285,17 +285,31 @@ def enter(boundary: Boundary) -> Callable[[], None]:
     returned function is called (in the same context: a ``with`` block's exit)."""
     token = _context_boundary.set(boundary)
     rooted = _root.set(weakref.ref(_here()))
+    return _Leave(boundary, token, rooted)
 
-    def leave() -> None:
+
+class _Leave:
+    """What :func:`enter` returns (one object, no closure: a run in flight keeps it, and
+    each object it keeps is one more for the garbage collector)."""
+
+    __slots__ = ("boundary", "rooted", "token")
+
+    def __init__(
+        self,
+        boundary: Boundary,
+        token: contextvars.Token[Boundary | object | None],
+        rooted: contextvars.Token[weakref.ref[object] | None],
+    ) -> None:
+        self.boundary, self.token, self.rooted = boundary, token, rooted
+
+    def __call__(self) -> None:
         try:
-            _root.reset(rooted)
-            _context_boundary.reset(token)
+            _root.reset(self.rooted)
+            _context_boundary.reset(self.token)
         except ValueError:  # left from another context: clear this one's
-            if _context_boundary.get() is boundary:
+            if _context_boundary.get() is self.boundary:
                 _context_boundary.set(None)
                 _root.set(None)
-
-    return leave
 
 
 def install(boundary: Boundary) -> Callable[[], None]:

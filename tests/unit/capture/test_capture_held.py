@@ -343,6 +343,36 @@ def test_a_held_exchange_keeps_at_most_ten_objects_the_collector_tracks(
     assert 0 < extra <= 100, extra
 
 
+def test_a_held_run_keeps_at_most_75_objects_the_collector_tracks(
+    store: DirectoryStore,
+) -> None:
+    """Another run holding the process's patches, a held run that has crossed nothing yet
+    keeps at most 75 tracked objects alive (its recorder, writer, manifest, redactor and
+    the steps that undo it), each one more for the collector while it runs."""
+    ready, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with capture.run("holder", store=store, services="none", keep="failed"):
+            ready.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert ready.wait(30)
+    counts = []
+    try:
+        for _ in range(2):  # the first makes what a process makes once
+            gc.collect()
+            before = len(gc.get_objects())
+            with capture.run("count", store=store, services="none", keep="failed"):
+                gc.collect()
+                counts.append(len(gc.get_objects()) - before)
+    finally:
+        done.set()
+        thread.join(30)
+    assert 0 < counts[-1] <= 75, counts
+
+
 def test_a_line_written_after_the_run_is_let_go_is_not_held(store: DirectoryStore) -> None:
     """A late line (a stream closed after its run ended and was dropped) is neither held
     nor spilled: the process's held total is unchanged and no folder aside is made."""
