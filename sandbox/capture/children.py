@@ -222,26 +222,8 @@ def follow_children(
     has been waited for (``subprocess.run``, ``Popen.wait``, ``communicate``, ``with
     Popen(...)``). ``subprocess`` is patched once for every run of the process. Return the
     undo."""
-    owner = id(boundary.current())
     follower = _Follower(child_env, adopt, followed)
-    _followers[owner] = follower
-    return _Unfollow(follower, owner, _POPEN.acquire())
-
-
-class _Unfollow:
-    """What :func:`follow_children` returns (one object, no closure: a run in flight keeps
-    it, and each object it keeps is one more for the garbage collector)."""
-
-    __slots__ = ("follower", "owner", "release")
-
-    def __init__(self, follower: _Follower, owner: int, release: Callable[[], None]) -> None:
-        self.follower, self.owner, self.release = follower, owner, release
-
-    def __call__(self) -> None:
-        if _followers.get(self.owner) is self.follower:
-            del _followers[self.owner]
-        self.release()
-        self.follower.close()
+    return _POPEN.acquire_for(_followers, id(boundary.current()), follower, follower.close)
 
 
 def hook_environment(env: dict[str, str]) -> dict[str, str]:

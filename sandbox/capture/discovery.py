@@ -95,9 +95,7 @@ class Discovery:
     def install(self) -> Callable[[], None]:
         """Route here the connections made in the current boundary's context (the run's);
         the clients are patched once for every run of the process. Return the undo."""
-        owner = id(boundary.current())
-        _routers[owner] = self
-        return _Uninstall(self, owner, _CLIENTS.acquire())
+        return _CLIENTS.acquire_for(_routers, id(boundary.current()), self)
 
     def __call__(self, connect: Connect) -> str:
         try:
@@ -232,21 +230,6 @@ class Discovery:
                 )
             out.append(state)
         return out
-
-
-class _Uninstall:
-    """What :meth:`Discovery.install` returns (one object, no closure: a run in flight
-    keeps it, and each object it keeps is one more for the garbage collector)."""
-
-    __slots__ = ("discovery", "owner", "release")
-
-    def __init__(self, discovery: Discovery, owner: int, release: Callable[[], None]) -> None:
-        self.discovery, self.owner, self.release = discovery, owner, release
-
-    def __call__(self) -> None:
-        if _routers.get(self.owner) is self.discovery:
-            del _routers[self.owner]
-        self.release()
 
 
 _routers: dict[int, Discovery] = {}

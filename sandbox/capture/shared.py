@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Generic, TypeVar
 
 Undo = Callable[[], None]
+T = TypeVar("T")
 
 _lock = threading.RLock()  # installing a patch may import, and so patch, another module
 
@@ -69,3 +71,33 @@ class Shared(Counted):
                 self._undo = self._install()
             self.holders += 1
         return Release(self, _lock)
+
+    def acquire_for(
+        self, registry: dict[int, T], owner: int, value: T, close: Undo | None = None
+    ) -> Undo:
+        """:meth:`acquire` for a run (``owner``: its boundary's ``id``) that ``value``
+        serves, registered in ``registry`` until the returned undo, which also releases the
+        patch and then calls ``close``."""
+        registry[owner] = value
+        return Registered(registry, owner, value, self.acquire(), close)
+
+
+class Registered(Generic[T]):
+    """The undo of :meth:`Shared.acquire_for`. One object, not a closure and its cells: a
+    run holds it for its whole life, and what a run keeps alive is what the collector
+    scans."""
+
+    __slots__ = ("close", "owner", "registry", "release", "value")
+
+    def __init__(
+        self, registry: dict[int, T], owner: int, value: T, release: Undo, close: Undo | None
+    ) -> None:
+        self.registry, self.owner, self.value = registry, owner, value
+        self.release, self.close = release, close
+
+    def __call__(self) -> None:
+        if self.registry.get(self.owner) is self.value:
+            del self.registry[self.owner]
+        self.release()
+        if self.close is not None:
+            self.close()
