@@ -212,10 +212,10 @@ class HTTPAdapter:
     ) -> None:
         self.module = module
         self.request: Any = request
-        """The request, until its exchange is done (:meth:`emit_exchange`)."""
+        """The request, until its exchange is done (:meth:`emit_exchange`); its method and
+        headers are what the events read of it."""
         self.method: str = request.method
-        self.request_headers: Any = None
-        """The request's headers, once its exchange is done."""
+        self.request_headers: Any = request.headers
         self.body = body
         self.is_async = is_async
         self.parsed: JsonValue = parsed
@@ -271,11 +271,8 @@ class HTTPAdapter:
         if response is not None:
             self._response_headers = response.headers  # not the response itself
         self._raw, self._error, self._call = raw, error, call
-        request = self.request
-        if request is not None:
-            self.method, self.request_headers = request.method, request.headers
-            self._api = llm.recognise(self.method, self.url, self.request_headers)
-            self.request = None
+        self.request = None
+        self._api = llm.recognise(self.method, self.url, self.request_headers)
         size = len(raw) + len(self.body or b"") + 1024
         emitter.emit_later(HTTPExchange, call, self, failed=error is not None, size=size)
         if self._api is None:

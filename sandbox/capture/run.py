@@ -292,7 +292,9 @@ class Capture:
         self._recorder = recorder
         if isinstance(writer, HeldWriter):  # most such runs are dropped: redacted if kept
             writer.clean = functools.partial(_redacted, redactor=redactor)
-            _hold_manifest(writer)
+            # Its manifest is updated in memory while it runs (services found, their pins):
+            # written once, when the run ends kept; one dropped never is.
+            writer.holds_manifest = True
         self._undo.append(boundary.enter(recorder))
         try:
             self._bind_pins()
@@ -595,14 +597,8 @@ def _plain_json(value: object) -> bool:
     return False
 
 
-def _hold_manifest(writer: HeldWriter) -> None:
-    """The manifest of a run recorded aside is updated in memory while it runs (services
-    found, their pins): it is written once, when the run ends kept; one dropped never is."""
-    writer.holds_manifest = True
-
-
 def _write_manifest(writer: RunWriter) -> None:
-    """Undo :func:`_hold_manifest`: updates are written again."""
+    """A held manifest (:attr:`HeldWriter.holds_manifest`) is written again on updates."""
     if isinstance(writer, HeldWriter):
         writer.holds_manifest = False
 
