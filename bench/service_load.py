@@ -34,7 +34,12 @@ of one side runs into the next; the next side's reset runs with a lock timeout, 
 with a clear message rather than wait.
 
 Each side also prints the process's CPU a request (user and system, all threads: the load's
-clients included, the same on both sides), and what its load cost beyond the requests' own
+clients included, the same on both sides), and the machine's: the process's, its child
+processes' (a kept run's ``pg_dump``) and the services' containers' (the database's sessions,
+the capture's pins and dumps), counted until the kept runs are written; the machine's
+cores, not only the interpreter's lock, bound the throughput, and what the capture has the
+database do runs on them too. Its ratio, capture on / off, is printed by round and as a
+figure (for information: no goal). And what its load cost beyond the requests' own
 path: the CPU its
 garbage collections took (the interpreter's, whichever thread ran them: a side that
 allocates more collects more, and a full collection scans the whole heap) and, for the
@@ -54,6 +59,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -63,7 +69,7 @@ from bench.compare import record
 from examples import refund_load, refund_service
 from sandbox import capture
 from sandbox.capture import finisher
-from sandbox.containers import RestoreSpec, bring_up
+from sandbox.containers import Environment, RestoreSpec, bring_up
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--requests", "1000", "--rounds", "2", "--warmup", "200", "--seconds", "90"]
@@ -96,10 +102,33 @@ def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
 
 def _process_cpu() -> float:
     """This process's CPU seconds (user and system, every thread): the service, its load's
-    clients and the capture share one interpreter, so its lock, not the machine's cores,
-    bounds the throughput; what each side adds shows here."""
+    clients and the capture share one interpreter."""
     times = os.times()
     return times.user + times.system
+
+
+def _children_cpu() -> float:
+    """The CPU seconds of this process's finished child processes (the kept runs'
+    ``pg_dump``)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+class _Containers:
+    """The CPU seconds each service's container has used (the engine's one-shot stats):
+    the database's work for a side (its sessions, the capture's pins and dumps) runs
+    there, on the same cores as this process."""
+
+    def __init__(self, env: Environment) -> None:
+        self._client = env.client
+        self._ids = {name: s.container_id for name, s in env.services.items() if s.container_id}
+
+    def cpu(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name, container_id in self._ids.items():
+            stats = self._client.api.stats(container_id, stream=False, one_shot=True)
+            out[name] = stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+        return out
 
 
 @contextlib.contextmanager
@@ -125,22 +154,33 @@ def _collections() -> Iterator[dict[str, float]]:
         gc.callbacks.remove(note)
 
 
+@dataclass(frozen=True)
+class _Side:
+    load: refund_load.Load
+    machine_ms: float
+    """The CPU a request answered took on the machine: this process's, its child processes'
+    and the services' containers' (milliseconds)."""
+
+
 def _side(
     capture_on: bool,
     orders: list[str],
     clients: int,
     seconds: float,
     drain: float,
+    containers: _Containers,
     declare: Collection[str] = refund_service.SERVICES,
-) -> Callable[[], refund_load.Load]:
-    def run() -> refund_load.Load:
+) -> Callable[[], _Side]:
+    def run() -> _Side:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
             before = finisher.spent()  # the kept runs of this side, finished during its load too
-            began_cpu = _process_cpu()
+            began_cpu, began_children = _process_cpu(), _children_cpu()
+            began_services = containers.cpu()
             with _collections() as collected, refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
-            cpu_each = (_process_cpu() - began_cpu) / max(load.answered, 1) * 1000
+            answered = max(load.answered, 1)
+            cpu_each = (_process_cpu() - began_cpu) / answered * 1000
             extra = (
                 f", {cpu_each:.1f} ms of the process's CPU a request, garbage collection "
                 f"{collected['seconds']:.1f}s of CPU ({collected['full']:.0f} full)"
@@ -162,6 +202,19 @@ def _side(
                     f"{cpu / load.answered * 1000:.1f} ms a request), "
                     + ", ".join(sorted({_told(m) for m in kept}))
                 )
+            # after the drain: the kept runs' dumps (child processes, the database's work)
+            # are counted with the load that made them
+            children_each = (_children_cpu() - began_children) / answered * 1000
+            services = containers.cpu()
+            services_each = {
+                name: (used - began_services[name]) / answered * 1000
+                for name, used in services.items()
+            }
+            machine = cpu_each + children_each + sum(services_each.values())
+            extra += f"; child processes {children_each:.1f} ms a request, " + ", ".join(
+                f"{name} {each:.1f} ms" for name, each in sorted(services_each.items())
+            )
+            extra += f": {machine:.1f} ms of the machine's CPU a request"
         print(
             f"  capture {'on ' if capture_on else 'off'}: {load.answered} answered "
             f"{load.statuses} in {load.seconds:.1f}s, {load.throughput:.1f} req/s, "
@@ -169,7 +222,7 @@ def _side(
             + extra,
             flush=True,
         )
-        return load
+        return _Side(load, machine)
 
     return run
 
@@ -238,34 +291,44 @@ def main(argv: list[str] | None = None) -> int:
     """Throughput ratios of the rounds where both sides answered every request with 200: a
     side whose gateway calls time out answers some with 500, slower, which flatters the
     other side."""
+    machine: list[float] = []
+    """The machine's CPU a request, capture on / off, by round (see :class:`_Side`)."""
     try:
         with bring_up(specs) as env:
             db, cache = env.services["db"].url, env.services["cache"].url
             os.environ.update(DATABASE_URL=db, REDIS_URL=cache, PAYMENTS_URL=url)
             refund_service.setup(db, 0)
+            containers = _Containers(env)
 
-            def side(name: str, capture_on: bool, requests: int) -> refund_load.Load:
+            def side(name: str, capture_on: bool, requests: int) -> _Side:
                 # fresh order ids per side (the gateway is slow on a first charge), the same
                 # numbers on both sides: the same orders are slow
                 orders = [f"{name}-o-{n}" for n in range(1, requests + 1)]
                 _reset(db, cache, orders)
-                return _side(capture_on, orders, args.clients, args.seconds, args.drain, declare)()
+                return _side(
+                    capture_on, orders, args.clients, args.seconds, args.drain, containers, declare
+                )()
 
             print(f"warm-up ({args.warmup} requests a side)", flush=True)
             for capture_on in (True, False):
                 side(f"w{'c' if capture_on else 'n'}", capture_on, args.warmup)
             for i in range(args.rounds):
                 print(f"round {i + 1} of {args.rounds}", flush=True)
-                loads: dict[bool, refund_load.Load] = {}
+                sides: dict[bool, _Side] = {}
                 for capture_on in _order(i):
-                    loads[capture_on] = side(
+                    sides[capture_on] = side(
                         f"r{i}{'c' if capture_on else 'n'}", capture_on, args.requests
                     )
+                loads = {capture_on: done.load for capture_on, done in sides.items()}
+                machine.append(sides[True].machine_ms / sides[False].machine_ms)
                 throughput.append(loads[True].throughput / loads[False].throughput)
                 if all(set(load.statuses) == {200} for load in loads.values()):
                     clean.append(throughput[-1])
                 p99.append(loads[True].quantile(0.99) / loads[False].quantile(0.99))
-                print(f"  ratios: throughput {throughput[-1]:.2f}x, p99 {p99[-1]:.2f}x")
+                print(
+                    f"  ratios: throughput {throughput[-1]:.2f}x, p99 {p99[-1]:.2f}x, "
+                    f"machine CPU a request {machine[-1]:.2f}x"
+                )
     finally:
         stop()
         for k, v in saved.items():
@@ -294,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         p99,
         goal="<= 1.2x",
         holds=lambda m: m <= 1.2,
+    )
+    record(
+        f"service: the machine's CPU a request (this process, its child processes, the "
+        f"services' containers), capture on / off, {who}",
+        machine,
     )
     return 0
 
