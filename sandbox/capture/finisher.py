@@ -12,10 +12,12 @@ One thread, one kept run at a time: however many runs fail at once, their captur
 couple of connections to each service, not one each. Runs finished together share dumps
 where they can (see :class:`sandbox.services.postgres.PinnedPostgres`): the state before
 them when they shared a pin, the state after them when it was captured once they had all
-ended. So a kept run whose services' end states are dumped (it holds a pinned state) waits
-:data:`GATHER_S` on the thread for those kept soon after it, and they are finished as one
-batch, in the order they ended: under a steady rate of failures that is one end-state dump
-for the batch, not one for each run. A kept run with nothing to share is finished at once.
+ended (or the state of a pin taken after they ended, which the runs kept from that pin
+share as their state before). So a kept run whose services' end states are dumped (it
+holds a pinned state) waits :data:`GATHER_S` on the thread for those kept soon after it,
+and they are finished as one batch, in the order they ended: under a steady rate of
+failures that is one end-state dump for the batch, not one for each run. A kept run with
+nothing to share is finished at once.
 
 :func:`wait` blocks until every run handed over so far is finished (a test, a benchmark, a
 service shutting down); the process waits for it when it ends, up to :data:`EXIT_WAIT_S`

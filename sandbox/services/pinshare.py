@@ -153,6 +153,17 @@ class PinPool(Generic[H]):
             self._open_ahead(key, limit, open_pin)
         return Share(self, key, entry)
 
+    def newest(self, key: str, accept: Callable[[H], bool]) -> Share[H] | None:
+        """A share of the newest open pin of ``key`` if ``accept`` takes it, whatever its
+        age (a state it holds may serve another purpose than a new run's start: the end
+        state of runs that ended before it was taken); ``None`` otherwise."""
+        with self._lock:
+            entry = self._newest.get(key)
+            if entry is None or not accept(entry.hold):
+                return None
+            entry.shares += 1
+            return Share(self, key, entry)
+
     def _open_ahead(self, key: str, limit: float, open_pin: Callable[[], H]) -> None:
         """Ask the pool's thread to open the next pin of ``key`` (under the lock)."""
         self._asks.put((key, limit, open_pin))

@@ -18,6 +18,7 @@ from test_services_containers import create_database, postgres_server
 
 from sandbox import capture
 from sandbox.capture import finisher
+from sandbox.services.pinshare import WINDOW_ENV
 from sandbox.services.postgres import PINS
 from sandbox.services.postgres import kind as postgres_kind
 from sandbox.services.postgres.pgtouched import (
@@ -27,6 +28,7 @@ from sandbox.services.postgres.pgtouched import (
     TOLD_META,
     WAIT_ENV,
 )
+from sandbox.services.registry import get_kind
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore
 
@@ -200,4 +202,48 @@ def test_runs_kept_one_after_another_are_finished_together_with_one_end_state_du
     assert captured == ["end state"]
     ends = {m.services[0].after for m in kept}
     assert len(ends) == 1 and None not in ends
+    assert PINS.open_count() == 0
+
+
+def test_a_kept_runs_end_state_is_a_later_pins_state_dumped_once_for_both(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run kept while a later run holds a pin taken after it ended: its end state is that
+    pin's state (its own write in it, the later run's not), and the later run, kept too,
+    has the very same dump as its state before. Only the last run's end state is captured
+    afresh (before, the first run's was too)."""
+    monkeypatch.setenv(WINDOW_ENV, "0.2")
+    fresh: list[str] = []
+    real = postgres_kind._capture
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        fresh.append("end state")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postgres_kind, "_capture", counted)
+    store = DirectoryStore(tmp_path / "store")
+    spec = capture.ServiceSpec("db", "postgres", shop, env="DATABASE_URL")
+    _run(shop, store, "INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    time.sleep(0.3)  # past the window: the next run's pin is its own, taken after
+    with capture.run("later", store=store, services=[spec], keep="failed"):
+        with psycopg.connect(shop, autocommit=True) as conn:
+            conn.execute("INSERT INTO refunds (order_id, cents) VALUES (11, 100)")
+        deadline = time.monotonic() + 60
+        while not store.list() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first run is finished while this one holds its pin
+        assert [m.name for m in store.list()] == ["refund"]
+        capture.mark_failed("paid twice")
+    assert capture.flush(120)
+    by_name = {m.name: m.services[0] for m in store.list()}
+    first, later = by_name["refund"], by_name["later"]
+    assert first.after is not None and later.before is not None
+    assert first.after.sha256 == later.before.sha256
+    assert first.hash_after == later.hash_before
+    assert fresh == ["end state"]  # the later run's
+    described = get_kind("postgres").describe_data(shop, store.get_blob(first.after.sha256))
+    tables = described["tables"]
+    assert isinstance(tables, dict)
+    refunds = tables["refunds"]
+    assert isinstance(refunds, list)
+    assert [row["order_id"] for row in refunds if isinstance(row, dict)] == [10]
     assert PINS.open_count() == 0

@@ -503,6 +503,7 @@ class _Pin:
         self._stack.enter_context(_snapshot(conn))
         self.conn = conn
         try:
+            self.taken = time.monotonic()  # the snapshot is taken at this time or after
             self.snapshot_id = _export(conn)
             with conn.transaction(force_rollback=True):
                 self.why = pgtouched.untrackable(conn)
@@ -533,17 +534,40 @@ when its capture began (monotonic)."""
 _ends_lock = threading.Lock()
 
 
+def _dump_pinned(ep: _Endpoint, pin: _Pin, empty: frozenset[str]) -> CapturedState:
+    """The state in ``pin``'s snapshot, the rows of ``empty`` left out (call it holding the
+    lock of a share of the pin)."""
+    with _in_snapshot(ep, pin.snapshot_id) as reader:
+        return _dump_and_hash(ep, reader, pin.snapshot_id, empty=empty, sequences=pin.sequences)
+
+
 def _end_state(ep: _Endpoint, empty: frozenset[str], ended: float) -> CapturedState:
     """The state after a run that ended at ``ended`` (monotonic), the rows of ``empty``
-    left out: the last one captured when it began after the run ended (runs kept together
-    share it: any state taken after a run's end holds all it did), else a new one."""
+    left out. Any state taken after a run's end holds all it did, so it is, in order: the
+    last one captured when it began after the run ended (runs kept together share it);
+    else the state of the newest pin taken after the run ended, which the runs sharing
+    that pin and kept share as their state before (one dump for both); else a new one."""
     key = ep.conninfo()
     with _ends_lock:
         found = _ends.get(key)
     if found is not None and found[0] == empty and ended <= found[1]:
         return found[2]
-    began = time.monotonic()
-    state = _capture(ep, empty=empty)
+    share = PINS.newest(ep.pin_key, lambda pin: pin.taken >= ended)
+    if share is not None:
+        pin = share.hold
+        try:
+            with share.lock:
+                if pin.dumped is not None and pin.dumped[0] == empty:
+                    state = pin.dumped[1]
+                else:
+                    state = _dump_pinned(ep, pin, empty)
+                    pin.dumped = (empty, state)
+        finally:
+            share.release()
+        began = pin.taken
+    else:
+        began = time.monotonic()
+        state = _capture(ep, empty=empty)
     with _ends_lock:
         _ends[key] = (empty, began, state)
     return state
@@ -635,10 +659,7 @@ class PinnedPostgres:
                 if rows is not None and pin.dumped is not None and pin.dumped[0] == others:
                     before = pin.dumped[1]
                 else:
-                    with _in_snapshot(self._ep, pin.snapshot_id) as reader:
-                        before = _dump_and_hash(
-                            self._ep, reader, pin.snapshot_id, empty=others, sequences=pin.sequences
-                        )
+                    before = _dump_pinned(self._ep, pin, others)
                     if rows is not None:
                         pin.dumped = (others, before)
         finally:
