@@ -74,6 +74,20 @@ def shop(server: str) -> str:
     return url
 
 
+@pytest.fixture
+def fresh_end_states(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One entry for each end state captured afresh (not shared with other runs)."""
+    captured: list[str] = []
+    real = postgres_kind._capture
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        captured.append("end state")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postgres_kind, "_capture", counted)
+    return captured
+
+
 def _kept(store: DirectoryStore) -> Manifest:
     assert capture.flush(120), "the kept run was not written in time"
     (manifest,) = store.list()
@@ -177,19 +191,11 @@ def test_a_state_capture_that_fails_in_the_background_damages_the_run_with_one_w
 
 
 def test_runs_kept_one_after_another_are_finished_together_with_one_end_state_dump(
-    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shop: str, tmp_path: Path, fresh_end_states: list[str]
 ) -> None:
     """Three runs kept one after another within the finisher's gathering delay are
     finished as one batch: the state after them is captured once, after the last one
     ended, and each keeps it."""
-    captured: list[str] = []
-    real = postgres_kind._capture
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        captured.append("end state")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(postgres_kind, "_capture", counted)
     store = DirectoryStore(tmp_path / "store")
     for order in (10, 11, 12):
         _run(shop, store, f"INSERT INTO refunds (order_id, cents) VALUES ({order}, 100)")
@@ -199,28 +205,20 @@ def test_runs_kept_one_after_another_are_finished_together_with_one_end_state_du
     assert capture.flush(120)
     kept = store.list()
     assert len(kept) == 3 and all(m.status == "complete" for m in kept)
-    assert captured == ["end state"]
+    assert fresh_end_states == ["end state"]
     ends = {m.services[0].after for m in kept}
     assert len(ends) == 1 and None not in ends
     assert PINS.open_count() == 0
 
 
 def test_a_kept_runs_end_state_is_a_later_pins_state_dumped_once_for_both(
-    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_end_states: list[str]
 ) -> None:
     """A run kept while a later run holds a pin taken after it ended: its end state is that
     pin's state (its own write in it, the later run's not), and the later run, kept too,
     has the very same dump as its state before. Only the last run's end state is captured
     afresh (before, the first run's was too)."""
     monkeypatch.setenv(WINDOW_ENV, "0.2")
-    fresh: list[str] = []
-    real = postgres_kind._capture
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        fresh.append("end state")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(postgres_kind, "_capture", counted)
     store = DirectoryStore(tmp_path / "store")
     spec = capture.ServiceSpec("db", "postgres", shop, env="DATABASE_URL")
     _run(shop, store, "INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
@@ -239,7 +237,7 @@ def test_a_kept_runs_end_state_is_a_later_pins_state_dumped_once_for_both(
     assert first.after is not None and later.before is not None
     assert first.after.sha256 == later.before.sha256
     assert first.hash_after == later.hash_before
-    assert fresh == ["end state"]  # the later run's
+    assert fresh_end_states == ["end state"]  # the later run's
     described = get_kind("postgres").describe_data(shop, store.get_blob(first.after.sha256))
     tables = described["tables"]
     assert isinstance(tables, dict)

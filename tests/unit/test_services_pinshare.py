@@ -72,24 +72,19 @@ def test_the_newest_pin_is_shared_past_its_window_only_when_accepted_and_never_r
     keeps it open like a run's. It never opens one, nor takes a released one."""
     clock = Clock()
     pool: PinPool[Pin] = PinPool(clock)
-    opened: list[Pin] = []
-
-    def open_pin() -> Pin:
-        opened.append(Pin())
-        return opened[-1]
-
-    assert pool.newest("db", lambda pin: True) is None  # none open: none opened
-    first = pool.share("db", open_pin, within=1.0)
+    pin = Pin()
+    assert pool.newest("db", lambda held: True) is None  # none open: none opened
+    first = pool.share("db", lambda: pin, within=1.0)
     clock.now += 5.0  # far past its window: no new run shares it
-    assert pool.newest("db", lambda pin: pin is not first.hold) is None
-    taken = pool.newest("db", lambda pin: pin is first.hold)
-    assert taken is not None and taken.hold is first.hold and first.shares == 2
-    assert pool.newest("other", lambda pin: True) is None
+    assert pool.newest("db", lambda held: held is not pin) is None
+    taken = pool.newest("db", lambda held: held is pin)
+    assert taken is not None and taken.hold is pin and first.shares == 2
+    assert pool.newest("other", lambda held: True) is None
     first.release()
-    assert opened[0].closed == 0  # the share taken keeps it open
+    assert pin.closed == 0  # the share taken keeps it open
     taken.release()
-    assert opened[0].closed == 1 and len(opened) == 1
-    assert pool.newest("db", lambda pin: True) is None and pool.open_count() == 0
+    assert pin.closed == 1
+    assert pool.newest("db", lambda held: True) is None and pool.open_count() == 0
 
 
 def test_concurrent_starts_open_one_pin() -> None:
