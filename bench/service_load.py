@@ -199,7 +199,7 @@ def _side(
                     f", {len(kept)} runs kept of {paid_twice} paid twice (all written "
                     f"{time.perf_counter() - began:.1f}s after the load; "
                     f"{cpu / max(finished, 1) * 1000:.0f} ms of CPU each to finish, "
-                    f"{cpu / load.answered * 1000:.1f} ms a request), "
+                    f"{cpu / answered * 1000:.1f} ms a request), "
                     + ", ".join(sorted({_told(m) for m in kept}))
                 )
             # after the drain: the kept runs' dumps (child processes, the database's work)

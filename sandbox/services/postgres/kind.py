@@ -520,6 +520,16 @@ class _Pin:
         """The last state before the runs dumped from this pin, with the tables it left
         empty: runs kept together that touched the same tables share it."""
 
+    def state(self, ep: _Endpoint, empty: frozenset[str]) -> CapturedState:
+        """The state in this pin's snapshot, the rows of ``empty`` left out, dumped once for
+        the runs that ask for the same tables left empty (:attr:`dumped`); call it holding
+        the lock of a share of the pin."""
+        if self.dumped is not None and self.dumped[0] == empty:
+            return self.dumped[1]
+        state = _dump_pinned(ep, self, empty)
+        self.dumped = (empty, state)
+        return state
+
     def close(self) -> None:
         """End the transaction (the pinned state is released)."""
         self._stack.close()
@@ -554,17 +564,12 @@ def _end_state(ep: _Endpoint, empty: frozenset[str], ended: float) -> CapturedSt
         return found[2]
     share = PINS.newest(ep.pin_key, lambda pin: pin.taken >= ended)
     if share is not None:
-        pin = share.hold
         try:
             with share.lock:
-                if pin.dumped is not None and pin.dumped[0] == empty:
-                    state = pin.dumped[1]
-                else:
-                    state = _dump_pinned(ep, pin, empty)
-                    pin.dumped = (empty, state)
+                state = share.hold.state(ep, empty)
         finally:
             share.release()
-        began = pin.taken
+        began = share.hold.taken
     else:
         began = time.monotonic()
         state = _capture(ep, empty=empty)
@@ -656,12 +661,12 @@ class PinnedPostgres:
             rows, told = self._told(pin)
             others = frozenset(set(pin.counters) - rows) if rows is not None else frozenset()
             with self._share.lock:
-                if rows is not None and pin.dumped is not None and pin.dumped[0] == others:
-                    before = pin.dumped[1]
-                else:
-                    before = _dump_pinned(self._ep, pin, others)
-                    if rows is not None:
-                        pin.dumped = (others, before)
+                # tables not told: the whole state, dumped for this run alone
+                before = (
+                    pin.state(self._ep, others)
+                    if rows is not None
+                    else _dump_pinned(self._ep, pin, others)
+                )
         finally:
             self.close()
         after = _end_state(self._ep, others, ended)
