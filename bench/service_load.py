@@ -65,11 +65,12 @@ from typing import Any
 import psycopg
 import redis
 
+from bench import machine
 from bench.compare import record
 from examples import refund_load, refund_service
 from sandbox import capture
 from sandbox.capture import finisher
-from sandbox.containers import Environment, RestoreSpec, bring_up
+from sandbox.containers import RestoreSpec, bring_up
 from sandbox.snapshot.store import DirectoryStore
 
 QUICK = ["--requests", "1000", "--rounds", "2", "--warmup", "200", "--seconds", "90"]
@@ -98,37 +99,6 @@ def _reset(database_url: str, redis_url: str, orders: list[str]) -> None:
     client = redis.Redis.from_url(redis_url)
     client.flushall()
     client.close()
-
-
-def _process_cpu() -> float:
-    """This process's CPU seconds (user and system, every thread): the service, its load's
-    clients and the capture share one interpreter."""
-    times = os.times()
-    return times.user + times.system
-
-
-def _children_cpu() -> float:
-    """The CPU seconds of this process's finished child processes (the kept runs'
-    ``pg_dump``)."""
-    times = os.times()
-    return times.children_user + times.children_system
-
-
-class _Containers:
-    """The CPU seconds each service's container has used (the engine's one-shot stats):
-    the database's work for a side (its sessions, the capture's pins and dumps) runs
-    there, on the same cores as this process."""
-
-    def __init__(self, env: Environment) -> None:
-        self._client = env.client
-        self._ids = {name: s.container_id for name, s in env.services.items() if s.container_id}
-
-    def cpu(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name, container_id in self._ids.items():
-            stats = self._client.api.stats(container_id, stream=False, one_shot=True)
-            out[name] = stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
-        return out
 
 
 @contextlib.contextmanager
@@ -168,19 +138,19 @@ def _side(
     clients: int,
     seconds: float,
     drain: float,
-    containers: _Containers,
+    containers: machine.Containers,
     declare: Collection[str] = refund_service.SERVICES,
 ) -> Callable[[], _Side]:
     def run() -> _Side:
         with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as store:
             app = refund_service.create_app(capture_on=capture_on, store=store, declare=declare)
             before = finisher.spent()  # the kept runs of this side, finished during its load too
-            began_cpu, began_children = _process_cpu(), _children_cpu()
+            began_cpu, began_children = machine.process_cpu(), machine.children_cpu()
             began_services = containers.cpu()
             with _collections() as collected, refund_load.serve(app) as base:
                 load = refund_load.load(base, orders, clients, seconds)
             answered = max(load.answered, 1)
-            cpu_each = (_process_cpu() - began_cpu) / answered * 1000
+            cpu_each = (machine.process_cpu() - began_cpu) / answered * 1000
             extra = (
                 f", {cpu_each:.1f} ms of the process's CPU a request, garbage collection "
                 f"{collected['seconds']:.1f}s of CPU ({collected['full']:.0f} full)"
@@ -204,17 +174,17 @@ def _side(
                 )
             # after the drain: the kept runs' dumps (child processes, the database's work)
             # are counted with the load that made them
-            children_each = (_children_cpu() - began_children) / answered * 1000
+            children_each = (machine.children_cpu() - began_children) / answered * 1000
             services = containers.cpu()
             services_each = {
                 name: (used - began_services[name]) / answered * 1000
                 for name, used in services.items()
             }
-            machine = cpu_each + children_each + sum(services_each.values())
+            machine_ms = cpu_each + children_each + sum(services_each.values())
             extra += f"; child processes {children_each:.1f} ms a request, " + ", ".join(
                 f"{name} {each:.1f} ms" for name, each in sorted(services_each.items())
             )
-            extra += f": {machine:.1f} ms of the machine's CPU a request"
+            extra += f": {machine_ms:.1f} ms of the machine's CPU a request"
         print(
             f"  capture {'on ' if capture_on else 'off'}: {load.answered} answered "
             f"{load.statuses} in {load.seconds:.1f}s, {load.throughput:.1f} req/s, "
@@ -222,7 +192,7 @@ def _side(
             + extra,
             flush=True,
         )
-        return _Side(load, machine)
+        return _Side(load, machine_ms)
 
     return run
 
@@ -291,14 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     """Throughput ratios of the rounds where both sides answered every request with 200: a
     side whose gateway calls time out answers some with 500, slower, which flatters the
     other side."""
-    machine: list[float] = []
+    machine_ratio: list[float] = []
     """The machine's CPU a request, capture on / off, by round (see :class:`_Side`)."""
     try:
         with bring_up(specs) as env:
             db, cache = env.services["db"].url, env.services["cache"].url
             os.environ.update(DATABASE_URL=db, REDIS_URL=cache, PAYMENTS_URL=url)
             refund_service.setup(db, 0)
-            containers = _Containers(env)
+            containers = machine.Containers(env)
 
             def side(name: str, capture_on: bool, requests: int) -> _Side:
                 # fresh order ids per side (the gateway is slow on a first charge), the same
@@ -320,14 +290,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"r{i}{'c' if capture_on else 'n'}", capture_on, args.requests
                     )
                 loads = {capture_on: done.load for capture_on, done in sides.items()}
-                machine.append(sides[True].machine_ms / sides[False].machine_ms)
+                machine_ratio.append(sides[True].machine_ms / sides[False].machine_ms)
                 throughput.append(loads[True].throughput / loads[False].throughput)
                 if all(set(load.statuses) == {200} for load in loads.values()):
                     clean.append(throughput[-1])
                 p99.append(loads[True].quantile(0.99) / loads[False].quantile(0.99))
                 print(
                     f"  ratios: throughput {throughput[-1]:.2f}x, p99 {p99[-1]:.2f}x, "
-                    f"machine CPU a request {machine[-1]:.2f}x"
+                    f"machine CPU a request {machine_ratio[-1]:.2f}x"
                 )
     finally:
         stop()
@@ -361,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     record(
         f"service: the machine's CPU a request (this process, its child processes, the "
         f"services' containers), capture on / off, {who}",
-        machine,
+        machine_ratio,
     )
     return 0
 

@@ -15,9 +15,10 @@ unchanged database gives the same bytes and the store keeps one blob)::
     PGDMP...
 
 so that a restore can refuse a dump from a newer major version with a clear message before
-``pg_restore`` fails deep inside. The database is restored with ``--no-owner
---no-privileges``: roles are cluster-wide and not part of a database dump, so objects end up
-owned by the endpoint's user.
+``pg_restore`` fails deep inside. A schema this process dumped before is not dumped again:
+the archive's head is filled with the rows read by ``COPY`` (:mod:`.pgheads`). The database
+is restored with ``--no-owner --no-privileges``: roles are cluster-wide and not part of a
+database dump, so objects end up owned by the endpoint's user.
 """
 
 from __future__ import annotations
@@ -59,8 +60,16 @@ from sandbox.services.descriptor import (
     database_in_url,
 )
 from sandbox.services.dumptext import Place
-from sandbox.services.postgres import pgquery, pgreach, pgseen, pgtouched, pgtrack
-from sandbox.services.postgres.pgarchive import stabilize
+from sandbox.services.postgres import (
+    pgarchive,
+    pgheads,
+    pgquery,
+    pgreach,
+    pgschema,
+    pgseen,
+    pgtouched,
+    pgtrack,
+)
 from sandbox.services.postgres.pgstate import (
     HASH_VERSION,
     RELATIONS,
@@ -411,6 +420,10 @@ def _comment(conn: psycopg.Connection[Any], dbname: str) -> str | None:
     return None if row is None or row[0] is None else str(row[0])
 
 
+_HEADS = pgheads.Heads()
+"""The heads of the archives this process dumped lately, made again with new rows."""
+
+
 def _dump_and_hash(
     ep: _Endpoint,
     conn: psycopg.Connection[Any],
@@ -422,34 +435,55 @@ def _dump_and_hash(
     """Dump the exported ``snapshot`` (the rows of the tables in ``empty`` left out) while
     ``conn``, inside that snapshot's transaction, hashes the same state (``empty`` tables
     as if they had no rows). ``sequences``: their values when the snapshot was taken (a
-    dump reads them as they are now), kept in the header and set again by a restore."""
+    dump reads them as they are now; by default, read now), kept in the header and set
+    again by a restore.
+
+    When an archive of the same schema with the same tables left empty was dumped before,
+    its head is filled with the rows read through ``conn`` (:mod:`.pgheads`); else
+    ``pg_dump`` runs beside the hash, and its head is kept for the next dumps."""
     version = _server_version(conn)
-    encoding = conn.execute("SHOW server_encoding").fetchone()
+    encoding = str((conn.execute("SHOW server_encoding").fetchone() or ("UTF8",))[0])
     zone = conn.execute("SHOW TimeZone").fetchone()
     size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-    args = [
-        "--format=custom",
-        f"--compress={_compression()}",
-        f"--snapshot={snapshot}",
-        *pgtouched.exclusions(empty),
-        f"--dbname={ep.conninfo(password=False)}",
-    ]
-    with ThreadPoolExecutor(1, thread_name_prefix="sbx-dump") as pool:
-        dumping = pool.submit(_run_tool, "pg_dump", args, ep)
-        try:
-            state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
-        finally:
-            dump = stabilize(dumping.result())
+    level = _compression()
+    schema = pgschema.fingerprint(conn)
+    key = (ep.conninfo(), schema, frozenset(empty), level)
+    head = _HEADS.get(key) if schema is not None else None
+    if sequences is None:  # a restore sets them (a head's are an older dump's)
+        sequences = sequence_values(conn)
+    if head is not None and pgheads.fits(conn, head):
+        state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
+        dump = pgheads.dump(conn, head, encoding, level)
+    else:
+        args = [
+            "--format=custom",
+            f"--compress={level}",
+            f"--snapshot={snapshot}",
+            *pgtouched.exclusions(empty),
+            f"--dbname={ep.conninfo(password=False)}",
+        ]
+        with ThreadPoolExecutor(1, thread_name_prefix="sbx-dump") as pool:
+            dumping = pool.submit(_run_tool, "pg_dump", args, ep)
+            try:
+                state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
+            finally:
+                dump = pgarchive.stabilize(dumping.result())
+        made = pgarchive.layout(dump) if schema is not None else None
+        if made is not None:
+            _HEADS.put(key, made)
+            read = pgarchive.read(dump) if pgheads.fits(conn, made) else None
+            if read is not None:  # the bytes the next dump of these rows makes
+                dump = pgarchive.rebuild(read[0], ([rows] for rows in read[1]), level)
     header = {
         "format_version": FORMAT_VERSION,
         "dump_format": "custom",
         "database": ep.dbname,
         "server_version": version,
-        "encoding": str(encoding[0]) if encoding else "UTF8",
+        "encoding": encoding,
         "hash_version": HASH_VERSION,
         "tables": table_digests(state),
         "dump_sha256": sha256_bytes(dump),
-        **({"sequences": dict(sequences)} if sequences is not None else {}),
+        "sequences": dict(sequences),
     }
     return CapturedState(
         data=pack_dump(header, dump),
