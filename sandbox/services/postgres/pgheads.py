@@ -2,14 +2,17 @@
 the same database, same schema and same tables left empty (:mod:`.pgarchive`), filled with
 the rows of its tables read by ``COPY`` in the transaction that hashes them.
 
-``pg_dump`` costs about 70 ms of CPU a dump even for a small database, half of it the
-server's (it reads every catalog), whatever the rows; a service keeping its failed runs
-dumps their touched tables again and again under the same schema. The schema is named by
-its fingerprint (:mod:`.pgschema`) read in the dump's own snapshot, so a head is reused only
-when nothing it holds could have changed. Rows are read this way only up to
+``pg_dump`` costs about 75 ms of the machine's CPU a dump even for a small database, half
+of it the server's (it reads every catalog), whatever the rows; a service keeping its failed
+runs dumps their touched tables again and again under the same schema. The schema is named
+by its fingerprint (:mod:`.pgschema`) read in the dump's own snapshot, so a head is reused
+only when nothing it holds could have changed. Rows are read this way only up to
 :data:`ROWS_LIMIT` bytes of the tables (more is left to ``pg_dump``'s own process, off this
 interpreter), and the ``COPY`` runs with the settings ``pg_dump`` gives its session, so the
-archive is the one ``pg_dump`` would have written, but for how its compressed chunks are cut.
+archive is the one ``pg_dump`` would have written but for how its compressed chunks are cut
+(an archive ``pg_dump`` wrote is cut the same way, see ``_dump_and_hash``) and the sequences'
+values in its TOC, which are the head's (the capture's header holds the dump's own, and a
+restore sets them).
 """
 
 from __future__ import annotations

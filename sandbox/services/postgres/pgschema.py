@@ -5,9 +5,11 @@ Every change of a catalog row (created, altered or dropped, a comment, a grant) 
 row version or none, never the same one, so the set of the visible row versions (``xmin``
 and ``ctid``) of the catalogs ``pg_dump`` reads names the schema. Only in-place updates
 keep a row version (``VACUUM`` and ``ANALYZE`` writing statistics into ``pg_class``), and
-those change nothing ``pg_dump`` writes. Roles and subscriptions are left out: their
-catalogs are not readable by every user, and a restore takes neither (``--no-owner``).
-About 18,000 rows on a new database, about 5 ms of the server's time.
+those change nothing ``pg_dump`` writes. Roles and subscriptions are left out, their
+catalogs not readable by every user: a restore takes no owner (``--no-owner``), and a change
+of a subscription alone (rare in an application's database) goes unseen. About 18,000 rows
+on a new database: about 6 ms of the server's time on a connection that read them before,
+11 ms on a new one (most of it opening the catalogs).
 """
 
 from __future__ import annotations
