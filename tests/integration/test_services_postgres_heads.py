@@ -84,7 +84,7 @@ def _write_more(endpoint: str) -> None:
 
 
 @pytest.mark.parametrize("level", [0, 1])
-def test_a_head_filled_with_new_rows_restores_as_pg_dumps_archive_of_the_same_snapshot(
+def test_a_head_filled_with_new_rows_reads_back_as_pg_dumps_archive_of_the_same_snapshot(
     db: str, level: int
 ) -> None:
     """The archive rebuilt from an older archive's head and rows read by COPY reads back
