@@ -11,7 +11,7 @@ keeps none, so every dump runs ``pg_dump`` (as before heads were kept). Each rou
 
 Figures (median and spread over the rounds): the machine's CPU a kept run, ``pg_dump`` every
 time / heads reused (this process, its child processes and the database's container, as
-:mod:`bench.machine` counts them), the same for wall time, and each side's milliseconds.
+:mod:`bench._machine` counts them), the same for wall time, and each side's milliseconds.
 Needs a Docker engine, the postgres image and the host's ``pg_dump``.
 """
 
@@ -25,7 +25,7 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
 import psycopg
 
-from bench import machine
+from bench import _machine as machine
 from bench.compare import compare_all, ratios, record
 from examples import refund_service
 from sandbox.containers import RestoreSpec, bring_up

@@ -65,7 +65,7 @@ from typing import Any
 import psycopg
 import redis
 
-from bench import machine
+from bench import _machine as machine
 from bench.compare import record
 from examples import refund_load, refund_service
 from sandbox import capture
