@@ -30,7 +30,6 @@ from bench.compare import compare_all, ratios, record
 from examples import refund_service
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.services.postgres import PostgresKind, pgheads
-from sandbox.services.postgres import kind as postgres_kind
 
 QUICK = ["--runs", "5", "--rounds", "3"]
 
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def kept_runs(reuse: bool) -> float:
             """Seconds a kept run, its machine CPU noted."""
-            postgres_kind._HEADS = kept if reuse else pgheads.Heads(kept=0)
+            pgheads.HEADS = kept if reuse else pgheads.Heads(kept=0)
             began, start = machine_cpu(), time.perf_counter()
             for i in range(args.runs):
                 pinned = kind.pin(url)
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         heads, dumps = compare_all(
             [lambda: kept_runs(True), lambda: kept_runs(False)], rounds=args.rounds
         )
-        postgres_kind._HEADS = kept
+        pgheads.HEADS = kept
     reused, every = cpu[True][1:], cpu[False][1:]  # the warm-up's left out
     what = "postgres state of a kept run"
     record(f"{what}: the machine's CPU, pg_dump every time / heads reused", ratios(every, reused))

@@ -420,10 +420,6 @@ def _comment(conn: psycopg.Connection[Any], dbname: str) -> str | None:
     return None if row is None or row[0] is None else str(row[0])
 
 
-_HEADS = pgheads.Heads()
-"""The heads of the archives this process dumped lately, made again with new rows."""
-
-
 def _dump_and_hash(
     ep: _Endpoint,
     conn: psycopg.Connection[Any],
@@ -448,10 +444,10 @@ def _dump_and_hash(
     level = _compression()
     schema = pgschema.fingerprint(conn)
     key = (ep.conninfo(), schema, frozenset(empty), level)
-    head = _HEADS.get(key) if schema is not None else None
+    head = pgheads.HEADS.usable(conn, key) if schema is not None else None
     if sequences is None:  # a restore sets them (a head's are an older dump's)
         sequences = sequence_values(conn)
-    if head is not None and pgheads.fits(conn, head):
+    if head is not None:
         state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
         dump = pgheads.dump(conn, head, encoding, level)
     else:
@@ -468,12 +464,8 @@ def _dump_and_hash(
                 state = logical_state(conn, empty=frozenset(empty), sequences=sequences)
             finally:
                 dump = pgarchive.stabilize(dumping.result())
-        made = pgarchive.layout(dump) if schema is not None else None
-        if made is not None:
-            _HEADS.put(key, made)
-            read = pgarchive.read(dump) if pgheads.fits(conn, made) else None
-            if read is not None:  # the bytes the next dump of these rows makes
-                dump = pgarchive.rebuild(read[0], ([rows] for rows in read[1]), level)
+        if schema is not None:
+            dump = pgheads.HEADS.learn(conn, key, dump, level)
     header = {
         "format_version": FORMAT_VERSION,
         "dump_format": "custom",

@@ -121,29 +121,32 @@ class _Reader:
         return None if n < 0 else self.take(n).decode("utf-8", "replace")
 
 
-def read(dump: bytes) -> tuple[Layout, list[bytes]] | None:
-    """The layout of a custom-format archive written to a pipe and the rows of each of its
-    tables (``COPY`` output), or None when it cannot be filled again with other rows
-    (another archive version or compression, data that is not a table's rows, offsets
-    placed, blocks out of the TOC's order, unreadable bytes). ``rebuild(*read(dump))`` cuts
-    the data blocks as a rebuilt archive's, so an archive ``pg_dump`` made and one rebuilt
-    from its head with the same rows are the same bytes."""
+def rows(dump: bytes) -> list[bytes] | None:
+    """The rows (``COPY`` output) of each table of a custom-format archive written to a
+    pipe, in the order of :func:`layout`'s tables, or None when it has no layout.
+    ``rebuild(layout(dump), ([r] for r in rows(dump)), level)`` cuts the data blocks as a
+    rebuilt archive's, so an archive ``pg_dump`` made and one rebuilt from its head with the
+    same rows are the same bytes."""
     try:
-        return _layout(dump, rows=True)
+        found = _layout(dump, decompress=True)
     except (ValueError, IndexError, zlib.error):
         return None
+    return None if found is None else found[1]
 
 
 def layout(dump: bytes) -> Layout | None:
-    """The layout of :func:`read`, its data blocks walked through but not decompressed."""
+    """The layout of a custom-format archive written to a pipe (its data blocks walked
+    through, not decompressed), or None when it cannot be filled again with other rows
+    (another archive version or compression, data that is not a table's rows, offsets
+    placed, blocks out of the TOC's order, unreadable bytes)."""
     try:
-        found = _layout(dump, rows=False)
+        found = _layout(dump, decompress=False)
     except (ValueError, IndexError):
         return None
     return None if found is None else found[0]
 
 
-def _layout(dump: bytes, *, rows: bool) -> tuple[Layout, list[bytes]] | None:
+def _layout(dump: bytes, *, decompress: bool) -> tuple[Layout, list[bytes]] | None:
     r = _Reader(dump)
     if r.take(5) != _MAGIC:
         return None
@@ -184,11 +187,11 @@ def _layout(dump: bytes, *, rows: bool) -> tuple[Layout, list[bytes]] | None:
             return None
         data = bytearray()
         while (n := r.int()) != 0:
-            if rows:
+            if decompress:
                 data += r.take(n)
             else:
                 r.skip(n)
-        if rows:
+        if decompress:
             plain = zlib.decompress(data) if compressed else bytes(data)
             if not plain.endswith(_END_OF_ROWS):
                 return None

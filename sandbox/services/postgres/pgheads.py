@@ -10,7 +10,7 @@ only when nothing it holds could have changed. Rows are read this way only up to
 :data:`ROWS_LIMIT` bytes of the tables (more is left to ``pg_dump``'s own process, off this
 interpreter), and the ``COPY`` runs with the settings ``pg_dump`` gives its session, so the
 archive is the one ``pg_dump`` would have written but for how its compressed chunks are cut
-(an archive ``pg_dump`` wrote is cut the same way, see ``_dump_and_hash``) and the sequences'
+(an archive ``pg_dump`` wrote is cut the same way, see :meth:`Heads.learn`) and the sequences'
 values in its TOC, which are the head's (the capture's header holds the dump's own, and a
 restore sets them).
 """
@@ -26,7 +26,8 @@ import psycopg
 from psycopg import sql
 
 from sandbox.errors import ServiceError
-from sandbox.services.postgres.pgarchive import Layout, rebuild
+from sandbox.services.postgres import pgarchive
+from sandbox.services.postgres.pgarchive import Layout
 
 ROWS_LIMIT = 8 << 20
 """The most bytes of tables (rows and TOAST) whose rows a dump reads in this process."""
@@ -71,12 +72,34 @@ class Heads:
             while len(self._layouts) > self._kept:
                 self._layouts.popitem(last=False)
 
+    def usable(self, conn: psycopg.Connection[Any], key: Hashable) -> Layout | None:
+        """The head kept for ``key`` when its tables fit (:func:`fits`) in ``conn``'s snapshot."""
+        found = self.get(key)
+        return found if found is not None and fits(conn, found) else None
 
-def fits(conn: psycopg.Connection[Any], layout: Layout, limit: int = ROWS_LIMIT) -> bool:
-    """Whether the tables of ``layout`` (their rows and TOAST, not their indexes) hold at
+    def learn(self, conn: psycopg.Connection[Any], key: Hashable, dump: bytes, level: int) -> bytes:
+        """Keep the head of ``dump``, an archive ``pg_dump`` wrote of ``conn``'s snapshot,
+        for ``key``; ``dump`` cut as :func:`dump` would make it of the same rows when its
+        tables fit (so an unchanged database stays one blob), else as it is."""
+        found = pgarchive.layout(dump)
+        if found is None:
+            return dump
+        self.put(key, found)
+        tables = pgarchive.rows(dump) if fits(conn, found) else None
+        if tables is None:
+            return dump
+        return pgarchive.rebuild(found, ([rows] for rows in tables), level)
+
+
+HEADS = Heads()
+"""The heads of the archives this process dumped lately."""
+
+
+def fits(conn: psycopg.Connection[Any], head: Layout, limit: int = ROWS_LIMIT) -> bool:
+    """Whether the tables of ``head`` (their rows and TOAST, not their indexes) hold at
     most ``limit`` bytes; False when one of them is gone (read in a savepoint)."""
-    schemas = [t.schema for t in layout.tables]
-    names = [t.name for t in layout.tables]
+    schemas = [t.schema for t in head.tables]
+    names = [t.name for t in head.tables]
     try:
         with conn.transaction():
             row = conn.execute(_SIZE, (schemas, names)).fetchone()
@@ -85,14 +108,14 @@ def fits(conn: psycopg.Connection[Any], layout: Layout, limit: int = ROWS_LIMIT)
     return row is not None and int(row[0]) <= limit
 
 
-def dump(conn: psycopg.Connection[Any], layout: Layout, encoding: str, level: int) -> bytes:
-    """The archive of ``layout`` with its tables' rows as ``conn``'s transaction sees them
+def dump(conn: psycopg.Connection[Any], head: Layout, encoding: str, level: int) -> bytes:
+    """The archive of ``head`` with its tables' rows as ``conn``'s transaction sees them
     (the session settings ``pg_dump`` uses are set for the rest of that transaction)."""
     try:
         for statement in _SESSION:
             conn.execute(statement)
         conn.execute(sql.SQL("SET LOCAL client_encoding = {}").format(sql.Literal(encoding)))
-        return rebuild(layout, (list(_rows(conn, t.copy_out)) for t in layout.tables), level)
+        return pgarchive.rebuild(head, (list(_rows(conn, t.copy_out)) for t in head.tables), level)
     except psycopg.Error as exc:
         raise ServiceError(f"reading the rows of a postgres dump: {exc}") from None
 

@@ -50,13 +50,22 @@ def _query(present: list[str]) -> sql.Composed:
     )
 
 
+_QUERIES: dict[int, sql.Composed] = {}
+"""The fingerprint's query, by server version (the catalogs it reads are the server's)."""
+
+
 def fingerprint(conn: psycopg.Connection[Any]) -> str | None:
     """The schema's fingerprint in ``conn``'s transaction, or None when a catalog cannot be
     read (read in a savepoint, so the transaction goes on either way)."""
     try:
         with conn.transaction():
-            present = [str(r[0]) for r in conn.execute(_PRESENT, (list(CATALOGS),)).fetchall()]
-            rows = conn.execute(_query(sorted(present))).fetchall()
+            query = _QUERIES.get(conn.info.server_version)
+            if query is None:
+                present = conn.execute(_PRESENT, (list(CATALOGS),)).fetchall()
+                query = _QUERIES[conn.info.server_version] = _query(
+                    sorted(str(r[0]) for r in present)
+                )
+            rows = conn.execute(query).fetchall()
     except psycopg.Error:
         return None
     return hashlib.sha256(repr(sorted(rows)).encode()).hexdigest()
