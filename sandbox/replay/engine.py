@@ -41,7 +41,7 @@ from sandbox.replay.conditions.deadline import Deadline, ReplayTimedOut, default
 from sandbox.replay.fork import stored_edits
 from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
-from sandbox.replay.isolation.trust import check_callable, check_trusted
+from sandbox.replay.isolation.trust import check_arguments, check_callable, check_trusted
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.judging.endstate import end_state_diffs
 from sandbox.replay.judging.verdict import (
@@ -117,17 +117,30 @@ def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:
     return found  # type: ignore[no-any-return]
 
 
-def _called(manifest: Manifest, target: str, override: str | None) -> Entrypoint:
-    """What each replay calls: ``target``, with the arguments the run recorded (a decorated
-    task's call), none when an entrypoint was given instead of the recorded one."""
-    recorded = manifest.entrypoint if not override else None
-    return Entrypoint(
-        kind="callable",
-        target=target,
-        cwd=os.getcwd(),
-        args=recorded.args if recorded else [],
-        kwargs=recorded.kwargs if recorded else {},
-    )
+def _called(
+    manifest: Manifest, target: str, override: str | None, function: Callable[..., Any]
+) -> Entrypoint:
+    """What each replay calls: ``target`` with the arguments the run recorded (a decorated
+    task's call). An entrypoint given instead of the recorded one gets them when its
+    parameters take them (the fixed task itself), none otherwise (a function that supplies
+    its own); one whose module raised as it was imported before the replay cannot be looked
+    at and gets them."""
+    recorded = manifest.entrypoint
+    args = list(recorded.args) if recorded else []
+    kwargs = dict(recorded.kwargs) if recorded else {}
+    if override and (args or kwargs) and not _takes(function, args, kwargs):
+        args, kwargs = [], {}
+    return Entrypoint(kind="callable", target=target, cwd=os.getcwd(), args=args, kwargs=kwargs)
+
+
+def _takes(function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether ``function``'s parameters take these arguments (not when it has no
+    signature to look at)."""
+    try:
+        inspect.signature(function).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _no_function() -> None:
@@ -460,6 +473,13 @@ def replay(
     restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
+    function: Callable[..., Any] = _no_function
+    if command is None:
+        function = resolve_entrypoint(target)
+        function = check_callable(manifest, function, trust=trust, override=entrypoint)
+    called = _called(manifest, target, entrypoint, function)
+    if command is None:
+        check_arguments(manifest, called, trust=trust)
     recording = st.load_events(run_id)
     compared = comparable(recording)
     settings = _Settings(
@@ -469,10 +489,8 @@ def replay(
         compared=compared,
         traced=from_trace(manifest),
         expected=Expectation.of(manifest.failure, compared, plan.predicate),
-        function=_no_function
-        if command is not None
-        else check_callable(manifest, resolve_entrypoint(target), trust=trust, override=entrypoint),
-        called=_called(manifest, target, entrypoint),
+        function=function,
+        called=called,
         plan=plan,
         policies=plan.served_by(),
         command=command,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sandbox.errors import UntrustedRunError
-from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.manifest import Entrypoint, Manifest
 
 _INSTALLED = frozenset({"site-packages", "dist-packages"})
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,6 +114,15 @@ def check_callable(
     if what is not None:
         raise _refusal(manifest, what)
     return function
+
+
+def check_arguments(manifest: Manifest, called: Entrypoint, *, trust: bool) -> None:
+    """Raise :class:`UntrustedRunError` when an imported run's recorded arguments would be
+    handed to the function ``called`` names, untrusted: they are the bundle's data, and
+    choose what even a function the user named does (a path to delete, a command)."""
+    if trust or manifest.provenance is None or not (called.args or called.kwargs):
+        return
+    raise _refusal(manifest, f"{called.target} called with the arguments the bundle recorded")
 
 
 def _refusal(manifest: Manifest, what: str) -> UntrustedRunError:
