@@ -21,6 +21,7 @@ from test_services_containers import create_database, postgres_server, sessions_
 from cli.main import main
 from sandbox import capture
 from sandbox.services.postgres import PINS
+from sandbox.services.postgres.pgreaders import IDLE_MAX, READERS
 from sandbox.services.postgres.pgtouched import PINNED_AT_META, ROWS_META, STATE_META
 from sandbox.snapshot.store import DirectoryStore
 
@@ -110,10 +111,11 @@ def _others(url: str, pids: list[int]) -> list[tuple[int, str]]:
 
 def _settled(url: str, within: float = 10.0) -> list[tuple[int, str]]:
     """The capture's sessions once closed ones have left (a backend leaves
-    ``pg_stat_activity`` a moment after its client closed the connection)."""
+    ``pg_stat_activity`` a moment after its client closed the connection), but for those
+    it keeps open for its next reads (:mod:`sandbox.services.postgres.pgreaders`)."""
     deadline = time.monotonic() + within
     seen = _others(url, [])
-    while seen and time.monotonic() < deadline:
+    while {p for p, _ in seen} - READERS.pids() and time.monotonic() < deadline:
         time.sleep(0.2)
         seen = _others(url, [])
     return seen
@@ -177,6 +179,11 @@ def test_a_failed_run_sharing_the_pin_keeps_that_state_and_its_replay_reproduces
     assert {"public.orders", "public.cart"} <= set(service.meta[ROWS_META])
     assert PINNED_AT_META in service.meta
     assert PINS.open_count() == 0
+    # left on the server: at most IDLE_MAX sessions kept for the next reads, idle (no
+    # transaction open), and nothing else
+    left = _settled(shop)
+    assert 1 <= len(left) <= IDLE_MAX and {p for p, _ in left} == READERS.pids(), left
+    assert {state for _, state in left} == {"idle"}
     with psycopg.connect(shop, autocommit=True) as conn:  # the live database is fixed now
         conn.execute("TRUNCATE cart")
     code = main(["replay", manifest.run_id, "--times", "2", "--store", str(store)])

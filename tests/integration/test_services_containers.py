@@ -14,6 +14,8 @@ import psycopg
 import pytest
 import redis
 
+from sandbox.services.postgres import pgreaders
+
 POSTGRES_IMAGE = "sandbox-replayer/postgres:15"
 REDIS_IMAGE = "sandbox-replayer/redis:7"
 LABELS = {"org.sandbox-replayer.managed": "true", "org.sandbox-replayer.test": "services"}
@@ -94,7 +96,9 @@ def create_database(server: str, name: str) -> str:
 def sessions_ended(server: str, name: str, timeout: float = 30.0) -> None:
     """Wait until no client session is left on database ``name``: a session flushes its
     statistics counters as it exits, before it leaves ``pg_stat_activity`` (so a setup's own
-    counters are not a later run's, without waiting out the idle flush interval)."""
+    counters are not a later run's, without waiting out the idle flush interval). The
+    sessions the capture keeps for its next reads are closed first."""
+    pgreaders.READERS.close()
     deadline = time.monotonic() + timeout
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         while True:

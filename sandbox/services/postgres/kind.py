@@ -65,6 +65,7 @@ from sandbox.services.postgres import (
     pgheads,
     pgquery,
     pgreach,
+    pgreaders,
     pgschema,
     pgseen,
     pgtouched,
@@ -199,21 +200,37 @@ def _parse_endpoint(endpoint: str) -> _Endpoint:
     return _Endpoint._parse(endpoint)
 
 
-@contextmanager
-def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+def _open(ep: _Endpoint, dbname: str | None = None, **options: Any) -> psycopg.Connection[Any]:
     try:
-        conn = psycopg.connect(ep.conninfo(dbname), autocommit=True, connect_timeout=10)
+        return psycopg.connect(ep.conninfo(dbname), autocommit=True, connect_timeout=10, **options)
     except psycopg.Error as exc:
         db = dbname or ep.dbname
         raise ServiceError(
             f"cannot connect to postgres at {ep.where} (database {db}): {exc}"
         ) from None
+
+
+@contextmanager
+def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+    conn = _open(ep, dbname)
     try:
         yield conn
     except psycopg.Error as exc:
         raise ServiceError(f"postgres at {ep.where}: {exc}") from None
     finally:
         conn.close()
+
+
+@contextmanager
+def _reader(ep: _Endpoint) -> Iterator[psycopg.Connection[Any]]:
+    """:func:`_connect` for a short read of the state, on a connection kept open between
+    such reads (:mod:`.pgreaders`; nothing prepared on it: its transactions roll back)."""
+    opener = functools.partial(_open, ep, prepare_threshold=None)
+    with pgreaders.READERS.connection(ep.conninfo(), opener) as conn:
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            raise ServiceError(f"postgres at {ep.where}: {exc}") from None
 
 
 def _version_string(num: int) -> str:
@@ -365,10 +382,11 @@ def describe_state(conn: psycopg.Connection[Any], limit: int = DESCRIBE_LIMIT) -
 
 @contextmanager
 def _snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """A read-only repeatable-read transaction: one consistent view of the database."""
+    """A read-only repeatable-read transaction: one consistent view of the database,
+    rolled back (what was set in it is undone)."""
     conn.autocommit = False
     try:
-        with conn.transaction():
+        with conn.transaction(force_rollback=True):
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield
     finally:
@@ -499,7 +517,7 @@ def _export(conn: psycopg.Connection[Any]) -> str:
 
 def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
     """The state now, the rows of the tables in ``empty`` left out."""
-    with _connect(ep) as conn, _snapshot(conn):
+    with _reader(ep) as conn, _snapshot(conn):
         return _dump_and_hash(ep, conn, _export(conn), empty=empty)
 
 
@@ -507,7 +525,7 @@ def _capture(ep: _Endpoint, empty: Collection[str] = ()) -> CapturedState:
 def _in_snapshot(ep: _Endpoint, snapshot_id: str) -> Iterator[psycopg.Connection[Any]]:
     """A short read-only transaction of its own in an exported snapshot: what it reads, and
     the locks that takes, end with it, never with the transaction that holds the snapshot."""
-    with _connect(ep) as conn, _snapshot(conn):
+    with _reader(ep) as conn, _snapshot(conn):
         conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_id)))
         yield conn
 
@@ -663,7 +681,7 @@ class PinnedPostgres:
             note = pin.why or pgtouched.settle(
                 watch,
                 pin.since,
-                {pin.conn.info.backend_pid, watch.info.backend_pid},
+                {pin.conn.info.backend_pid, watch.info.backend_pid} | pgreaders.READERS.pids(),
                 limit=pgtouched.wait_limit(),
             )
             after_counters = pgtouched.counters(watch)

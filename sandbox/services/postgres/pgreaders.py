@@ -1,0 +1,138 @@
+"""Connections kept open between the capture's reads of a Postgres server.
+
+Each kept run's state is read in short read-only transactions of their own (a dump in an
+exported snapshot, the end state). A new connection for each costs the server a backend
+(about 3 ms of its CPU), and that backend's first reads of the catalogs (the schema's
+fingerprint: :mod:`.pgschema`) cost about 8 ms more than the same reads on a backend that
+has made them before. :data:`READERS` keeps a few connections of this process open after
+such a read, for the next one: at most :data:`IDLE_MAX` for each server and database,
+closed once idle :data:`IDLE_S` seconds (looked at when one is taken or given back).
+
+A connection is given back only when its transaction ended (rolled back: what it set
+inside is undone) and nothing broke it; one taken after sitting idle is first asked for
+``SELECT 1``, and replaced by a new one if the server ended it meanwhile. The connections
+of a parent process are never used in a child it forked (their sessions are the parent's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+IDLE_MAX = 2
+"""Connections kept open for each server and database."""
+IDLE_S = 30.0
+"""Seconds a kept connection may sit unused before it is closed."""
+
+Opener = Callable[[], psycopg.Connection[Any]]
+
+
+class Readers:
+    """Idle connections by connection string; see the module doc."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._idle: dict[str, list[tuple[psycopg.Connection[Any], float]]] = {}
+        self._pid = os.getpid()
+        self._lent: set[int] = set()
+        """The server processes of the connections in use now."""
+
+    @contextlib.contextmanager
+    def connection(self, key: str, open_new: Opener) -> Iterator[psycopg.Connection[Any]]:
+        """A connection for ``key`` (autocommit, no transaction open): a kept one that still
+        answers, else ``open_new()``. Given back when the block ends with it idle and whole;
+        closed otherwise."""
+        conn = self._take(key) or open_new()
+        pid = conn.info.backend_pid
+        with self._lock:
+            self._lent.add(pid)
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                self._lent.discard(pid)
+            if not self._give_back(key, conn):
+                conn.close()
+
+    def pids(self) -> set[int]:
+        """The server processes of the connections kept or in use now (the capture's own
+        sessions)."""
+        with self._lock:
+            kept = {c.info.backend_pid for held in self._idle.values() for c, _ in held}
+            return kept | self._lent
+
+    def close(self) -> None:
+        """Close every kept connection."""
+        with self._lock:
+            held = [c for conns in self._idle.values() for c, _ in conns]
+            self._idle.clear()
+        for conn in held:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _take(self, key: str) -> psycopg.Connection[Any] | None:
+        while True:
+            with self._lock:
+                self._forget_parents()
+                stale = self._expire()
+                conns = self._idle.get(key)
+                conn = conns.pop()[0] if conns else None
+            for old in stale:
+                with contextlib.suppress(Exception):
+                    old.close()
+            if conn is None:
+                return None
+            try:
+                conn.execute("SELECT 1")
+                return conn
+            except psycopg.Error:  # the server ended it while it was kept
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    def _give_back(self, key: str, conn: psycopg.Connection[Any]) -> bool:
+        whole = (
+            not conn.closed
+            and not conn.broken
+            and conn.autocommit
+            and conn.info.transaction_status == TransactionStatus.IDLE
+        )
+        with self._lock:
+            if os.getpid() != self._pid or not whole:
+                return False
+            conns = self._idle.setdefault(key, [])
+            if len(conns) >= IDLE_MAX:
+                return False
+            conns.append((conn, self._clock()))
+            return True
+
+    def _expire(self) -> list[psycopg.Connection[Any]]:
+        """Take out the connections idle too long (under the lock); they are to be closed."""
+        limit = self._clock() - IDLE_S
+        stale = []
+        for key, conns in list(self._idle.items()):
+            stale += [c for c, since in conns if since < limit]
+            kept = [(c, since) for c, since in conns if since >= limit]
+            if kept:
+                self._idle[key] = kept
+            else:
+                del self._idle[key]
+        return stale
+
+    def _forget_parents(self) -> None:
+        """In a forked child: none of the parent's connections (left open: closing them
+        would end the parent's sessions)."""
+        if os.getpid() != self._pid:
+            self._idle, self._lent = {}, set()
+            self._pid = os.getpid()
+
+
+READERS = Readers()
+"""The connections this process keeps for its reads of Postgres states."""
