@@ -224,8 +224,12 @@ def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Conne
 @contextmanager
 def _reader(ep: _Endpoint) -> Iterator[psycopg.Connection[Any]]:
     """:func:`_connect` for a short read of the state, on a connection kept open between
-    such reads (:mod:`.pgreaders`; nothing prepared on it: its transactions roll back)."""
-    opener = functools.partial(_open, ep, prepare_threshold=None)
+    such reads (:mod:`.pgreaders`; nothing prepared on it: its transactions roll back; a
+    server gone silent while it sat idle fails its first statement within
+    :data:`~.pgreaders.UNANSWERED_MS`, not at the network's own timeout)."""
+    opener = functools.partial(
+        _open, ep, prepare_threshold=None, tcp_user_timeout=pgreaders.UNANSWERED_MS
+    )
     with pgreaders.READERS.connection(ep.conninfo(), opener) as conn:
         try:
             yield conn

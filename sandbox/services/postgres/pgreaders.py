@@ -30,6 +30,9 @@ IDLE_MAX = 2
 """Connections kept open for each server and database."""
 IDLE_S = 30.0
 """Seconds a kept connection may sit unused before it is closed."""
+UNANSWERED_MS = 10_000
+"""Milliseconds a kept connection's data may go unacknowledged by the server before the
+connection is given up (libpq's ``tcp_user_timeout``)."""
 
 Opener = Callable[[], psycopg.Connection[Any]]
 
