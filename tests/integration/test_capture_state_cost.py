@@ -121,6 +121,14 @@ def _settled(url: str, within: float = 10.0) -> list[tuple[int, str]]:
     return seen
 
 
+def _only_kept_sessions_left(url: str) -> None:
+    """Left on the server by the capture: no transaction, and no session but the at most
+    ``IDLE_MAX`` it keeps open (idle) for its next reads."""
+    left = _settled(url)
+    assert 1 <= len(left) <= IDLE_MAX and {p for p, _ in left} == READERS.pids(), left
+    assert {state for _, state in left} == {"idle"}, left
+
+
 def _run_together(agent: ModuleType, url: str, bad: int | None) -> list[tuple[int, str]]:
     """``RUNS`` runs at once (run ``bad`` is the failing sync); the capture's sessions seen
     while every run is inside its block."""
@@ -160,7 +168,7 @@ def test_concurrent_runs_share_one_pin_and_runs_that_end_well_dump_nothing(
     assert DirectoryStore(store).list() == []
     assert list(DirectoryStore(store).iter_blobs()) == []
     assert PINS.open_count() == 0
-    assert _settled(shop) == []  # no transaction, no session left open on the server
+    _only_kept_sessions_left(shop)
 
 
 def test_a_failed_run_sharing_the_pin_keeps_that_state_and_its_replay_reproduces(
@@ -179,11 +187,7 @@ def test_a_failed_run_sharing_the_pin_keeps_that_state_and_its_replay_reproduces
     assert {"public.orders", "public.cart"} <= set(service.meta[ROWS_META])
     assert PINNED_AT_META in service.meta
     assert PINS.open_count() == 0
-    # left on the server: at most IDLE_MAX sessions kept for the next reads, idle (no
-    # transaction open), and nothing else
-    left = _settled(shop)
-    assert 1 <= len(left) <= IDLE_MAX and {p for p, _ in left} == READERS.pids(), left
-    assert {state for _, state in left} == {"idle"}
+    _only_kept_sessions_left(shop)
     with psycopg.connect(shop, autocommit=True) as conn:  # the live database is fixed now
         conn.execute("TRUNCATE cart")
     code = main(["replay", manifest.run_id, "--times", "2", "--store", str(store)])

@@ -544,13 +544,13 @@ class _Pin:
 
     def __init__(self, ep: _Endpoint) -> None:
         self._stack = ExitStack()
-        conn = self._stack.enter_context(_connect(ep))
-        # The transaction stays idle while the run goes on: a server-wide idle timeout must
-        # not end it.
-        conn.execute("SET idle_in_transaction_session_timeout = 0")
-        self._stack.enter_context(_snapshot(conn))
+        conn = self._stack.enter_context(_reader(ep))  # given back when the pin is let go
         self.conn = conn
         try:
+            self._stack.enter_context(_snapshot(conn))
+            # The transaction stays idle while the run goes on: a server-wide idle timeout
+            # must not end it (set for it alone: the connection serves other reads after).
+            conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
             self.taken = time.monotonic()  # the snapshot is taken at this time or after
             self.snapshot_id = _export(conn)
             with conn.transaction(force_rollback=True):

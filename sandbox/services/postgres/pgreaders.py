@@ -1,11 +1,12 @@
 """Connections kept open between the capture's reads of a Postgres server.
 
-Each kept run's state is read in short read-only transactions of their own (a dump in an
-exported snapshot, the end state). A new connection for each costs the server a backend
-(about 3 ms of its CPU), and that backend's first reads of the catalogs (the schema's
-fingerprint: :mod:`.pgschema`) cost about 8 ms more than the same reads on a backend that
-has made them before. :data:`READERS` keeps a few connections of this process open after
-such a read, for the next one: at most :data:`IDLE_MAX` for each server and database,
+The capture reads a database in read-only transactions of its own: a pin (the state
+before the runs starting together, held while they run) and, for a kept run, short ones
+that dump its states. A new connection for each costs the server a backend (about 3 ms of
+its CPU), and that backend's first reads of the catalogs (the schema's fingerprint:
+:mod:`.pgschema`) cost about 8 ms more than the same reads on a backend that has made them
+before. :data:`READERS` keeps a few connections of this process open after such a
+transaction, for the next one: at most :data:`IDLE_MAX` for each server and database,
 closed once idle :data:`IDLE_S` seconds (looked at when one is taken or given back).
 
 A connection is given back only when its transaction ended (rolled back: what it set
