@@ -685,7 +685,7 @@ class PinnedPostgres:
             note = pin.why or pgtouched.settle(
                 watch,
                 pin.since,
-                {pin.conn.info.backend_pid, watch.info.backend_pid} | pgreaders.READERS.pids(),
+                {watch.info.backend_pid} | pgreaders.READERS.pids(),  # the pins' among them
                 limit=pgtouched.wait_limit(),
             )
             after_counters = pgtouched.counters(watch)

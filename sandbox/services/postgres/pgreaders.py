@@ -21,6 +21,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -43,9 +44,16 @@ class Readers:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        self._fresh()
+        after_fork = weakref.WeakMethod(self._fresh)
+        os.register_at_fork(after_in_child=lambda: (call := after_fork()) and call())
+
+    def _fresh(self) -> None:
+        """No connection kept, none lent (and in a forked child: none of the parent's,
+        left open, since closing them would end the parent's sessions, nor its lock, which
+        a parent's thread may have held)."""
         self._lock = threading.Lock()
         self._idle: dict[str, list[tuple[psycopg.Connection[Any], float]]] = {}
-        self._pid = os.getpid()
         self._lent: set[int] = set()
         """The server processes of the connections in use now."""
 
@@ -85,7 +93,6 @@ class Readers:
     def _take(self, key: str) -> psycopg.Connection[Any] | None:
         while True:
             with self._lock:
-                self._forget_parents()
                 stale = self._expire()
                 conns = self._idle.get(key)
                 conn = conns.pop()[0] if conns else None
@@ -108,9 +115,9 @@ class Readers:
             and conn.autocommit
             and conn.info.transaction_status == TransactionStatus.IDLE
         )
+        if not whole:
+            return False
         with self._lock:
-            if os.getpid() != self._pid or not whole:
-                return False
             conns = self._idle.setdefault(key, [])
             if len(conns) >= IDLE_MAX:
                 return False
@@ -129,13 +136,6 @@ class Readers:
             else:
                 del self._idle[key]
         return stale
-
-    def _forget_parents(self) -> None:
-        """In a forked child: none of the parent's connections (left open: closing them
-        would end the parent's sessions)."""
-        if os.getpid() != self._pid:
-            self._idle, self._lent = {}, set()
-            self._pid = os.getpid()
 
 
 READERS = Readers()
