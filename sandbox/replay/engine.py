@@ -41,7 +41,7 @@ from sandbox.replay.conditions.deadline import Deadline, ReplayTimedOut, default
 from sandbox.replay.fork import stored_edits
 from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
-from sandbox.replay.isolation.trust import check_arguments, check_callable, check_trusted
+from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.judging.endstate import end_state_diffs
 from sandbox.replay.judging.verdict import (
@@ -473,13 +473,13 @@ def replay(
     restored = restored_environment(manifest, {**os.environ, **given}, store_root=local)
     command = recorded_command(manifest, entrypoint)
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
-    function: Callable[..., Any] = _no_function
+    function: Callable[..., Any]
     if command is None:
-        function = resolve_entrypoint(target)
-        function = check_callable(manifest, function, trust=trust, override=entrypoint)
-    called = _called(manifest, target, entrypoint, function)
-    if command is None:
-        check_arguments(manifest, called, trust=trust)
+        resolved = resolve_entrypoint(target)
+        called = _called(manifest, target, entrypoint, resolved)
+        function = check_callable(manifest, resolved, called, trust=trust, override=entrypoint)
+    else:  # a recorded command runs in a child process: nothing is called here
+        function, called = _no_function, _called(manifest, target, entrypoint, _no_function)
     recording = st.load_events(run_id)
     compared = comparable(recording)
     settings = _Settings(

@@ -100,29 +100,28 @@ def defined_in_project(function: object, target: str, project: Path) -> str | No
 def check_callable(
     manifest: Manifest,
     function: F,
+    called: Entrypoint,
     *,
     trust: bool,
     override: str | None = None,
     project: Path | None = None,
 ) -> F:
-    """``function`` (the resolved entrypoint of ``manifest``) when it may run: an imported
-    run's callable must be a function defined in the project under its recorded name; raise
-    :class:`UntrustedRunError` otherwise (nothing was called)."""
-    if trust or override or manifest.provenance is None or manifest.entrypoint is None:
+    """``function`` (the resolved entrypoint of ``manifest``, to be called as ``called``
+    says) when it may run; raise :class:`UntrustedRunError` otherwise (nothing was called).
+    For an imported run, untrusted: no recorded argument reaches it (they are the bundle's
+    data, and would choose what even a function the user named does: a path to delete, a
+    command), and a callable the user did not name must be a function defined in the
+    project under its recorded name."""
+    if trust or manifest.provenance is None or manifest.entrypoint is None:
+        return function
+    if called.args or called.kwargs:
+        raise _refusal(manifest, f"{called.target} called with the arguments the bundle recorded")
+    if override:
         return function
     what = defined_in_project(function, manifest.entrypoint.target or "", project or Path.cwd())
     if what is not None:
         raise _refusal(manifest, what)
     return function
-
-
-def check_arguments(manifest: Manifest, called: Entrypoint, *, trust: bool) -> None:
-    """Raise :class:`UntrustedRunError` when an imported run's recorded arguments would be
-    handed to the function ``called`` names, untrusted: they are the bundle's data, and
-    choose what even a function the user named does (a path to delete, a command)."""
-    if trust or manifest.provenance is None or not (called.args or called.kwargs):
-        return
-    raise _refusal(manifest, f"{called.target} called with the arguments the bundle recorded")
 
 
 def _refusal(manifest: Manifest, what: str) -> UntrustedRunError:
