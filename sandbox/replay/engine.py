@@ -57,6 +57,7 @@ from sandbox.replay.report import ReplayReport, mismatch_json, overlap_note, rep
 from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
+from sandbox.replay.source_signature import signature_in_source
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -99,10 +100,22 @@ def resolve_entrypoint(target: str) -> Callable[..., Any]:
     except Exception:
         # The module raised as it ran (it reads a variable the replay sets, say): it is
         # imported again inside each run, where what it raises is the run's, and judged.
-        return lambda *args, **kwargs: _attribute(
-            importlib.import_module(module_name), attr, target
-        )(*args, **kwargs)
+        return _ImportedInRun(target)
     return _attribute(found, attr, target)
+
+
+class _ImportedInRun:
+    """An entrypoint whose module is imported as each run calls it; its parameters, as its
+    source writes them, are its signature (none to look at when they cannot be read)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.module_name, _, self.attr = target.partition(":")
+        self.__signature__ = signature_in_source(self.module_name, self.attr)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        found = importlib.import_module(self.module_name)
+        return _attribute(found, self.attr, self.target)(*args, **kwargs)
 
 
 def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:
@@ -123,8 +136,8 @@ def _called(
     """What each replay calls: ``target`` with the arguments the run recorded (a decorated
     task's call). An entrypoint given instead of the recorded one gets them when its
     parameters take them (the fixed task itself), none otherwise (a function that supplies
-    its own); one whose module raised as it was imported before the replay cannot be looked
-    at and gets them."""
+    its own). One whose module raised as it was imported before the replay is looked at in
+    its source; when its ``def`` is not there to read, it gets them."""
     recorded = manifest.entrypoint
     args = list(recorded.args) if recorded else []
     kwargs = dict(recorded.kwargs) if recorded else {}

@@ -1,10 +1,13 @@
 """An entrypoint given to ``replay`` instead of a decorated task's recorded one: called with
 the task's recorded arguments when its parameters take them (the fixed task itself), with
-none when they do not (a function that supplies its own); an imported run's arguments are
-the bundle's data, and reach a named function only with ``trust``."""
+none when they do not (a function that supplies its own), also when its module can only be
+imported inside the run (its parameters are read from its source); an imported run's
+arguments are the bundle's data, and reach a named function only with ``trust``."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,62 @@ def test_an_imported_runs_arguments_reach_a_named_entrypoint_only_trusted(
     )
     assert replay(run_id, store=mine, entrypoint=fixed, trust=True).verdict.outcome == "gone"
     assert CALLED == [("o-7", 250)] * 2
+
+
+LATE = f"""
+import os
+if "LATE_JOBS_READY" not in os.environ:  # read at import: set only inside the replay
+    raise RuntimeError("LATE_JOBS_READY is not set")
+from {__name__} import refund_job_fixed as _fixed
+
+
+def refund_job_fixed(order_id, cents):
+    return _fixed(order_id, cents)
+
+
+def replay_fixed():
+    return _fixed("o-7", 250)
+"""
+
+
+@pytest.fixture
+def late_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A module of fixes that raises as it is imported before the replay sets its variable."""
+    name = f"late_jobs_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(LATE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(
+    ("function", "args"), [("refund_job_fixed", ["o-7", 250]), ("replay_fixed", [])]
+)
+def test_an_entrypoint_imported_only_in_the_run_gets_the_arguments_its_source_takes(
+    failed_run: tuple[DirectoryStore, str], late_module: str, function: str, args: list[object]
+) -> None:
+    store, run_id = failed_run
+    report = replay(
+        run_id,
+        store=store,
+        times=2,
+        entrypoint=f"{late_module}:{function}",
+        env={"LATE_JOBS_READY": "1"},
+    )
+    assert CALLED == [("o-7", 250)] * 2
+    assert report.verdict.outcome == "gone", report.describe()
+    assert [_replayed_args(store, r) for r in report.replays] == [(args, {})] * 2
+
+
+def test_an_imported_run_replays_with_a_late_function_that_supplies_its_own_arguments(
+    failed_run: tuple[DirectoryStore, str], late_module: str, tmp_path: Path
+) -> None:
+    store, run_id = failed_run
+    mine = DirectoryStore(tmp_path / "mine")
+    import_bundle(mine, export_bundle(store, run_id, tmp_path / "ticket.tar.gz"))
+    ready = {"LATE_JOBS_READY": "1"}
+    with pytest.raises(UntrustedRunError, match=r"refund_job_fixed called with the arguments"):
+        replay(run_id, store=mine, entrypoint=f"{late_module}:refund_job_fixed", env=ready)
+    report = replay(run_id, store=mine, entrypoint=f"{late_module}:replay_fixed", env=ready)
+    assert report.verdict.outcome == "gone", report.describe()
+    assert CALLED == [("o-7", 250)]
