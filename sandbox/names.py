@@ -40,6 +40,10 @@ OPENED_IN_PROGRAM = "capture.run"
 """... its value: the run began when the program entered ``capture.run``, after what the
 program did first (its imports), so its replay begins its recording there too
 (:mod:`sandbox.replay.command`)."""
+OPENING_LABEL = "sandbox.opening"
+"""Manifest label of a run a program opened itself while no other was open: which
+``capture.run`` block of the process it was (``"1"`` for the first), so that the replay of a
+program that opens several records that one (:mod:`sandbox.capture.openings`)."""
 OVERLAPPED_LABEL = "capture.overlapped_runs"
 """Manifest label counting the other runs of the capturing process that recorded while the
 run did: its services' end states, taken when it ended, may hold their writes."""

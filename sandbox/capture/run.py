@@ -64,6 +64,7 @@ from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.imports import undo_all
 from sandbox.capture.mcp import patch_mcp
+from sandbox.capture.openings import OPENINGS
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
@@ -78,7 +79,7 @@ from sandbox.capture.shared import Shared
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OVERLAPPED_LABEL
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_LABEL, OVERLAPPED_LABEL
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.events import BlobRef, Event, LLMCall
@@ -188,6 +189,8 @@ class Capture:
         self._recorder: Recorder | None = None
         self._handed: Recorder | None = None
         """The replay's recorder this block handed over to (see :meth:`__enter__`)."""
+        self._opening: int | None = None
+        """Which block of the process this one is, when no other was open as it began."""
         self._undo: list[Callable[[], None]] = []
         self._discovery: Discovery | None = None
         self._pins: dict[str, PinnedState] = {}
@@ -239,6 +242,11 @@ class Capture:
             labels={
                 **self.labels,
                 **({OPENED_LABEL: OPENED_IN_PROGRAM} if self.entrypoint is None else {}),
+                **(
+                    {OPENING_LABEL: str(self._opening)}
+                    if self.entrypoint is None and self._opening is not None
+                    else {}
+                ),
             },
         )
         if redact:
@@ -265,6 +273,8 @@ class Capture:
                 "a replay (or a captured command) is active in this process: capture.run "
                 "is refused inside it"
             )
+        self._opening = OPENINGS.enter()
+        self._undo.append(OPENINGS.leave)
         try:
             return self._start()
         except CaptureError:  # the capture was asked wrongly (its settings): say so

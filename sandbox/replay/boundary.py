@@ -59,6 +59,7 @@ from sandbox.replay.serving.matcher import Matcher, MissMode
 from sandbox.replay.serving.mcp import RecordedServers, policy_target
 from sandbox.replay.serving.policy import LIVE, Policy, PolicySet
 from sandbox.replay.serving.routing import Route, prepare_recording, route
+from sandbox.replay.window import Window
 from sandbox.seam.boundary import (
     Adapter,
     Call,
@@ -158,6 +159,8 @@ class ReplayBoundary(Recorder):
         """The run's seed: the entropy of the processes the replay starts live."""
         self.on_hand_over: Callable[[], None] | None = None
         """Called the first time the program enters ``capture.run`` (see :meth:`hand_over`)."""
+        self.window = Window()
+        """Which ``capture.run`` block of the program is the run (see :class:`Window`)."""
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)
@@ -196,10 +199,13 @@ class ReplayBoundary(Recorder):
         self._mcp_servers = RecordedServers(prepared)
 
     def hand_over(self) -> None:
-        """The replayed program entered ``capture.run``: the session's deferred start of
-        the recording (seeds, ids, entropy, clients' hooks) runs now, once, in this task, as
-        the capture's did (:class:`sandbox.replay.session.ReplaySession`)."""
+        """The replayed program entered ``capture.run``: when that block is the run, the
+        session's deferred start of the recording (seeds, ids, entropy, clients' hooks) runs
+        now, once, in this task, as the capture's did
+        (:class:`sandbox.replay.session.ReplaySession`)."""
         with self._state_lock:
+            if not self.window.enter():
+                return
             start, self.on_hand_over = self.on_hand_over, None
         if start is not None:
             start()
@@ -207,14 +213,28 @@ class ReplayBoundary(Recorder):
     def hand_back(self, exc: BaseException | None) -> None:
         """The replayed program left that ``capture.run`` with ``exc``: recorded there, in
         its task, as the capture recorded it (what stops or times out the replay is not the
-        program's)."""
+        program's). When the block was the run, the window's ``on_close`` follows."""
+        with self._state_lock:
+            ends = self.window.leave()
+        if ends is None:
+            return
         if isinstance(exc, (Exception, SystemExit)):
             self.record_exception(exc)  # then what is still waiting, as the capture's end
             self.flush_pending()
+        if ends:
+            with self._state_lock:
+                self.window.close()
+            if self.window.on_close is not None:
+                self.window.on_close()
 
     # --- Boundary ------------------------------------------------------------------------
 
     def call(self, call: Call, perform: Callable[[], T], adapter: Adapter[T]) -> T:
+        """Serve ``call`` by its policy (:meth:`_serving`); outside the run's block, as the
+        program makes it."""
+        if self.window.outside:
+            with self._made_outside(call):
+                return perform()
         where = self._route(call)
         position = self.turnstile.enter(call.task, call.kind, where.order_name)
         try:
@@ -232,6 +252,9 @@ class ReplayBoundary(Recorder):
     ) -> T:
         """:meth:`call` for async crossings: the task waits for its turn (the event loop
         runs on), then the same serving (:meth:`_serving`)."""
+        if self.window.outside:
+            with self._made_outside(call):
+                return await perform()
         where = self._route(call)
         position = await self.turnstile.aenter(call.task, call.kind, where.order_name)
         try:
@@ -243,6 +266,19 @@ class ReplayBoundary(Recorder):
             return serving.succeeded(value)
         finally:
             self.turnstile.leave(position)
+
+    @contextlib.contextmanager
+    def _made_outside(self, call: Call) -> Iterator[None]:
+        """Around ``call`` made outside the run's block: counted when it could have changed
+        state (not a clock read or a draw, not a request that failed refused)."""
+        refusals = self.window.refusals
+        try:
+            yield
+        except BaseException:
+            if self.window.refusals == refusals:
+                self.window.count(call.kind)
+            raise
+        self.window.count(call.kind)
 
     def mcp_server(self, transport: dict[str, JsonValue]) -> tuple[str, bool]:
         """:class:`sandbox.capture.mcp.MCPServing`: the recorded server behind ``transport``
@@ -474,7 +510,10 @@ class ReplayBoundary(Recorder):
         self, event_type: type[Event], call: Call | None, fields: dict[str, Any]
     ) -> int:
         """:meth:`Recorder.emit_fields` (which :meth:`Recorder.emit` calls too); in a fork,
-        the event says how its crossing was served."""
+        the event says how its crossing was served. Outside the run's block (see
+        :class:`~sandbox.replay.window.Window`) nothing is the run's to record."""
+        if self.window.outside:
+            return -1
         if self._served:
             span = call.span if call is not None else fields.get("parent_span")
             if isinstance(span, int) and (call is not None or event_type is LLMCall):

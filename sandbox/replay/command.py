@@ -14,10 +14,12 @@ In the child, :func:`start_from_env` opens a :class:`~sandbox.replay.session.Rep
 (the same one the in-process replay uses; for a run the program opened itself with
 ``capture.run``, its recording begins where the program enters ``capture.run`` again, as
 the capture's did, so what the program drew before, as it imported, is not the run's
-either), records the exception that ends the program as a capture does, and at exit writes
-what the boundary saw for the parent, which then judges the run exactly as an in-process
-one. The variables are removed from the program's environment; its own Python children
-replay their recorded tasks into the same run (:mod:`sandbox.capture.children`).
+either; a run labelled with its place among the program's blocks is that block alone, and
+the program ends with it: :mod:`sandbox.replay.window`), records the exception that ends
+the program as a capture does, and at exit writes what the boundary saw for the parent,
+which then judges the run exactly as an in-process one. The variables are removed from
+the program's environment; its own Python children replay their recorded tasks into the
+same run (:mod:`sandbox.capture.children`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from sandbox.capture.children import ENV_VAR as CAPTURE_VAR
 from sandbox.capture.children import ChildWriter, events_of_child, hook_environment
 from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_LABEL
 from sandbox.replay.boundary import ReplayStopped
 from sandbox.replay.session import (
     OF_VAR,
@@ -168,13 +170,16 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
     result = Path(settings["result"])
     writer = store.resume(run_id)
     manifest = store.load_manifest(original)
+    opened = manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM
+    place = manifest.labels.get(OPENING_LABEL, "")
     session = ReplaySession(
         writer,
         store,
         manifest,
         store.load_events(original),
         options,
-        at_hand_over=manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM,
+        at_hand_over=opened,
+        opening=int(place) if opened and place.isdigit() else None,
     )
     rec = session.rec
 
@@ -193,5 +198,16 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
             data = json.dumps(session.served().to_json(), default=repr)
             result.write_text(data, encoding="utf-8")
 
+    def window_closed() -> None:
+        # The run's block ended: so does the replay of the program (what it would do next
+        # is not the run's). Its output is flushed; its exit handlers do not run.
+        at_exit()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(0)
+
     atexit.register(at_exit)
+    if rec.window.opening is not None:
+        rec.window.on_close = window_closed
     return session

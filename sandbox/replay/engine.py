@@ -344,6 +344,8 @@ def _replay_once(
         timed_out=served.timed_out,
         uncaptured=uncaptured,
         marked=marked_reason(logged),  # the replayer's own notes are not compared
+        unreached=_unreached(served),
+        before=_before(served),
     )
     verdict = judge_run(index, s.expected, outcome)
     failure = (
@@ -368,6 +370,26 @@ def _replay_once(
         served.stalls,
         served.refused,
         served.stand_ins,
+    )
+
+
+def _unreached(served: Served) -> str | None:
+    if served.opening is None or served.reached:
+        return None
+    return (
+        f"the program never entered its capture.run block number {served.opening}, the "
+        "recorded run's: the replay did not reach the run (replay the run's own function "
+        "with --entrypoint module:function)"
+    )
+
+
+def _before(served: Served) -> str | None:
+    if served.opening is None or not served.outside:
+        return None
+    return (
+        f"the program made {served.outside} crossing(s) before the recorded run's "
+        f"capture.run block (its number {served.opening}), against the state restored for "
+        "the run"
     )
 
 

@@ -104,9 +104,17 @@ class Served:
     (:mod:`sandbox.replay.conditions.deadline`)."""
     stand_ins: list[str] = field(default_factory=list)
     """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.conditions.faults`)."""
+    opening: int | None = None
+    """The run's place among the program's ``capture.run`` blocks, when it has one
+    (:mod:`sandbox.replay.window`)."""
+    reached: bool = True
+    """Whether the program entered the run's block."""
+    outside: int = 0
+    """Crossings the program made outside the run's block, before it."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:
+        window = rec.window
         return cls(
             rec.mismatch,
             list(rec.drift),
@@ -114,6 +122,9 @@ class Served:
             rec.turnstile.stalls,
             refused=list(refused),
             stand_ins=list(rec.stand_ins),
+            opening=window.opening,
+            reached=window.reached,
+            outside=window.crossings_outside,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -138,6 +149,9 @@ class Served:
             "exit_code": self.exit_code,
             "refused": list(self.refused),
             "stand_ins": list(self.stand_ins),
+            "opening": self.opening,
+            "reached": self.reached,
+            "outside": self.outside,
         }
 
     @classmethod
@@ -170,6 +184,9 @@ class Served:
             None if code is None else code,
             [str(r) for r in data.get("refused", ())],
             stand_ins=[str(s) for s in data.get("stand_ins", ())],
+            opening=None if data.get("opening") is None else int(data["opening"]),
+            reached=bool(data.get("reached", True)),
+            outside=int(data.get("outside", 0)),
         )
 
 
@@ -191,8 +208,9 @@ class ReplaySession:
     the clients' hooks: :func:`sandbox.capture.run.start_recording`) begins at once, or, with
     ``at_hand_over``, when the program enters ``capture.run`` (the boundary's
     :meth:`~sandbox.replay.boundary.ReplayBoundary.hand_over`): where a run the program
-    opened itself began at capture, after its imports. The clock, the network guard and the
-    services' redirection hold from the start either way."""
+    opened itself began at capture, after its imports; with its ``opening`` (its place among
+    the program's blocks), at that block only (:mod:`sandbox.replay.window`). The clock,
+    the network guard and the services' redirection hold from the start either way."""
 
     def __init__(
         self,
@@ -204,6 +222,7 @@ class ReplaySession:
         *,
         follow: bool = True,
         at_hand_over: bool = False,
+        opening: int | None = None,
     ) -> None:
         self.writer = writer
         self.clock: ReplayClock = (
@@ -213,6 +232,8 @@ class ReplaySession:
         )
         self._undo: list[Callable[[], None]] = []
         self._closed = False
+        self._not_the_runs: set[int] = set()
+        """Refusals met outside the run's block (by id)."""
         allowed = (endpoint_of(url) for url in options.sandbox.values())
         self.guard = NetGuard(
             (e for e in allowed if e is not None),
@@ -240,6 +261,7 @@ class ReplaySession:
                 inject_faults=options.inject_faults,
                 seed=original.seeds.get("run"),
             )
+            self.rec.window.opening = opening
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())
             seed = original.seeds.get("run")
@@ -271,7 +293,11 @@ class ReplaySession:
 
     def _refused(self, error: NetworkRefusedError) -> None:
         """Note the refusal in the run's log: the verdict names it, whatever the agent does
-        with the error."""
+        with the error. One met outside the run's block is not the run's."""
+        if self.rec.window.outside:
+            self._not_the_runs.add(id(error))
+            self.rec.window.refusals += 1
+            return
         self.rec.emit(
             StateTransition,
             None,
@@ -312,4 +338,5 @@ class ReplaySession:
             self.clock.stop()
 
     def served(self) -> Served:
-        return Served.of(self.rec, [str(e) for e in self.guard.refused])
+        refused = [str(e) for e in self.guard.refused if id(e) not in self._not_the_runs]
+        return Served.of(self.rec, refused)

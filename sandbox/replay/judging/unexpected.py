@@ -27,12 +27,14 @@ Reason = Literal[
     "order",
     "uncaptured",
     "unexercised",
+    "outside",
 ]
 """Why a run is inconclusive: a request the recording cannot answer, a connection outside the
 sandbox that was refused, a different exception, a non-zero exit with no predicate holding,
 an error of the sandbox itself, a timeout, the recorded order of concurrent calls that
-could not be kept, state the run reached that a partial capture did not hold, or a run that
-made none of the recorded calls."""
+could not be kept, state the run reached that a partial capture did not hold, a run that
+made none of the recorded calls, or a program that did not reach the run's block or did
+other work before it (:mod:`sandbox.replay.window`)."""
 REASONS: tuple[Reason, ...] = get_args(Reason)
 
 REASON_TEXT: dict[str, str] = {
@@ -45,6 +47,7 @@ REASON_TEXT: dict[str, str] = {
     "order": "recorded order of concurrent calls not kept",
     "uncaptured": "reached state that was not captured",
     "unexercised": "the replay exercised nothing of the recorded run",
+    "outside": "the program did other work before the run, or never reached it",
 }
 
 _TIMEOUTS = frozenset(

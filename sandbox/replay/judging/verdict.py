@@ -108,6 +108,12 @@ class ReplayOutcome:
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
     marked: str | None = None
     """The reason the run marked itself failed with (``capture.mark_failed``), if it did."""
+    unreached: str | None = None
+    """The replayed program never entered the run's ``capture.run`` block, described
+    (:mod:`sandbox.replay.window`)."""
+    before: str | None = None
+    """What the replayed program did outside the run's block before it, described: the runs
+    it opened first may have changed the restored state."""
 
     @property
     def effective_exit_code(self) -> int:
@@ -506,8 +512,18 @@ def judge_run(
         for r in raised
     )
     run = replace(run, coverage=coverage, raised=named)
+    if outcome.unreached is not None and outcome.timed_out is None:
+        return replace(run, outcome="inconclusive", reason="outside", detail=outcome.unreached)
     if run.outcome != "gone":
         return run
+    if outcome.before is not None:
+        return replace(
+            run,
+            outcome="inconclusive",
+            reason="outside",
+            detail=f"{run.detail}, but {outcome.before}, which they may have changed (replay "
+            "the run's own function with --entrypoint module:function)",
+        )
     at_recorded = [(r, text) for r, text in zip(raised, named, strict=True) if r.at_recorded]
     if at_recorded:
         first, text = at_recorded[0]

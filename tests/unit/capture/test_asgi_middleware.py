@@ -196,7 +196,9 @@ def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
         "http.query": "full=1",
         "http.failed_status": "500",
         "sandbox.opened": "capture.run",  # its replay records from where the run began
+        "sandbox.opening": manifest.labels["sandbox.opening"],  # no other request was open
     }
+    assert manifest.labels["sandbox.opening"].isdigit()
 
 
 def test_replay_request_outside_a_replay_is_one_clear_error() -> None:

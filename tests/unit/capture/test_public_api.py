@@ -72,6 +72,7 @@ def test_run_records_with_its_keyword_settings(tmp_path: Path) -> None:
         capture.result({"ok": True})
     manifest = open_store(tmp_path).load_manifest(rec.writer.manifest.run_id)
     assert manifest.seeds["run"] == 7
+    assert manifest.labels.pop("sandbox.opening").isdigit()
     assert manifest.labels == {"team": "checkout", "sandbox.opened": "capture.run"}
 
 

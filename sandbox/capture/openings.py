@@ -1,0 +1,38 @@
+"""Which ``capture.run`` a program entered, in order: what picks a run out of a program
+that opens several, one after another (a script's loop over its cases).
+
+The capture counts every ``capture.run`` block the process enters; a run whose block was
+entered while no other was open is labelled with its place (:data:`~sandbox.names.OPENING_LABEL`).
+The replay of the program counts the blocks again, as the program enters them, and records
+only that one (:class:`~sandbox.replay.boundary.ReplayBoundary`). A run that began while
+another was open (threads, a service's requests) has no place that a replay could find
+again: it is not labelled."""
+
+from __future__ import annotations
+
+import threading
+
+
+class Openings:
+    """The count of ``capture.run`` blocks entered in this process, and of those open."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entered = 0
+        self._open = 0
+
+    def enter(self) -> int | None:
+        """Count a block entered: its place (1 for the first) when no other is open, else
+        ``None``. Each call is matched by one :meth:`leave`."""
+        with self._lock:
+            self._entered += 1
+            alone = self._open == 0
+            self._open += 1
+            return self._entered if alone else None
+
+    def leave(self) -> None:
+        with self._lock:
+            self._open -= 1
+
+
+OPENINGS = Openings()
