@@ -26,7 +26,8 @@ TIMEOUT_FLOOR = 60.0
 TIMEOUT_HELP = (
     "Stop a replayed run after SECONDS of wall-clock time (the agent killed, the services "
     "reset) and count it inconclusive: 'timeout after N s'. Default: "
-    f"{TIMEOUT_FACTOR:g}x the recorded run's duration, at least {TIMEOUT_FLOOR:g} s."
+    f"{TIMEOUT_FACTOR:g}x the recorded run's duration (and of what a script ran before the "
+    f"run's block), at least {TIMEOUT_FLOOR:g} s."
 )
 IMPORTED_FROM_LABEL = "imported_from"
 """Manifest label naming what a run was made from when it was not captured ..."""
@@ -44,6 +45,9 @@ OPENING_LABEL = "sandbox.opening"
 """Manifest label of a run a program opened itself while no other was open: which
 ``capture.run`` block of the process it was (``"1"`` for the first), so that the replay of a
 program that opens several records that one (:mod:`sandbox.capture.openings`)."""
+OPENING_AFTER_LABEL = "sandbox.opening.after_s"
+"""... and how many seconds the program had run before that block: its replay runs that
+part again, and its default time limit counts it (:mod:`sandbox.replay.conditions.deadline`)."""
 OVERLAPPED_LABEL = "capture.overlapped_runs"
 """Manifest label counting the other runs of the capturing process that recorded while the
 run did: its services' end states, taken when it ended, may hold their writes."""

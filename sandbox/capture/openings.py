@@ -11,6 +11,7 @@ again: it is not labelled."""
 from __future__ import annotations
 
 import threading
+import time
 
 
 class Openings:
@@ -20,6 +21,12 @@ class Openings:
         self._lock = threading.Lock()
         self._entered = 0
         self._open = 0
+        self._began = time.monotonic()
+
+    def since_start(self) -> float:
+        """Seconds since the count began (as the capture was imported, near the program's
+        start): how long the program ran before a block, which its replay runs again."""
+        return time.monotonic() - self._began
 
     def enter(self) -> int | None:
         """Count a block entered: its place (1 for the first) when no other is open, else

@@ -79,7 +79,13 @@ from sandbox.capture.shared import Shared
 from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_LABEL, OVERLAPPED_LABEL
+from sandbox.names import (
+    OPENED_IN_PROGRAM,
+    OPENED_LABEL,
+    OPENING_AFTER_LABEL,
+    OPENING_LABEL,
+    OVERLAPPED_LABEL,
+)
 from sandbox.redaction import RedactionConfig, Redactor
 from sandbox.seam import boundary
 from sandbox.snapshot.events import BlobRef, Event, LLMCall
@@ -243,7 +249,10 @@ class Capture:
                 **self.labels,
                 **({OPENED_LABEL: OPENED_IN_PROGRAM} if self.entrypoint is None else {}),
                 **(
-                    {OPENING_LABEL: str(self._opening)}
+                    {
+                        OPENING_LABEL: str(self._opening),
+                        OPENING_AFTER_LABEL: f"{OPENINGS.since_start():.1f}",
+                    }
                     if self.entrypoint is None and self._opening is not None
                     else {}
                 ),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import math
 import os
 import socket
 import sys
@@ -33,7 +34,7 @@ from typing import Any
 
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
-from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, TRACE_SOURCE
+from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, OPENING_AFTER_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
@@ -72,6 +73,7 @@ from sandbox.snapshot.store import Store, as_store
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
 _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
+_DAY = 86400.0
 
 
 # --- running -------------------------------------------------------------------------------
@@ -373,6 +375,15 @@ def _replay_once(
     )
 
 
+def _ran_before(manifest: Manifest) -> float:
+    """Seconds the recorded program ran before the run's block (0 when not labelled)."""
+    try:
+        seconds = float(manifest.labels.get(OPENING_AFTER_LABEL, "0"))
+    except ValueError:
+        return 0.0
+    return min(seconds, _DAY) if seconds > 0 and math.isfinite(seconds) else 0.0
+
+
 def _unreached(served: Served) -> str | None:
     if served.opening is None or served.reached:
         return None
@@ -529,7 +540,9 @@ def replay(
         plan=plan,
         policies=plan.served_by(),
         command=command,
-        timeout=plan.timeout if plan.timeout is not None else default_timeout(recording),
+        timeout=plan.timeout
+        if plan.timeout is not None
+        else default_timeout(recording, _ran_before(manifest) if command else 0.0),
     )
     times = plan.times
 

@@ -41,9 +41,11 @@ def recorded_duration(events: Sequence[Event]) -> float:
     return max((e.mono for e in events), default=0.0)
 
 
-def default_timeout(events: Sequence[Event]) -> float:
-    """Ten times the recorded duration, at least a minute (:mod:`sandbox.names`)."""
-    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * recorded_duration(events))
+def default_timeout(events: Sequence[Event], before: float = 0.0) -> float:
+    """Ten times the recorded duration, at least a minute (:mod:`sandbox.names`); with
+    ``before``, the seconds the recorded program ran before the run's block (which its
+    replay runs again), ten times those too."""
+    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * (recorded_duration(events) + before))
 
 
 def describe(seconds: float) -> str:

@@ -125,7 +125,7 @@ def test_manifest_describes_the_run(store: DirectoryStore) -> None:
     assert m.clock is not None and m.clock.start.tzinfo is not None and m.clock.timezone
     assert m.pid is not None and m.host
     opening = m.labels.pop("sandbox.opening")  # its place among the process's blocks
-    assert opening.isdigit()
+    assert opening.isdigit() and float(m.labels.pop("sandbox.opening.after_s")) >= 0
     assert m.labels == {"team": "a", "sandbox.opened": "capture.run"}  # opened in the program
     assert m.env["HOME"] == "/home/x"
     assert m.env["OPENAI_API_KEY"].startswith("<redacted:")

@@ -73,6 +73,7 @@ def test_run_records_with_its_keyword_settings(tmp_path: Path) -> None:
     manifest = open_store(tmp_path).load_manifest(rec.writer.manifest.run_id)
     assert manifest.seeds["run"] == 7
     assert manifest.labels.pop("sandbox.opening").isdigit()
+    assert float(manifest.labels.pop("sandbox.opening.after_s")) >= 0
     assert manifest.labels == {"team": "checkout", "sandbox.opened": "capture.run"}
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.names import OPENING_LABEL
+from sandbox.names import OPENING_LABEL, TIMEOUT_FACTOR, TIMEOUT_FLOOR
+from sandbox.replay.conditions.deadline import default_timeout
 from sandbox.replay.window import Window
 from sandbox.snapshot.events import LLMCall, ToolCall
 from sandbox.snapshot.store import DirectoryStore
@@ -207,3 +208,8 @@ def test_without_a_place_every_block_is_the_run() -> None:
     assert not window.outside and window.reached
     assert window.enter() is True and window.leave() is False
     assert window.enter() is True and window.leave() is False and not window.outside
+
+
+def test_the_default_time_limit_counts_what_the_program_ran_before_the_block() -> None:
+    assert default_timeout([]) == TIMEOUT_FLOOR
+    assert default_timeout([], before=30.0) == TIMEOUT_FACTOR * 30.0
