@@ -48,6 +48,11 @@ program that opens several records that one (:mod:`sandbox.capture.openings`).""
 OPENING_AFTER_LABEL = "sandbox.opening.after_s"
 """... and how many seconds the program had run before that block: its replay runs that
 part again, and its default time limit counts it (:mod:`sandbox.replay.conditions.deadline`)."""
+OPENING_CALL_LABEL = "sandbox.opening.call"
+"""Manifest label of a run a decorated function of a script opened: the call, as JSON
+(``{"function", "args", "kwargs"}``), by which the replay of the script finds its block
+among blocks opened at once (threads). At most :data:`CALL_LABEL_MAX` characters."""
+CALL_LABEL_MAX = 2000
 OVERLAPPED_LABEL = "capture.overlapped_runs"
 """Manifest label counting the other runs of the capturing process that recorded while the
 run did: its services' end states, taken when it ended, may hold their writes."""

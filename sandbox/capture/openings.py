@@ -2,7 +2,8 @@
 that opens several, one after another (a script's loop over its cases).
 
 The capture counts every ``capture.run`` block the process enters; a run whose block was
-entered while no other was open is labelled with its place (:data:`~sandbox.names.OPENING_LABEL`).
+entered while no other was open is labelled with its place (:data:`~sandbox.names.OPENING_LABEL`);
+one a decorated function of a script opened, with its call (:func:`call_label`).
 The replay of the program counts the blocks again, as the program enters them, and records
 only that one (:class:`~sandbox.replay.boundary.ReplayBoundary`). A run that began while
 another was open (threads, a service's requests) has no place that a replay could find
@@ -10,6 +11,7 @@ again: it is not labelled."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -43,3 +45,14 @@ class Openings:
 
 
 OPENINGS = Openings()
+
+
+def call_label(function: str, args: list[object], kwargs: dict[str, object]) -> str:
+    """The label of a call that opened a run (a decorated function of a script): its
+    function and JSON arguments, canonical, for its replay to find the call again."""
+    return json.dumps(
+        {"function": function, "args": args, "kwargs": kwargs},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )

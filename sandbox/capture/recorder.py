@@ -318,9 +318,10 @@ class Recorder:
     def event_count(self) -> int:
         return self._seq
 
-    def hand_over(self) -> None:
-        """The program entered ``capture.run`` while this recorder serves it: a replay's
-        recorder of a run the program opened itself begins recording there (see
+    def hand_over(self, call: str | None = None) -> None:
+        """The program entered ``capture.run`` while this recorder serves it (``call``: the
+        decorated call of the script that opened it, labelled): a replay's recorder of a run
+        the program opened itself begins recording there when the block is the run's (see
         :class:`sandbox.replay.boundary.ReplayBoundary`); a capture's does nothing."""
 
     def hand_back(self, exc: BaseException | None) -> None:

@@ -64,7 +64,7 @@ from sandbox.capture.http import patch_httpx
 from sandbox.capture.ids import SeededUUID, derive_seed, patch_uuid4, seed_generators
 from sandbox.capture.imports import undo_all
 from sandbox.capture.mcp import patch_mcp
-from sandbox.capture.openings import OPENINGS
+from sandbox.capture.openings import OPENINGS, call_label
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
@@ -80,9 +80,11 @@ from sandbox.capture.threads import THREADS
 from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
 from sandbox.names import (
+    CALL_LABEL_MAX,
     OPENED_IN_PROGRAM,
     OPENED_LABEL,
     OPENING_AFTER_LABEL,
+    OPENING_CALL_LABEL,
     OPENING_LABEL,
     OVERLAPPED_LABEL,
 )
@@ -270,11 +272,12 @@ class Capture:
             raise CaptureError("this capture is already running; use a new run(...)")
         active = boundary.current()
         if isinstance(active, Recorder) and active.replaying:
-            # Inside a replay this block *is* the run being replayed: hand over to the
-            # replay's recorder (no second run; an escaping exception is the replay's), which
-            # begins recording here when the capture did (see Recorder.hand_over).
+            # Inside a replay this block is the run being replayed, or another block of the
+            # program (sandbox.replay.window): hand over to the replay's recorder (no second
+            # run; an escaping exception is the replay's), which begins recording here when
+            # the capture did (see Recorder.hand_over).
             self._undo.append(boundary.root_here())  # the block is the run's main, as it was
-            active.hand_over()
+            active.hand_over(self.labels.get(OPENING_CALL_LABEL))
             self._handed = active
             return active
         if boundary.installed() is not None:
@@ -572,8 +575,10 @@ class Capture:
         target = f"{fn.__module__}:{fn.__qualname__}"
 
         def fresh(args: tuple[Any, ...], kwargs: dict[str, Any], called: object) -> Capture:
-            if self.entrypoint is not None or fn.__module__ == "__main__":
+            if self.entrypoint is not None:
                 return replace(self)
+            if fn.__module__ == "__main__":  # the command line: the call finds its block
+                return replace(self, labels={**self.labels, **_call_labels(fn, args, kwargs)})
             entry = Entrypoint(kind="callable", target=target, cwd=self.cwd or os.getcwd())
             if args and getattr(type(args[0]), "run", None) is called:
                 args = args[1:]  # the task this function is the bound ``run`` of
@@ -600,6 +605,18 @@ class Capture:
                 return value
 
         return cast(F, wrapper)
+
+
+def _call_labels(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, str]:
+    """The label of a call of a script's decorated function, by which the replay of the
+    script finds the call's block among others (:mod:`sandbox.replay.window`): none when
+    its arguments are not all JSON, or long."""
+    if not (all(map(_plain_json, args)) and _plain_json(kwargs)):
+        return {}
+    label = call_label(fn.__qualname__, list(args), kwargs)
+    return {OPENING_CALL_LABEL: label} if len(label) <= CALL_LABEL_MAX else {}
 
 
 def _plain_json(value: object) -> bool:

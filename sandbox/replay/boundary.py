@@ -198,13 +198,13 @@ class ReplayBoundary(Recorder):
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
 
-    def hand_over(self) -> None:
-        """The replayed program entered ``capture.run``: when that block is the run, the
-        session's deferred start of the recording (seeds, ids, entropy, clients' hooks) runs
-        now, once, in this task, as the capture's did
-        (:class:`sandbox.replay.session.ReplaySession`)."""
+    def hand_over(self, call: str | None = None) -> None:
+        """The replayed program entered ``capture.run``: when that block is the run (see
+        :class:`~sandbox.replay.window.Window`), the session's deferred start of the
+        recording (seeds, ids, entropy, clients' hooks) runs now, once, in this task, as the
+        capture's did (:class:`sandbox.replay.session.ReplaySession`)."""
         with self._state_lock:
-            if not self.window.enter():
+            if not self.window.enter(call, self.redactor.text):
                 return
             start, self.on_hand_over = self.on_hand_over, None
         if start is not None:

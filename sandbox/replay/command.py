@@ -39,7 +39,7 @@ from sandbox.capture.children import ENV_VAR as CAPTURE_VAR
 from sandbox.capture.children import ChildWriter, events_of_child, hook_environment
 from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_LABEL
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_CALL_LABEL, OPENING_LABEL
 from sandbox.replay.boundary import ReplayStopped
 from sandbox.replay.session import (
     OF_VAR,
@@ -180,6 +180,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         options,
         at_hand_over=opened,
         opening=int(place) if opened and place.isdigit() else None,
+        call=manifest.labels.get(OPENING_CALL_LABEL) if opened else None,
     )
     rec = session.rec
 
@@ -208,6 +209,6 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         os._exit(0)
 
     atexit.register(at_exit)
-    if rec.window.opening is not None:
+    if not rec.window.every_block:
         rec.window.on_close = window_closed
     return session

@@ -59,6 +59,7 @@ from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.source_signature import signature_in_source
+from sandbox.replay.window import describe_call
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -384,23 +385,32 @@ def _ran_before(manifest: Manifest) -> float:
     return min(seconds, _DAY) if seconds > 0 and math.isfinite(seconds) else 0.0
 
 
+def _block(served: Served) -> str | None:
+    """The recorded run's block among the program's, described (``None``: no label)."""
+    if served.call is not None:
+        return f"capture.run block of the call {describe_call(served.call)}"
+    if served.opening is not None:
+        return f"capture.run block number {served.opening}"
+    return None
+
+
 def _unreached(served: Served) -> str | None:
-    if served.opening is None or served.reached:
+    block = _block(served)
+    if block is None or served.reached:
         return None
     return (
-        f"the program never entered its capture.run block number {served.opening}, the "
-        "recorded run's: the replay did not reach the run (replay the run's own function "
-        "with --entrypoint module:function)"
+        f"the program never entered its {block}, the recorded run's: the replay did not "
+        "reach the run (replay the run's own function with --entrypoint module:function)"
     )
 
 
 def _before(served: Served) -> str | None:
-    if served.opening is None or not served.outside:
+    block = _block(served)
+    if block is None or not served.outside:
         return None
     return (
-        f"the program made {served.outside} crossing(s) before the recorded run's "
-        f"capture.run block (its number {served.opening}), against the state restored for "
-        "the run"
+        f"the program made {served.outside} crossing(s) outside the recorded run's {block} "
+        "(before it, or beside it), against the state restored for the run"
     )
 
 

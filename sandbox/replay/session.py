@@ -107,6 +107,8 @@ class Served:
     opening: int | None = None
     """The run's place among the program's ``capture.run`` blocks, when it has one
     (:mod:`sandbox.replay.window`)."""
+    call: str | None = None
+    """Else the labelled call that opened the run's block."""
     reached: bool = True
     """Whether the program entered the run's block."""
     outside: int = 0
@@ -123,6 +125,7 @@ class Served:
             refused=list(refused),
             stand_ins=list(rec.stand_ins),
             opening=window.opening,
+            call=window.call,
             reached=window.reached,
             outside=window.crossings_outside,
         )
@@ -150,6 +153,7 @@ class Served:
             "refused": list(self.refused),
             "stand_ins": list(self.stand_ins),
             "opening": self.opening,
+            "call": self.call,
             "reached": self.reached,
             "outside": self.outside,
         }
@@ -185,6 +189,7 @@ class Served:
             [str(r) for r in data.get("refused", ())],
             stand_ins=[str(s) for s in data.get("stand_ins", ())],
             opening=None if data.get("opening") is None else int(data["opening"]),
+            call=None if data.get("call") is None else str(data["call"]),
             reached=bool(data.get("reached", True)),
             outside=int(data.get("outside", 0)),
         )
@@ -209,8 +214,9 @@ class ReplaySession:
     ``at_hand_over``, when the program enters ``capture.run`` (the boundary's
     :meth:`~sandbox.replay.boundary.ReplayBoundary.hand_over`): where a run the program
     opened itself began at capture, after its imports; with its ``opening`` (its place among
-    the program's blocks), at that block only (:mod:`sandbox.replay.window`). The clock,
-    the network guard and the services' redirection hold from the start either way."""
+    the program's blocks) or its ``call``, at that block only (:mod:`sandbox.replay.window`).
+    The clock, the network guard and the services' redirection hold from the start either
+    way."""
 
     def __init__(
         self,
@@ -223,6 +229,7 @@ class ReplaySession:
         follow: bool = True,
         at_hand_over: bool = False,
         opening: int | None = None,
+        call: str | None = None,
     ) -> None:
         self.writer = writer
         self.clock: ReplayClock = (
@@ -262,6 +269,7 @@ class ReplaySession:
                 seed=original.seeds.get("run"),
             )
             self.rec.window.opening = opening
+            self.rec.window.call = call
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())
             seed = original.seeds.get("run")

@@ -1,17 +1,20 @@
 """A run a program opens with ``capture.run`` while no other is open is labelled with its
 place among the blocks the process entered (what its replay counts again); one opened
-while another is open has no place a replay could find again."""
+while another is open has no place a replay could find again. A call of a script's
+decorated function is labelled with the call, when its arguments are JSON and short."""
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from sandbox import capture
 from sandbox.capture.openings import Openings
-from sandbox.names import OPENING_LABEL
+from sandbox.names import CALL_LABEL_MAX, OPENING_CALL_LABEL, OPENING_LABEL
 from sandbox.snapshot import DirectoryStore
 
 
@@ -71,3 +74,27 @@ def test_the_count_goes_on_while_blocks_are_open_and_numbers_only_lone_ones() ->
     openings.leave()
     openings.leave()
     assert openings.enter() == 3
+
+
+def _script_function() -> Callable[..., None]:
+    """A decorated function as a script defines it (its module ``__main__``)."""
+
+    def quote(sku: str, qty: object = 1) -> None:
+        return None
+
+    quote.__module__, quote.__qualname__ = "__main__", "quote"
+    return capture.run("quote", services="none", packages=False)(quote)
+
+
+def test_a_scripts_decorated_call_is_labelled_when_its_arguments_are_json(
+    store: DirectoryStore,
+) -> None:
+    quote = _script_function()
+    quote("b", qty=30)
+    quote("c", qty=object())  # not JSON: no label
+    quote("d", qty="x" * CALL_LABEL_MAX)  # too long: no label
+    calls = sorted(
+        (m.labels.get(OPENING_CALL_LABEL) or "" for m in store.list()), key=len, reverse=True
+    )
+    assert calls[1:] == ["", ""]
+    assert json.loads(calls[0]) == {"function": "quote", "args": ["b"], "kwargs": {"qty": 30}}

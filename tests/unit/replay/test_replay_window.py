@@ -6,19 +6,21 @@ before the block could have changed the restored state."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sandbox.names import OPENING_LABEL, TIMEOUT_FACTOR, TIMEOUT_FLOOR
+from sandbox.capture.openings import call_label
+from sandbox.names import OPENING_CALL_LABEL, OPENING_LABEL, TIMEOUT_FACTOR, TIMEOUT_FLOOR
 from sandbox.replay.conditions.deadline import default_timeout
 from sandbox.replay.window import Window
 from sandbox.snapshot.events import LLMCall, ToolCall
@@ -173,7 +175,9 @@ def test_a_fixed_case_is_not_gone_when_a_case_before_it_crossed_into_state(
     assert code == 2, report
     (run,) = report["verdict"]["runs"]
     assert run["outcome"] == "inconclusive" and run["reason"] == "outside"
-    assert "made 1 crossing(s) before the recorded run's capture.run block" in run["detail"]
+    assert (
+        "made 1 crossing(s) outside the recorded run's capture.run block number 2" in run["detail"]
+    )
 
 
 def test_a_program_that_no_longer_reaches_the_run_cannot_be_judged(
@@ -188,28 +192,138 @@ def test_a_program_that_no_longer_reaches_the_run_cannot_be_judged(
     assert "never entered its capture.run block number 2" in run["detail"]
 
 
+def _in_own_context(test: Callable[[], None]) -> None:
+    """Each test of the window in a context of its own (it marks the run's block there)."""
+    contextvars.copy_context().run(test)
+
+
 def test_the_window_counts_blocks_and_keeps_blocks_inside_the_run_in_it() -> None:
-    window = Window(opening=2)
-    assert window.outside and not window.reached  # before any block: outside
-    assert window.enter() is False and window.leave() is None  # block 1: not the run
-    assert window.enter() is True and not window.outside and window.reached  # block 2
-    assert window.enter() is True and window.leave() is None  # a block inside the run's
-    assert not window.outside
-    assert window.leave() is True  # the run's block ends: its exception is the run's
-    window.close()
-    assert window.outside
-    window.count("clock")
-    window.count("tool")
-    assert window.crossings_outside == 1
+    def test() -> None:
+        window = Window(opening=2)
+        assert window.outside and not window.reached  # before any block: outside
+        assert window.enter(None) is False and window.leave() is None  # block 1: not the run
+        assert window.enter(None) is True and not window.outside and window.reached  # 2
+        assert window.enter(None) is True and window.leave() is None  # a block inside it
+        assert not window.outside
+        assert window.leave() is True  # the run's block ends: its exception is the run's
+        window.close()
+        assert window.outside
+        window.count("clock")
+        window.count("tool")
+        assert window.crossings_outside == 1
+
+    _in_own_context(test)
 
 
-def test_without_a_place_every_block_is_the_run() -> None:
-    window = Window()
-    assert not window.outside and window.reached
-    assert window.enter() is True and window.leave() is False
-    assert window.enter() is True and window.leave() is False and not window.outside
+def test_a_call_finds_its_block_among_blocks_open_at_once_in_threads() -> None:
+    """The run's block is the one its call opened; another thread's block beside it, and
+    what that thread does, is outside; a thread the run's block starts is inside."""
+
+    def test() -> None:
+        recorded = call_label("quote", ["q-2"], {})
+        window = Window(call=recorded)
+        seen: dict[str, bool] = {}
+
+        def other() -> None:
+            seen["other block is the run"] = window.enter(call_label("quote", ["q-1"], {}))
+            seen["other thread outside"] = window.outside
+
+        assert window.enter(call_label("quote", ["q-2"], {})) is True
+        started_inside = threading.Thread(
+            target=contextvars.copy_context().run, args=(lambda: seen.update(inner=window.outside),)
+        )
+        started_inside.start()
+        started_inside.join()
+        beside = threading.Thread(target=other)  # a thread of its own context
+        beside.start()
+        beside.join()
+        assert seen == {
+            "inner": False,
+            "other block is the run": False,
+            "other thread outside": True,
+        }
+        assert not window.outside and window.leave() is True
+
+    _in_own_context(test)
+
+
+def test_a_redacted_call_label_matches_the_call_as_the_replay_redacts_it() -> None:
+    def test() -> None:
+        window = Window(call='{"args":["[REDACTED]"]}')
+        assert window.enter('{"args":["sk-secret"]}', lambda text: '{"args":["[REDACTED]"]}')
+
+    _in_own_context(test)
+
+
+def test_without_a_label_every_block_is_the_run() -> None:
+    def test() -> None:
+        window = Window()
+        assert not window.outside and window.reached
+        assert window.enter(None) is True and window.leave() is False
+        assert window.enter(None) is True and window.leave() is False and not window.outside
+
+    _in_own_context(test)
 
 
 def test_the_default_time_limit_counts_what_the_program_ran_before_the_block() -> None:
     assert default_timeout([]) == TIMEOUT_FLOOR
     assert default_timeout([], before=30.0) == TIMEOUT_FACTOR * 30.0
+
+
+QUOTES = textwrap.dedent(
+    """
+    import json, pathlib
+    from concurrent.futures import ThreadPoolExecutor
+    from sandbox import capture
+
+    @capture.tool
+    def price(sku: str) -> int:
+        return json.loads(pathlib.Path("prices.json").read_text())[sku]
+
+    @capture.run("quote", store="snapshots", keep="failed", packages=False)
+    def quote(sku: str, qty: int) -> int:
+        total = price(sku) * qty
+        if total > 1000:
+            raise RuntimeError(f"{sku}: quoted {total} over the limit")
+        return total
+
+    if __name__ == "__main__":
+        print("a", quote("a", 2), flush=True)  # a warm-up order first
+        orders = [("b", 30), ("c", 1), ("d", 4), ("e", 9)]
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(quote, sku, qty) for sku, qty in orders]
+        for (sku, _), future in zip(orders, futures):
+            print(sku, future.exception() or future.result(), flush=True)
+    """
+)
+
+
+def test_a_call_of_a_scripts_function_from_its_threads_replays_alone(tmp_path: Path) -> None:
+    """Calls of the script's decorated function, one first, then four in four threads, one
+    of them failing: the kept run is found again by its call (its place among the blocks
+    may differ in the threads' race), reproduces, and records its own tool call only;
+    fixed, the first call's tool call before it keeps it from "gone"."""
+    (tmp_path / "quotes.py").write_text(QUOTES)
+    prices = {"a": 10, "b": 50, "c": 7, "d": 3, "e": 1}
+    (tmp_path / "prices.json").write_text(json.dumps(prices))
+    done = _run([sys.executable, "quotes.py"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "b b: quoted 1500 over the limit" in done.stdout
+    store = DirectoryStore(tmp_path / "snapshots")
+    (kept,) = store.list()
+    assert json.loads(kept.labels[OPENING_CALL_LABEL]) == {
+        "function": "quote",
+        "args": ["b", 30],
+        "kwargs": {},
+    }
+    code, report, _ = _replay(tmp_path, kept.run_id, times=2)
+    assert code == 1, report
+    assert [r["outcome"] for r in report["verdict"]["runs"]] == ["reproduced"] * 2
+    for replayed in report["replays"]:
+        tools = [e for e in store.load_events(replayed) if isinstance(e, ToolCall)]
+        assert [e.args for e in tools] == [{"sku": "b"}]
+    (tmp_path / "prices.json").write_text(json.dumps({**prices, "b": 5}))  # the fix
+    code, report, _ = _replay(tmp_path, kept.run_id)
+    (run,) = report["verdict"]["runs"]
+    assert code == 2 and run["reason"] == "outside", report
+    assert 'block of the call quote("b", 30)' in run["detail"]
