@@ -105,14 +105,15 @@ class Served:
     stand_ins: list[str] = field(default_factory=list)
     """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.conditions.faults`)."""
     opening: int | None = None
-    """The run's place among the program's ``capture.run`` blocks, when it has one
+    """The run's place among the program's ``capture.run`` blocks, when labelled
     (:mod:`sandbox.replay.window`)."""
     call: str | None = None
-    """Else the labelled call that opened the run's block."""
+    """The call that opened the run's block, when labelled (what finds it first)."""
     reached: bool = True
     """Whether the program entered the run's block."""
     outside: int = 0
-    """Crossings the program made outside the run's block, before it."""
+    """Crossings that could change state the program made outside the run's block (before
+    it, or beside it in other threads)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:

@@ -112,8 +112,9 @@ class ReplayOutcome:
     """The replayed program never entered the run's ``capture.run`` block, described
     (:mod:`sandbox.replay.window`)."""
     before: str | None = None
-    """What the replayed program did outside the run's block before it, described: the runs
-    it opened first may have changed the restored state."""
+    """What the replayed program did outside the run's block (before it, or beside it),
+    described: the runs it opened first, or at once, may have changed the restored
+    state."""
 
     @property
     def effective_exit_code(self) -> int:
