@@ -8,12 +8,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from replay_json_server import json_server
 
 from cli.main import main
 from sandbox.replay.command import child_environment
@@ -40,27 +40,10 @@ AGENT = textwrap.dedent(
 )
 
 
-class _Prices(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps({"cents": 1999}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return None
-
-
 @pytest.fixture
 def prices() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prices)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with json_server(lambda path, sent: {"cents": 1999}) as server:
+        yield server
 
 
 def _draws(store: DirectoryStore, run_id: str) -> list[str]:

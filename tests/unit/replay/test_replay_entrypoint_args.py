@@ -6,11 +6,11 @@ arguments are the bundle's data, and reach a named function only with ``trust``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from replay_modules import written_module
 
 from sandbox import capture
 from sandbox.errors import UntrustedRunError
@@ -120,11 +120,7 @@ def replay_fixed():
 @pytest.fixture
 def late_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A module of fixes that raises as it is imported before the replay sets its variable."""
-    name = f"late_jobs_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(LATE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
+    yield from written_module(tmp_path, monkeypatch, "late_jobs", LATE)
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,12 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from replay_json_server import json_server
 
 from sandbox.capture.openings import call_label
 from sandbox.names import OPENING_CALL_LABEL, OPENING_LABEL, TIMEOUT_FACTOR, TIMEOUT_FLOOR
@@ -67,41 +68,26 @@ CASES = [["o-1", 100], ["o-2", 900], ["o-3", 50]]
 LIMITS = {"o-1": 500, "o-2": 300, "o-3": 100}
 
 
-class _Model(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
-        body = json.dumps(
+def _completion(path: str, sent: bytes) -> object:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "gpt-test",
+        "choices": [
             {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 1700000000,
-                "model": "gpt-test",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "yes, refund it"},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "index": 0,
+                "message": {"role": "assistant", "content": "yes, refund it"},
+                "finish_reason": "stop",
             }
-        ).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return None
+        ],
+    }
 
 
 @pytest.fixture
 def model() -> Iterator[ThreadingHTTPServer]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with json_server(_completion) as server:
+        yield server
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from replay_modules import written_module
 
 from sandbox.replay.source_signature import signature_in_source
 
@@ -38,11 +39,7 @@ def job(order_id, cents): ...  # the later def is the one in force
 
 @pytest.fixture
 def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    name = f"raising_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield name
-    sys.modules.pop(name, None)
+    yield from written_module(tmp_path, monkeypatch, "raising", SOURCE)
 
 
 def _params(module: str, attr: str) -> str | None:
