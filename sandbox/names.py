@@ -26,8 +26,8 @@ TIMEOUT_FLOOR = 60.0
 TIMEOUT_HELP = (
     "Stop a replayed run after SECONDS of wall-clock time (the agent killed, the services "
     "reset) and count it inconclusive: 'timeout after N s'. Default: "
-    f"{TIMEOUT_FACTOR:g}x the recorded run's duration (and of what a script ran before the "
-    f"run's block), at least {TIMEOUT_FLOOR:g} s."
+    f"{TIMEOUT_FACTOR:g}x the recorded run's duration, at least {TIMEOUT_FLOOR:g} s (and "
+    "twice what a script ran before the run's block)."
 )
 IMPORTED_FROM_LABEL = "imported_from"
 """Manifest label naming what a run was made from when it was not captured ..."""

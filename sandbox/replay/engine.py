@@ -74,7 +74,6 @@ from sandbox.snapshot.store import Store, as_store
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
 _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
-_DAY = 86400.0
 
 
 # --- running -------------------------------------------------------------------------------
@@ -382,7 +381,7 @@ def _ran_before(manifest: Manifest) -> float:
         seconds = float(manifest.labels.get(OPENING_AFTER_LABEL, "0"))
     except ValueError:
         return 0.0
-    return min(seconds, _DAY) if seconds > 0 and math.isfinite(seconds) else 0.0
+    return seconds if seconds > 0 and math.isfinite(seconds) else 0.0
 
 
 def _block(served: Served) -> str | None:

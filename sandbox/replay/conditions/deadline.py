@@ -41,11 +41,17 @@ def recorded_duration(events: Sequence[Event]) -> float:
     return max((e.mono for e in events), default=0.0)
 
 
+BEFORE_MAX = 1800.0
+"""The most the time a program ran before the run's block adds to the default limit."""
+
+
 def default_timeout(events: Sequence[Event], before: float = 0.0) -> float:
     """Ten times the recorded duration, at least a minute (:mod:`sandbox.names`); with
     ``before``, the seconds the recorded program ran before the run's block (which its
-    replay runs again), ten times those too."""
-    return max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * (recorded_duration(events) + before))
+    replay runs again), twice those more, at most :data:`BEFORE_MAX` (a service's request
+    comes after all the time the service ran)."""
+    run = max(TIMEOUT_FLOOR, TIMEOUT_FACTOR * recorded_duration(events))
+    return run + min(2 * max(before, 0.0), BEFORE_MAX)
 
 
 def describe(seconds: float) -> str:

@@ -190,6 +190,6 @@ def test_replay_help_states_the_default() -> None:
     text = " ".join(done.stdout.split())
     assert "--timeout SECONDS" in text
     assert (
-        "Default: 10x the recorded run's duration (and of what a script ran before the run's "
-        "block), at least 60 s." in text
+        "Default: 10x the recorded run's duration, at least 60 s (and twice what a script ran "
+        "before the run's block)." in text
     )

@@ -21,8 +21,8 @@ import pytest
 from replay_json_server import json_server
 
 from sandbox.capture.openings import call_label
-from sandbox.names import OPENING_CALL_LABEL, OPENING_LABEL, TIMEOUT_FACTOR, TIMEOUT_FLOOR
-from sandbox.replay.conditions.deadline import default_timeout
+from sandbox.names import OPENING_CALL_LABEL, OPENING_LABEL, TIMEOUT_FLOOR
+from sandbox.replay.conditions.deadline import BEFORE_MAX, default_timeout
 from sandbox.replay.window import Window
 from sandbox.snapshot.events import LLMCall, ToolCall
 from sandbox.snapshot.store import DirectoryStore
@@ -253,7 +253,9 @@ def test_without_a_label_every_block_is_the_run() -> None:
 
 def test_the_default_time_limit_counts_what_the_program_ran_before_the_block() -> None:
     assert default_timeout([]) == TIMEOUT_FLOOR
-    assert default_timeout([], before=30.0) == TIMEOUT_FACTOR * 30.0
+    assert default_timeout([], before=30.0) == TIMEOUT_FLOOR + 60.0
+    # a service's request comes after the whole time the service ran: bounded
+    assert default_timeout([], before=3 * 86400.0) == TIMEOUT_FLOOR + BEFORE_MAX
 
 
 QUOTES = textwrap.dedent(
