@@ -41,6 +41,7 @@ from sandbox.replay.command import recorded_command, run_command
 from sandbox.replay.conditions.deadline import Deadline, ReplayTimedOut, default_timeout
 from sandbox.replay.fork import stored_edits
 from sandbox.replay.isolation.environment import applied, restored_environment
+from sandbox.replay.isolation.exits import Exits, ProcessExit, exits_caught
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
@@ -293,6 +294,7 @@ def _replay_once(
     )
     served: Served
     exit_code: int | None = None
+    exited: int | None = None
     if s.command is not None:
         served = run_command(
             s.command,
@@ -306,13 +308,14 @@ def _replay_once(
     else:
         session = ReplaySession(writer, s.store, original, s.recording, options)
         limit = Deadline(s.timeout)
+        exits = Exits()
         try:
-            with limit.armed():
+            with limit.armed(), exits_caught() as exits:
                 value = s.function(*s.called.args, **s.called.kwargs)
                 if inspect.iscoroutine(value):  # an async function's: run it to its end
                     value = run_in_app_loop(value)  # on the loop every replay's runs on
             session.rec.offer_result(value)
-        except (ReplayStopped, ReplayTimedOut):
+        except (ReplayStopped, ReplayTimedOut, ProcessExit):
             pass
         except (Exception, SystemExit) as exc:
             if not limit.expired:
@@ -321,6 +324,7 @@ def _replay_once(
             session.close()
         served = session.served()
         served.timed_out = s.timeout if limit.expired else None
+        exited = exits.code
 
     uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
     after = [_end_state(s, state, endpoints) for state in services]
@@ -347,6 +351,7 @@ def _replay_once(
         uncaptured=uncaptured,
         marked=marked_reason(logged),  # the replayer's own notes are not compared
         unreached=_unreached(served),
+        exited=exited,
         before=_before(served),
     )
     verdict = judge_run(index, s.expected, outcome)

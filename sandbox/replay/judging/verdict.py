@@ -108,6 +108,9 @@ class ReplayOutcome:
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
     marked: str | None = None
     """The reason the run marked itself failed with (``capture.mark_failed``), if it did."""
+    exited: int | None = None
+    """The code the agent gave ``os._exit`` in the replay's process, which outlived it
+    (:mod:`sandbox.replay.isolation.exits`)."""
     unreached: str | None = None
     """The replayed program never entered the run's ``capture.run`` block, described
     (:mod:`sandbox.replay.window`)."""
@@ -568,6 +571,12 @@ def _judge_end(
     if outcome.timed_out is not None:
         return inconclusive(
             "timeout", f"{describe_timeout(outcome.timed_out)}: the run was stopped unfinished"
+        )
+    if outcome.exited is not None:
+        return inconclusive(
+            "exit",
+            f"the agent called os._exit({outcome.exited}), which would have ended the "
+            "replay's process there (the recorded run never ended so)",
         )
     if outcome.refused is not None:
         return inconclusive("refused", f"inconclusive: {outcome.refused}")
