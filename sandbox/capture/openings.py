@@ -2,12 +2,11 @@
 that opens several, one after another (a script's loop over its cases).
 
 The capture counts every ``capture.run`` block the process enters; a run whose block was
-entered while no other was open is labelled with its place (:data:`~sandbox.names.OPENING_LABEL`);
-one a decorated function of a script opened, with its call (:func:`call_label`).
-The replay of the program counts the blocks again, as the program enters them, and records
-only that one (:class:`~sandbox.replay.boundary.ReplayBoundary`). A run that began while
-another was open (threads, a service's requests) has no place that a replay could find
-again: it is not labelled."""
+entered while no other was open is labelled with its place
+(:data:`~sandbox.names.OPENING_LABEL`), one a decorated function of a script opened with
+its call (:func:`call_label`). The replay of the program finds that block again and
+records only it (:mod:`sandbox.replay.window`). A block entered while another was open
+(threads, a service's requests) has no place a replay could find again."""
 
 from __future__ import annotations
 

@@ -117,8 +117,8 @@ class Window:
 
 
 def describe_call(label: str) -> str:
-    """``quote("q-7", fast=true)`` from a :func:`call_label` (the label itself when it is not
-    one)."""
+    """``quote("q-7", fast=true)`` from a :func:`~sandbox.capture.openings.call_label` (the
+    label itself when it is not one)."""
     try:
         data = json.loads(label)
         shown = [json.dumps(a) for a in data["args"]]
