@@ -72,8 +72,13 @@ def _names_bound(stmt: ast.stmt) -> set[str]:
     elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}
     elif not isinstance(stmt, (*_DEFS, ast.Expr, ast.Pass)):
-        # an if, a try, a for ... may bind it any way: read everything it names
-        return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        # an if, a try, a for ... may bind it any way (a def inside it too): read every
+        # name it holds
+        return {
+            n.id if isinstance(n, ast.Name) else n.name
+            for n in ast.walk(stmt)
+            if isinstance(n, (ast.Name, *_DEFS))
+        }
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 

@@ -24,6 +24,10 @@ rebound = make_task(rebound)
 def imported(x): ...
 from elsewhere import imported
 
+def versioned(x): ...
+if VERSION > 2:
+    def versioned(x, y): ...
+
 class Jobs:
     def method(self, order_id): ...
 
@@ -86,6 +90,7 @@ def test_methods_are_read_through_their_class(module: str) -> None:
 def test_what_the_source_cannot_tell_is_none(module: str, tmp_path: Path) -> None:
     assert _params(module, "rebound") is None  # rebound by an assignment
     assert _params(module, "imported") is None  # rebound by an import
+    assert _params(module, "versioned") is None  # maybe rebound inside an if
     assert _params(module, "missing") is None
     assert _params(module, "job.inner") is None  # a function has no attributes to walk
     assert _params(module, "Jobs") is None  # a class: its call is its __init__, not read
