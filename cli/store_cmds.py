@@ -11,6 +11,7 @@ import typer
 from cli import jsonout
 from cli.app import RUN_HELP, JsonOption, StoreOption, app, run_in, store_from
 from sandbox.errors import UnsafePathError
+from sandbox.replay.window import describe_block, labelled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -142,6 +143,9 @@ def show(
     console = _console()
     console.print(f"[bold]{manifest.run_id}[/bold] {manifest.name}".rstrip())
     console.print(f"  entrypoint  {entrypoint_text(manifest) or '-'}", markup=False)
+    block = describe_block(*labelled(manifest.labels))
+    if block is not None:
+        console.print(f"  replays     its {block} alone", markup=False)
     if manifest.provenance is not None:
         console.print(
             f"  imported    from {manifest.provenance.imported_from} (untrusted: its code "

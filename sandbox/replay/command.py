@@ -39,7 +39,7 @@ from sandbox.capture.children import ENV_VAR as CAPTURE_VAR
 from sandbox.capture.children import ChildWriter, events_of_child, hook_environment
 from sandbox.capture.hook import record_uncaught
 from sandbox.errors import ReplayError
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_CALL_LABEL, OPENING_LABEL
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL
 from sandbox.replay.boundary import ReplayStopped
 from sandbox.replay.session import (
     OF_VAR,
@@ -50,6 +50,7 @@ from sandbox.replay.session import (
     Served,
     replay_variables,
 )
+from sandbox.replay.window import labelled
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 from sandbox.snapshot.store import RunWriter, Store, open_store
 
@@ -170,17 +171,16 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
     result = Path(settings["result"])
     writer = store.resume(run_id)
     manifest = store.load_manifest(original)
-    opened = manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM
-    place = manifest.labels.get(OPENING_LABEL, "")
+    opening, call = labelled(manifest.labels)
     session = ReplaySession(
         writer,
         store,
         manifest,
         store.load_events(original),
         options,
-        at_hand_over=opened,
-        opening=int(place) if opened and place.isdigit() else None,
-        call=manifest.labels.get(OPENING_CALL_LABEL) if opened else None,
+        at_hand_over=manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM,
+        opening=opening,
+        call=call,
     )
     rec = session.rec
 

@@ -60,7 +60,7 @@ from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.source_signature import signature_in_source
-from sandbox.replay.window import describe_call
+from sandbox.replay.window import describe_block
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -389,17 +389,8 @@ def _ran_before(manifest: Manifest) -> float:
     return seconds if seconds > 0 and math.isfinite(seconds) else 0.0
 
 
-def _block(served: Served) -> str | None:
-    """The recorded run's block among the program's, described (``None``: no label)."""
-    if served.call is not None:
-        return f"capture.run block of the call {describe_call(served.call)}"
-    if served.opening is not None:
-        return f"capture.run block number {served.opening}"
-    return None
-
-
 def _unreached(served: Served) -> str | None:
-    block = _block(served)
+    block = describe_block(served.opening, served.call)
     if block is None or served.reached:
         return None
     return (
@@ -409,7 +400,7 @@ def _unreached(served: Served) -> str | None:
 
 
 def _before(served: Served) -> str | None:
-    block = _block(served)
+    block = describe_block(served.opening, served.call)
     if block is None or not served.outside:
         return None
     return (

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_CALL_LABEL, OPENING_LABEL
 
 _CHANGE_NOTHING = frozenset({"clock", "random", "retry", "timeout"})
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_window_depth", default=0)
@@ -114,6 +116,24 @@ class Window:
         """The run's block is over: the program is outside it from now on, everywhere."""
         _DEPTH.set(0)
         self._closed = True
+
+
+def labelled(labels: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """The place and the call that find a run's block, as its manifest's labels say (none
+    but for a run its program opened itself); read as data, never trusted further."""
+    if labels.get(OPENED_LABEL) != OPENED_IN_PROGRAM:
+        return None, None
+    place = labels.get(OPENING_LABEL, "")
+    return (int(place) if place.isdigit() else None), labels.get(OPENING_CALL_LABEL)
+
+
+def describe_block(opening: int | None, call: str | None) -> str | None:
+    """The run's block among its program's, as labelled, in words (``None``: no label)."""
+    if call is not None:
+        return f"capture.run block of the call {describe_call(call)}"
+    if opening is not None:
+        return f"capture.run block number {opening}"
+    return None
 
 
 def describe_call(label: str) -> str:

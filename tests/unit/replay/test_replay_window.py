@@ -125,6 +125,8 @@ def test_the_second_case_of_an_eval_loop_replays_alone_and_reproduces(
     tmp_path: Path, model: ThreadingHTTPServer, tool_first: bool
 ) -> None:
     run_id = _captured(tmp_path, model, tool_first=tool_first)
+    shown = _run([str(SANDBOX), "show", run_id], tmp_path).stdout
+    assert "replays     its capture.run block number 2 alone" in shown
     code, report, out = _replay(tmp_path, run_id, times=2)
     assert code == 1, report
     assert [r["outcome"] for r in report["verdict"]["runs"]] == ["reproduced"] * 2
