@@ -59,7 +59,7 @@ from sandbox.replay.serving.matcher import Matcher, MissMode
 from sandbox.replay.serving.mcp import RecordedServers, policy_target
 from sandbox.replay.serving.policy import LIVE, Policy, PolicySet
 from sandbox.replay.serving.routing import Route, prepare_recording, route
-from sandbox.replay.window import Window
+from sandbox.replay.window import CHANGE_NOTHING, Window
 from sandbox.seam.boundary import (
     Adapter,
     Call,
@@ -86,8 +86,6 @@ T = TypeVar("T")
 ServedAs = Literal["recorded", "live", "override"]
 
 MISMATCH_EVENT = "sandbox.replay.mismatch"
-LIVE_ON_MISS = frozenset({"clock", "random", "retry", "timeout"})
-"""Kinds served live when the recording has no answer (a fixed agent may draw more ids)."""
 
 
 class ReplayStopped(BaseException):
@@ -328,7 +326,7 @@ class ReplayBoundary(Recorder):
             matcher.match(where.kind, where.name, where.request)
             self._note_served(call, "override")
             return None, upcoming
-        if fork.reached(upcoming, latch_on_miss=where.kind not in LIVE_ON_MISS):
+        if fork.reached(upcoming, latch_on_miss=where.kind not in CHANGE_NOTHING):
             policy = fork.after.policy_for(*policy_target(where.kind, where.name))
         event = self._match(where) if policy.serves_recording else None
         self._note_served(call, "live" if event is None else "recorded")
@@ -372,7 +370,7 @@ class ReplayBoundary(Recorder):
         try:
             return self._recorded.match(where.kind, where.name, where.request)
         except ReplayMismatchError as exc:
-            if where.kind in LIVE_ON_MISS or (self.fork is not None and self.fork.past):
+            if where.kind in CHANGE_NOTHING or (self.fork is not None and self.fork.past):
                 with self._state_lock:
                     self.served_live_on_miss += 1
                 return None

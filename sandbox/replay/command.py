@@ -50,7 +50,7 @@ from sandbox.replay.session import (
     Served,
     replay_variables,
 )
-from sandbox.replay.window import labelled
+from sandbox.replay.window import Labelled
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 from sandbox.snapshot.store import RunWriter, Store, open_store
 
@@ -171,7 +171,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
     result = Path(settings["result"])
     writer = store.resume(run_id)
     manifest = store.load_manifest(original)
-    opening, call = labelled(manifest.labels)
+    block = Labelled.of(manifest.labels)
     session = ReplaySession(
         writer,
         store,
@@ -179,8 +179,8 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         store.load_events(original),
         options,
         at_hand_over=manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM,
-        opening=opening,
-        call=call,
+        opening=block.opening,
+        call=block.call,
     )
     rec = session.rec
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-import math
 import os
 import socket
 import sys
@@ -34,7 +33,7 @@ from typing import Any
 
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
-from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, OPENING_AFTER_LABEL, TRACE_SOURCE
+from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
@@ -60,7 +59,7 @@ from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.source_signature import signature_in_source
-from sandbox.replay.window import describe_block
+from sandbox.replay.window import Labelled, describe_block
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -380,15 +379,6 @@ def _replay_once(
     )
 
 
-def _ran_before(manifest: Manifest) -> float:
-    """Seconds the recorded program ran before the run's block (0 when not labelled)."""
-    try:
-        seconds = float(manifest.labels.get(OPENING_AFTER_LABEL, "0"))
-    except ValueError:
-        return 0.0
-    return seconds if seconds > 0 and math.isfinite(seconds) else 0.0
-
-
 def _unreached(served: Served) -> str | None:
     block = describe_block(served.opening, served.call)
     if block is None or served.reached:
@@ -547,7 +537,7 @@ def replay(
         command=command,
         timeout=plan.timeout
         if plan.timeout is not None
-        else default_timeout(recording, _ran_before(manifest) if command else 0.0),
+        else default_timeout(recording, Labelled.of(manifest.labels).ran_before if command else 0),
     )
     times = plan.times
 

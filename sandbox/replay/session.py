@@ -240,8 +240,8 @@ class ReplaySession:
         )
         self._undo: list[Callable[[], None]] = []
         self._closed = False
-        self._not_the_runs: set[int] = set()
-        """Refusals met outside the run's block (by id)."""
+        self._refusals: list[NetworkRefusedError] = []
+        """The refusals the run met (not those of the program outside its block)."""
         allowed = (endpoint_of(url) for url in options.sandbox.values())
         self.guard = NetGuard(
             (e for e in allowed if e is not None),
@@ -304,9 +304,9 @@ class ReplaySession:
         """Note the refusal in the run's log: the verdict names it, whatever the agent does
         with the error. One met outside the run's block is not the run's."""
         if self.rec.window.outside:
-            self._not_the_runs.add(id(error))
             self.rec.window.refusals += 1
             return
+        self._refusals.append(error)
         self.rec.emit(
             StateTransition,
             None,
@@ -347,5 +347,4 @@ class ReplaySession:
             self.clock.stop()
 
     def served(self) -> Served:
-        refused = [str(e) for e in self.guard.refused if id(e) not in self._not_the_runs]
-        return Served.of(self.rec, refused)
+        return Served.of(self.rec, [str(e) for e in self._refusals])

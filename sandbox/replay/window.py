@@ -23,12 +23,22 @@ from __future__ import annotations
 
 import contextvars
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from sandbox.names import OPENED_IN_PROGRAM, OPENED_LABEL, OPENING_CALL_LABEL, OPENING_LABEL
+from sandbox.names import (
+    OPENED_IN_PROGRAM,
+    OPENED_LABEL,
+    OPENING_AFTER_LABEL,
+    OPENING_CALL_LABEL,
+    OPENING_LABEL,
+)
 
-_CHANGE_NOTHING = frozenset({"clock", "random", "retry", "timeout"})
+CHANGE_NOTHING = frozenset({"clock", "random", "retry", "timeout"})
+"""Kinds of crossings that change nothing outside the agent (clock reads, draws, a retry's
+or a timeout's note): not counted outside the run's block, and served live by the replay
+when the recording has no answer (a fixed agent may draw more ids)."""
 _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("sandbox_window_depth", default=0)
 """How many ``capture.run`` blocks of the run's are open in this context (0: outside it)."""
 
@@ -109,7 +119,7 @@ class Window:
     def count(self, kind: str) -> None:
         """Count a crossing made outside the run's block, unless of a kind that changes
         nothing (a clock read, a draw, a retry's or timeout's note)."""
-        if kind not in _CHANGE_NOTHING:
+        if kind not in CHANGE_NOTHING:
             self.crossings_outside += 1
 
     def close(self) -> None:
@@ -118,13 +128,30 @@ class Window:
         self._closed = True
 
 
-def labelled(labels: Mapping[str, str]) -> tuple[int | None, str | None]:
-    """The place and the call that find a run's block, as its manifest's labels say (none
-    but for a run its program opened itself); read as data, never trusted further."""
-    if labels.get(OPENED_LABEL) != OPENED_IN_PROGRAM:
-        return None, None
-    place = labels.get(OPENING_LABEL, "")
-    return (int(place) if place.isdigit() else None), labels.get(OPENING_CALL_LABEL)
+@dataclass(frozen=True)
+class Labelled:
+    """What a run's manifest labels say of its block among its program's (all unset but for
+    a run its program opened itself): read as data, never trusted further."""
+
+    opening: int | None = None
+    call: str | None = None
+    ran_before: float = 0.0
+    """Seconds the program ran before the block (finite, not negative)."""
+
+    @classmethod
+    def of(cls, labels: Mapping[str, str]) -> Labelled:
+        if labels.get(OPENED_LABEL) != OPENED_IN_PROGRAM:
+            return cls()
+        place = labels.get(OPENING_LABEL, "")
+        try:
+            seconds = float(labels.get(OPENING_AFTER_LABEL, "0"))
+        except ValueError:
+            seconds = 0.0
+        return cls(
+            opening=int(place) if place.isdigit() else None,
+            call=labels.get(OPENING_CALL_LABEL),
+            ran_before=seconds if seconds > 0 and math.isfinite(seconds) else 0.0,
+        )
 
 
 def describe_block(opening: int | None, call: str | None) -> str | None:

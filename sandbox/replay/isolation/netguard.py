@@ -107,7 +107,6 @@ class NetGuard:
     ) -> None:
         self.policies = policies or PolicySet()
         self.on_refusal = on_refusal
-        self.refused: list[NetworkRefusedError] = []
         self._names: set[str] = set()
         self._allowed: set[tuple[str, int]] = set()
         self._own_ports: set[int] = set()
@@ -143,7 +142,6 @@ class NetGuard:
 
     def note(self, error: NetworkRefusedError) -> None:
         """Report a refusal (this guard's, or a refused database client's)."""
-        self.refused.append(error)
         if self.on_refusal is not None:
             self.on_refusal(error)
 

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
@@ -211,14 +211,18 @@ def _open(ep: _Endpoint, dbname: str | None = None, **options: Any) -> psycopg.C
 
 
 @contextmanager
-def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Connection[Any]]:
-    conn = _open(ep, dbname)
+def _errors(ep: _Endpoint) -> Iterator[None]:
+    """A driver error inside as one :class:`ServiceError` line naming the server."""
     try:
-        yield conn
+        yield
     except psycopg.Error as exc:
         raise ServiceError(f"postgres at {ep.where}: {exc}") from None
-    finally:
-        conn.close()
+
+
+@contextmanager
+def _connect(ep: _Endpoint, dbname: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+    with closing(_open(ep, dbname)) as conn, _errors(ep):
+        yield conn
 
 
 @contextmanager
@@ -230,11 +234,8 @@ def _reader(ep: _Endpoint) -> Iterator[psycopg.Connection[Any]]:
     opener = functools.partial(
         _open, ep, prepare_threshold=None, tcp_user_timeout=pgreaders.UNANSWERED_MS
     )
-    with pgreaders.READERS.connection(ep.conninfo(), opener) as conn:
-        try:
-            yield conn
-        except psycopg.Error as exc:
-            raise ServiceError(f"postgres at {ep.where}: {exc}") from None
+    with pgreaders.READERS.connection(ep.conninfo(), opener) as conn, _errors(ep):
+        yield conn
 
 
 def _version_string(num: int) -> str:
