@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from sandbox.capture import finisher
 from sandbox.capture.worker import Worker
@@ -123,6 +126,49 @@ def test_os_exit_waits_for_the_items_queued_and_keeps_its_status(tmp_path: Path)
         timeout=60,
     )
     assert done.returncode == 3
+    assert out.read_text().split()[1:] == ["['kept']"]
+
+
+_SIGNAL_EXIT = """
+import os, signal, sys, time
+from sandbox.capture.worker import Worker
+
+out, how = sys.argv[1], sys.argv[2]
+
+def handle(batch):
+    time.sleep(0.3)  # still handling when the process ends itself
+    with open(out, "a") as f:
+        f.write(f"{os.getpid()} {batch}\\n")
+
+worker = Worker("test-signal", handle, gather=3600.0, at_exit=lambda: worker.hurry(30))
+worker.submit(["kept"])
+if how == "raise":  # as uvicorn ends after a graceful shutdown on SIGTERM
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.raise_signal(signal.SIGTERM)
+else:
+    os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)  # not reached: the signal ends the process
+"""
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+def test_a_signal_the_process_ends_itself_with_waits_for_the_items_queued(
+    tmp_path: Path, how: str
+) -> None:
+    """A process that raises ``SIGTERM`` against itself with its default action (uvicorn
+    does after a graceful shutdown, ``signal.raise_signal``; or ``os.kill`` of its own pid)
+    while an item waits on the thread ends once it is handled, killed by the signal as it
+    asked."""
+    out = tmp_path / "handled.txt"
+    script = tmp_path / "signal_exit.py"
+    script.write_text(_SIGNAL_EXIT)
+    done = subprocess.run(
+        [sys.executable, str(script), str(out), how],
+        cwd=Path(__file__).resolve().parents[3],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGTERM
     assert out.read_text().split()[1:] == ["['kept']"]
 
 
