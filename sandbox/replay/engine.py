@@ -42,6 +42,7 @@ from sandbox.replay.fork import stored_edits
 from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.exits import Exits, ProcessExit, exits_caught
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
+from sandbox.replay.isolation.pools import let_go_of_pools
 from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.judging.endstate import end_state_diffs
@@ -576,6 +577,7 @@ def replay(
         for i in range(times):
             if i > 0 and reset is not None:
                 reset()
+            let_go_of_pools()  # made before this run: to where the run was, or reset since
             tell(f"replay {i + 1}/{times}", i)
             run = _replay_once(settings, i, endpoints, manifest.services)
             runs.append(run)

@@ -6,16 +6,21 @@ in the background is marked damaged with one warning."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 from test_services_containers import create_database, postgres_server
 
+from cli.main import main
 from sandbox import capture
 from sandbox.capture import finisher
 from sandbox.services.pinshare import WINDOW_ENV
@@ -245,3 +250,159 @@ def test_a_kept_runs_end_state_is_a_later_pins_state_dumped_once_for_both(
     assert isinstance(refunds, list)
     assert [row["order_id"] for row in refunds if isinstance(row, dict)] == [10]
     assert PINS.open_count() == 0
+
+
+def test_a_connection_opened_before_the_runs_is_seen_by_each_run_that_sends_through_it(
+    shop: str, tmp_path: Path
+) -> None:
+    """A connection opened outside any run (as an engine's pool keeps one for the runs
+    after it) and used by two runs, none declaring the database: the kept one finds it at
+    its first statement and captures the tables its statements reach."""
+    store = DirectoryStore(tmp_path / "store")
+    conn = psycopg.connect(shop, autocommit=True)
+    try:
+        with capture.run("look", store=store, keep="failed"):
+            conn.execute("SELECT count(*) FROM customers").fetchone()
+        with capture.run("refund", store=store, keep="failed"):
+            conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+            capture.mark_failed("paid twice")
+    finally:
+        conn.close()
+    manifest = _kept(store)
+    assert manifest.name == "refund"
+    (service,) = manifest.services
+    assert service.kind == "postgres"
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
+    (touched,) = manifest.touched
+    assert touched.clients == ["psycopg"] and touched.service == service.name
+    assert PINS.open_count() == 0
+
+
+def test_an_asyncpg_connection_opened_before_the_run_is_seen_at_its_first_query(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An asyncpg connection opened outside the run (as a pool's is): the kept run finds
+    the database at its first query; asyncpg's statements are not seen, so its tables are
+    told by the counters, and the note says why."""
+    monkeypatch.setenv(WAIT_ENV, "0")  # the counters are not waited for: the whole state
+    store = DirectoryStore(tmp_path / "store")
+
+    async def serve() -> None:
+        conn = await asyncpg.connect(shop)
+        try:
+            async with capture.run("refund", store=store, keep="failed"):
+                await conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+                capture.mark_failed("paid twice")
+        finally:
+            await conn.close()
+
+    asyncio.run(serve())
+    manifest = _kept(store)
+    (service,) = manifest.services
+    assert service.kind == "postgres"
+    assert service.meta[TOLD_META] == "counters"
+    assert "asyncpg" in service.meta[STATEMENTS_NOTE_META]
+    (touched,) = manifest.touched
+    assert touched.clients == ["asyncpg"] and touched.service == service.name
+
+
+AGENT = """
+import os
+import psycopg
+from sandbox import capture
+
+CONN = psycopg.connect(os.environ["SHOP_URL"], autocommit=True)  # opened at import
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    CONN.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    capture.mark_failed("paid twice")
+"""
+
+
+def test_a_connection_opened_before_the_replay_is_refused_and_the_live_database_untouched(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The agent's connection was opened when its module was imported, before the replay
+    began: its statement would go to the recorded (live) database. It is refused, the run
+    is inconclusive, and the live database keeps only the capture's row."""
+    store = DirectoryStore(tmp_path / "store")
+    (tmp_path / "refundagent.py").write_text(AGENT.format(store=str(store.root)))
+    monkeypatch.setenv("SHOP_URL", shop)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "300")  # one reason, one line
+    sys.modules.pop("refundagent", None)
+    agent = importlib.import_module("refundagent")
+    try:
+        agent.refund()
+        (manifest,) = [_kept(store)]
+        capsys.readouterr()
+        code = main(["replay", manifest.run_id, "--store", str(store.root)])
+    finally:
+        agent.CONN.close()
+    out = capsys.readouterr().out
+    assert code == 2, out
+    assert "opened before the replay began" in out
+    with psycopg.connect(shop, autocommit=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM refunds").fetchone()
+    assert rows == (1,)  # the capture's insert only
+
+
+ENGINE_AGENT = """
+import os
+import sqlalchemy
+from sandbox import capture
+
+ENGINE = sqlalchemy.create_engine(
+    os.environ["SHOP_URL"].replace("postgresql://", "postgresql+psycopg://")
+)  # made at import, its pool kept between requests
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    with ENGINE.begin() as conn:
+        conn.execute(sqlalchemy.text("INSERT INTO refunds (order_id, cents) VALUES (10, 100)"))
+        paid = conn.execute(sqlalchemy.text("SELECT count(*) FROM refunds")).scalar_one()
+    if paid > 1:
+        capture.mark_failed(f"paid {{paid}} times")
+"""
+
+
+def test_an_engine_made_at_import_replays_in_every_run_against_the_sandbox(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A SQLAlchemy engine made at import whose pool holds the capture's connection (to the
+    live database) and, from the second run on, connections the reset between runs ended:
+    each run starts with a new pool, routed to the sandbox. The failure reproduces in both
+    runs; the live database keeps the capture's rows only."""
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    store = DirectoryStore(tmp_path / "store")
+    (tmp_path / "engineagent.py").write_text(ENGINE_AGENT.format(store=str(store.root)))
+    monkeypatch.setenv("SHOP_URL", shop)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("engineagent", None)
+    agent = importlib.import_module("engineagent")
+    try:
+        agent.refund()
+        manifest = _kept(store)
+        capsys.readouterr()
+        code = main(["replay", manifest.run_id, "--times", "2", "--store", str(store.root)])
+    finally:
+        agent.ENGINE.dispose()
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "failure reproduced: 2/2 runs" in out
+    with psycopg.connect(shop, autocommit=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM refunds").fetchone()
+    assert rows == (2,)  # the row before and the capture's insert

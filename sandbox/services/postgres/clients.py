@@ -8,11 +8,16 @@ import functools
 import getpass
 import importlib
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from sandbox.errors import NetworkRefusedError
+from sandbox.seam import boundary
 from sandbox.seam.clients import ClientHook, Connect, Router, patch_attribute, route
+from sandbox.services.postgres import pgseen
 
 PORT = 5432
 _ADDRESS = ("host", "hostaddr", "port", "user", "password", "dbname", "service", "passfile")
@@ -34,8 +39,6 @@ def _url(params: dict[str, Any]) -> str:
 def _unseen(client: str, params: dict[str, Any]) -> None:
     """A connection through a client whose statements are not seen (see
     :mod:`sandbox.services.postgres.pgseen`)."""
-    from sandbox.services.postgres import pgseen
-
     user = params.get("user") or os.environ.get("PGUSER")
     pgseen.connected(
         client,
@@ -92,21 +95,86 @@ def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
     patch_attribute(psycopg.Connection, "connect", sync, undo)
     patch_attribute(psycopg.AsyncConnection, "connect", asyn, undo)
     patch_attribute(psycopg, "connect", lambda _o: psycopg.Connection.connect, undo)
-    _watch_statements(psycopg, undo)
+    _watch_statements(psycopg, undo, router)
 
 
 _STATEMENT_METHODS = ("execute", "executemany", "copy", "stream")
 
+_routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+"""Run (its boundary) -> the databases it was made to see at a statement, once each."""
+_routed_lock = threading.Lock()
 
-def _watch_statements(psycopg: Any, undo: list[Callable[[], None]]) -> None:
-    """Each statement a cursor sends is handed to :func:`pgseen.saw` first (the runs
-    that keep statements are found there by context; none: one check). The wrapper calls
-    the method as it is (sync, a coroutine, a generator or a context manager alike)."""
-    from sandbox.services.postgres import pgseen
+
+def _seen_by_run(router: Router, client: str, params: Callable[[], dict[str, Any]]) -> None:
+    """Route the database a connection of ``client`` is connected to (``params``: its host,
+    port, dbname, user and password) for the run in context, once a run and database.
+
+    At capture, the run sees it: a connection it did not open itself (one from a pool or
+    engine shared among runs, opened by an earlier one) is otherwise never routed to it,
+    and its state never captured; an error of the capture's own never reaches the agent's
+    statement. On a replay, a connection opened before the replay began (at import, or by
+    the program before its run) still points where it pointed: a statement on it, to the
+    recorded database or anywhere else outside the sandbox, is refused as a socket would
+    be (the run is inconclusive), never sent."""
+    run = boundary.current()
+    if run is None:
+        return
+    replaying = bool(getattr(run, "replaying", False))
+    try:
+        given = params()
+        where = pgseen.address(given.get("host"), given.get("port"), given.get("dbname"))
+        with _routed_lock:
+            if where in _routed.setdefault(run, set()):
+                return
+        endpoint = _url(given)
+        target = route(router, Connect("postgres", client, endpoint))
+    except NetworkRefusedError:
+        if replaying:
+            raise  # the router noted it
+        return
+    except Exception:  # capture fails open: the agent's statement goes on
+        return
+    if replaying and target != endpoint:
+        address = f"{given.get('host')}:{given.get('port')}"
+        error = NetworkRefusedError(
+            f"replay refused a statement on a postgres connection ({client}) to {address}: "
+            "it was opened before the replay began, to the recorded database, not to its "
+            "sandbox counterpart (open it inside the replayed call)",
+            host=address,
+            port=None,
+        )
+        refuse = getattr(router, "refuse", None)
+        if callable(refuse):
+            refuse(error)
+        raise error
+    with _routed_lock:
+        _routed.setdefault(run, set()).add(where)
+    if not replaying and client != "psycopg":
+        _unseen(client, given)
+
+
+def _psycopg_params(conn: Any) -> dict[str, Any]:
+    info = conn.info
+    return {
+        "host": info.host,
+        "port": info.port,
+        "dbname": info.dbname,
+        "user": info.user,
+        "password": info.password,
+    }
+
+
+def _watch_statements(psycopg: Any, undo: list[Callable[[], None]], router: Router) -> None:
+    """Each statement a cursor sends makes the run in context see its database
+    (:func:`_seen_by_run`), then is handed to :func:`pgseen.saw` (the runs that keep
+    statements are found there by context; none: one check). The wrapper calls the method
+    as it is (sync, a coroutine, a generator or a context manager alike)."""
 
     def make(original: Any) -> Any:
         def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-            pgseen.saw(self.connection, query)
+            connection = self.connection
+            _seen_by_run(router, "psycopg", lambda: _psycopg_params(connection))
+            pgseen.saw(connection, query)
             return original(self, query, *args, **kwargs)
 
         return method
@@ -166,6 +234,35 @@ def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:
 
     patch_attribute(connection, "connect", make, undo)
     patch_attribute(asyncpg, "connect", lambda _o: connection.connect, undo)
+    _watch_asyncpg_queries(connection.Connection, router, undo)
+
+
+def _asyncpg_params(conn: Any) -> dict[str, Any]:
+    addr, params = conn._addr, conn._params
+    host, port = (addr, None) if isinstance(addr, str) else addr[:2]
+    return {
+        "host": host,
+        "port": port,
+        "dbname": params.database,
+        "user": params.user,
+        "password": params.password,
+    }
+
+
+def _watch_asyncpg_queries(cls: Any, router: Router, undo: list[Callable[[], None]]) -> None:
+    """A query an asyncpg connection sends (a statement without arguments, or one prepared:
+    what a pool's connection and SQLAlchemy's dialect send) makes the run in context see its
+    database (:func:`_seen_by_run`); its statements are not kept."""
+
+    def make(original: Any) -> Any:
+        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _seen_by_run(router, "asyncpg", lambda: _asyncpg_params(self))
+            return await original(self, *args, **kwargs)
+
+        return method
+
+    for attr in ("execute", "_get_statement"):
+        patch_attribute(cls, attr, make, undo)
 
 
 PSYCOPG = ClientHook(module="psycopg", patch=_psycopg, kind="postgres", default_port=PORT)
