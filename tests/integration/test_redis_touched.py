@@ -35,6 +35,14 @@ from sandbox import capture
 
 EXTRA: list[str] = []
 SHARED: list[object] = []
+CLIENT = redis.Redis.from_url(os.environ["REDIS_URL"])  # made at import, as a service does
+
+
+@capture.run("cart", store={store!r}, keep="failed")
+def cart():
+    price = int(CLIENT.get("price:7"))
+    CLIENT.set("order:1", price * 2)
+    raise AssertionError(f"charged twice: {{price * 2}}")
 
 
 @capture.run("coupon", store={store!r}, keep="failed")
@@ -168,6 +176,28 @@ def test_a_run_touching_3_of_1000_keys_keeps_those_and_its_replay_reproduces(
     out = capsys.readouterr().out
     assert code == 1, out
     assert "failure reproduced: 2/2 runs" in out
+
+
+def test_a_client_made_at_import_is_sent_to_the_sandbox_on_replay(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent's client and pool were made when its module was imported, before the
+    replay began (its connection hooks could not see them): its first command sends the
+    pool to the sandbox's Redis, and the failure reproduces in every run, the live server
+    (still up, its price changed) never reached."""
+    store = DirectoryStore(tmp_path / "store")
+    agent = _agent(tmp_path, store.root, monkeypatch)
+    with pytest.raises(AssertionError, match="charged twice: 200"):
+        agent.cart()
+    capture.flush()  # the kept runs are written in the background
+    (manifest,) = store.list()
+    redis.Redis.from_url(shop).set("price:7", 999)
+    capsys.readouterr()
+    code = main(["replay", manifest.run_id, "--times", "2", "--store", str(store.root)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "failure reproduced: 2/2 runs" in out
+    assert redis.Redis.from_url(shop).get("order:1") == b"200"  # as the capture left it
 
 
 def test_a_replay_reaching_a_key_that_was_not_kept_is_inconclusive_naming_it(

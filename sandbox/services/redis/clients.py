@@ -27,9 +27,13 @@ def _url(kwargs: dict[str, Any]) -> str:
     return f"redis://{auth}{host}:{kwargs.get('port') or PORT}/{db}"
 
 
+_ADDRESS = ("host", "port", "db", "username", "password", "path")
+"""The connection keywords that say where a pool connects (a replay replaces them)."""
+
+
 def _redis(router: Router, undo: list[Callable[[], None]], module: str, client: str) -> None:
     conn = importlib.import_module(module)
-    address = ("host", "port", "db", "username", "password", "path")
+    address = _ADDRESS
     parse_url = importlib.import_module("redis.connection").parse_url
 
     def make(original: Any) -> Any:
@@ -71,11 +75,28 @@ REDIS_ASYNCIO = ClientHook(
 
 
 def _commands(router: Router, undo: list[Callable[[], None]], module: str, client: str) -> None:
-    """The commands of redis-py's clients, noted before they are sent (touched state)."""
+    """The commands of redis-py's clients, noted before they are sent (touched state). A
+    pool made before the router's patches (a client made at import, before a replay began)
+    is routed at its first command: sent elsewhere (a replay's sandbox), it lets go of the
+    connections it holds and makes its next ones there, as a pool made after them does."""
     from sandbox.services.redis.commands import patch_commands
 
-    def seen(kwargs: Any) -> str:
-        return route(router, Connect("redis", client, _url(dict(kwargs))))
+    conn = importlib.import_module(f"{module.rsplit('.', 1)[0]}.connection")
+    parse_url = importlib.import_module("redis.connection").parse_url
+
+    def seen(pool: Any) -> str:
+        kwargs = pool.connection_kwargs
+        endpoint = _url(dict(kwargs))
+        target = route(router, Connect("redis", client, endpoint))
+        if target != endpoint:
+            for key in _ADDRESS:
+                kwargs.pop(key, None)
+            parsed = dict(parse_url(target))
+            parsed.pop("connection_class", None)
+            kwargs.update(parsed)
+            pool.connection_class = conn.Connection
+            pool.reset()  # its connections (made before, to where it pointed) are let go
+        return target
 
     patch_commands(module, seen, undo)
 

@@ -5,9 +5,10 @@ pipeline's or transaction's when it executes, a watching pipeline's immediate on
 Each command is given to the pin of the run in whose context it is sent, for the client's
 database. A run whose context sends a command through a client it did not connect itself
 (one client or pool shared among runs) is first made to see the connection (``seen``, the
-capture's router), so that it captures that service as well. Outside any run, on a replay
-(no pins) and for the pins' own commands this costs one lookup. Capture fails open: an
-error of its own never reaches the agent's command.
+capture's router), so that it captures that service as well. On a replay, ``seen`` is the
+replay's router: a pool made before the replay began (a client made at import) is sent to
+the sandbox at its first command. Outside any run and for the pins' own commands this costs
+one lookup. Capture fails open: an error of its own never reaches the agent's command.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from __future__ import annotations
 import importlib
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sandbox.seam import boundary
 from sandbox.seam.clients import patch_attribute
 from sandbox.services.redis import touched
 
-Seen = Callable[[Mapping[str, Any]], object]
-"""Make the run in context see a connection with these connection keywords."""
+Seen = Callable[[Any], object]
+"""Make the run in context see a connection of this pool (a redis-py connection pool)."""
 
 _routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 """Run (its boundary) -> the databases it was made to see once."""
@@ -37,7 +38,8 @@ def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> No
     if run is None:
         return
     try:
-        kwargs = client.connection_pool.connection_kwargs
+        pool = client.connection_pool
+        kwargs = pool.connection_kwargs
         if kwargs.get("path"):
             return  # a unix socket: no pin keys it
         where = touched.address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
@@ -49,7 +51,7 @@ def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> No
                 done.add(where)
             if not first:
                 return
-            seen(kwargs)
+            seen(pool)
             pin = touched.pin_for(run, where)
             if pin is None:
                 return
