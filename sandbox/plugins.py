@@ -30,6 +30,7 @@ BUILTIN: dict[str, dict[str, str]] = {
         "psycopg": "sandbox.services.postgres.clients:PSYCOPG",
         "psycopg2": "sandbox.services.postgres.clients:PSYCOPG2",
         "asyncpg": "sandbox.services.postgres.clients:ASYNCPG",
+        "sqlalchemy+psycopg2": "sandbox.services.postgres.clients:SQLALCHEMY_PSYCOPG2",
         "redis": "sandbox.services.redis.clients:REDIS",
         "redis.asyncio": "sandbox.services.redis.clients:REDIS_ASYNCIO",
         "redis.client": "sandbox.services.redis.clients:REDIS_COMMANDS",

@@ -307,6 +307,37 @@ def test_an_asyncpg_connection_opened_before_the_run_is_seen_at_its_first_query(
     assert touched.clients == ["asyncpg"] and touched.service == service.name
 
 
+def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_out(
+    shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLAlchemy engine over psycopg2 (whose cursors cannot be watched) made before the
+    runs: its pool's connection, opened in one run, is checked out again by the next, which
+    is kept and captures the database (told by the counters, psycopg2 named)."""
+    import sqlalchemy
+
+    monkeypatch.setenv(WAIT_ENV, "0")  # the counters are not waited for: the whole state
+    store = DirectoryStore(tmp_path / "store")
+    engine = sqlalchemy.create_engine(shop.replace("postgresql://", "postgresql+psycopg2://"))
+    try:
+        with capture.run("look", store=store, keep="failed"):
+            with engine.connect() as conn:
+                conn.execute(sqlalchemy.text("SELECT count(*) FROM customers"))
+        with capture.run("refund", store=store, keep="failed"):
+            with engine.begin() as conn:
+                conn.execute(sqlalchemy.text("INSERT INTO refunds (order_id, cents) VALUES (1, 2)"))
+            capture.mark_failed("paid twice")
+        assert engine.pool.checkedin() == 1  # one connection, opened by the first run
+    finally:
+        engine.dispose()
+    manifest = _kept(store)
+    assert manifest.name == "refund"
+    (service,) = manifest.services
+    assert service.kind == "postgres"
+    assert "psycopg2" in service.meta[STATEMENTS_NOTE_META]
+    (touched,) = manifest.touched
+    assert touched.clients == ["psycopg2"] and touched.service == service.name
+
+
 AGENT = """
 import os
 import psycopg

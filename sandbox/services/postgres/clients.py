@@ -105,7 +105,9 @@ _routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _routed_lock = threading.Lock()
 
 
-def _seen_by_run(router: Router, client: str, params: Callable[[], dict[str, Any]]) -> None:
+def _seen_by_run(
+    router: Router, client: str, params: Callable[[], dict[str, Any]], *, on_replay: bool = True
+) -> None:
     """Route the database a connection of ``client`` is connected to (``params``: its host,
     port, dbname, user and password) for the run in context, once a run and database.
 
@@ -115,11 +117,14 @@ def _seen_by_run(router: Router, client: str, params: Callable[[], dict[str, Any
     statement. On a replay, a connection opened before the replay began (at import, or by
     the program before its run) still points where it pointed: a statement on it, to the
     recorded database or anywhere else outside the sandbox, is refused as a socket would
-    be (the run is inconclusive), never sent."""
+    be (the run is inconclusive), never sent; not ``on_replay``: nothing happens there
+    (``params`` say where the agent asked, not where its connections were sent)."""
     run = boundary.current()
     if run is None:
         return
     replaying = bool(getattr(run, "replaying", False))
+    if replaying and not on_replay:
+        return
     try:
         given = params()
         where = pgseen.address(given.get("host"), given.get("port"), given.get("dbname"))
@@ -265,6 +270,39 @@ def _watch_asyncpg_queries(cls: Any, router: Router, undo: list[Callable[[], Non
         patch_attribute(cls, attr, make, undo)
 
 
+def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:
+    """psycopg2 under SQLAlchemy: its cursors are C and cannot be watched, so a connection
+    of an engine's pool opened by an earlier run is seen by the run that checks it out
+    (``engine_connect``, from the engine's URL). On a replay the engines' pools are dropped
+    before each run (:mod:`sandbox.replay.isolation.pools`) and psycopg2's connections are
+    routed where they are opened."""
+    event = importlib.import_module("sqlalchemy.event")
+    engine_type = importlib.import_module("sqlalchemy.engine.base").Engine
+
+    def checked_out(connection: Any) -> None:
+        url = connection.engine.url
+        if url.get_backend_name() != "postgresql" or url.get_driver_name() != "psycopg2":
+            return  # psycopg and asyncpg are seen at their statements
+        _seen_by_run(
+            router,
+            "psycopg2",
+            lambda: {
+                "host": url.host,
+                "port": url.port,
+                "dbname": url.database,
+                "user": url.username,
+                "password": url.password,
+            },
+            on_replay=False,
+        )
+
+    event.listen(engine_type, "engine_connect", checked_out)
+    undo.append(lambda: event.remove(engine_type, "engine_connect", checked_out))
+
+
 PSYCOPG = ClientHook(module="psycopg", patch=_psycopg, kind="postgres", default_port=PORT)
 PSYCOPG2 = ClientHook(module="psycopg2", patch=_psycopg2, kind="postgres", default_port=PORT)
 ASYNCPG = ClientHook(module="asyncpg", patch=_asyncpg, kind="postgres", default_port=PORT)
+SQLALCHEMY_PSYCOPG2 = ClientHook(
+    module="sqlalchemy.engine.base", patch=_sqlalchemy, kind="postgres", default_port=PORT
+)
