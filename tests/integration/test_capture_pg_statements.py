@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import asyncpg
@@ -319,9 +320,8 @@ def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_
     store = DirectoryStore(tmp_path / "store")
     engine = sqlalchemy.create_engine(shop.replace("postgresql://", "postgresql+psycopg2://"))
     try:
-        with capture.run("look", store=store, keep="failed"):
-            with engine.connect() as conn:
-                conn.execute(sqlalchemy.text("SELECT count(*) FROM customers"))
+        with capture.run("look", store=store, keep="failed"), engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT count(*) FROM customers"))
         with capture.run("refund", store=store, keep="failed"):
             with engine.begin() as conn:
                 conn.execute(sqlalchemy.text("INSERT INTO refunds (order_id, cents) VALUES (1, 2)"))
@@ -336,6 +336,41 @@ def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_
     assert "psycopg2" in service.meta[STATEMENTS_NOTE_META]
     (touched,) = manifest.touched
     assert touched.clients == ["psycopg2"] and touched.service == service.name
+
+
+def _import_agent(
+    name: str,
+    source: str,
+    store: DirectoryStore,
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> ModuleType:
+    """The agent module ``source`` written as ``name`` and imported (``SHOP_URL``: the
+    database), as a service imports its own."""
+    (tmp_path / f"{name}.py").write_text(source.format(store=str(store.root)))
+    monkeypatch.setenv("SHOP_URL", shop)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop(name, None)
+    return importlib.import_module(name)
+
+
+def _replay_kept(
+    store: DirectoryStore, capsys: pytest.CaptureFixture[str], *options: str
+) -> tuple[int, str]:
+    """``sandbox replay`` of the one kept run, in this process: its exit code and output."""
+    manifest = _kept(store)
+    capsys.readouterr()
+    code = main(["replay", manifest.run_id, *options, "--store", str(store.root)])
+    return code, capsys.readouterr().out
+
+
+def _refunds(shop: str) -> int:
+    with psycopg.connect(shop, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM refunds").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 AGENT = """
@@ -362,27 +397,17 @@ def test_a_connection_opened_before_the_replay_is_refused_and_the_live_database_
     """The agent's connection was opened when its module was imported, before the replay
     began: its statement would go to the recorded (live) database. It is refused, the run
     is inconclusive, and the live database keeps only the capture's row."""
-    store = DirectoryStore(tmp_path / "store")
-    (tmp_path / "refundagent.py").write_text(AGENT.format(store=str(store.root)))
-    monkeypatch.setenv("SHOP_URL", shop)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("COLUMNS", "300")  # one reason, one line
-    sys.modules.pop("refundagent", None)
-    agent = importlib.import_module("refundagent")
+    store = DirectoryStore(tmp_path / "store")
+    agent = _import_agent("refundagent", AGENT, store, shop, tmp_path, monkeypatch)
     try:
         agent.refund()
-        (manifest,) = [_kept(store)]
-        capsys.readouterr()
-        code = main(["replay", manifest.run_id, "--store", str(store.root)])
+        code, out = _replay_kept(store, capsys)
     finally:
         agent.CONN.close()
-    out = capsys.readouterr().out
     assert code == 2, out
     assert "opened before the replay began" in out
-    with psycopg.connect(shop, autocommit=True) as conn:
-        rows = conn.execute("SELECT count(*) FROM refunds").fetchone()
-    assert rows == (1,)  # the capture's insert only
+    assert _refunds(shop) == 1  # the capture's insert only
 
 
 ENGINE_AGENT = """
@@ -418,22 +443,12 @@ def test_an_engine_made_at_import_replays_in_every_run_against_the_sandbox(
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
     store = DirectoryStore(tmp_path / "store")
-    (tmp_path / "engineagent.py").write_text(ENGINE_AGENT.format(store=str(store.root)))
-    monkeypatch.setenv("SHOP_URL", shop)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("engineagent", None)
-    agent = importlib.import_module("engineagent")
+    agent = _import_agent("engineagent", ENGINE_AGENT, store, shop, tmp_path, monkeypatch)
     try:
         agent.refund()
-        manifest = _kept(store)
-        capsys.readouterr()
-        code = main(["replay", manifest.run_id, "--times", "2", "--store", str(store.root)])
+        code, out = _replay_kept(store, capsys, "--times", "2")
     finally:
         agent.ENGINE.dispose()
-    out = capsys.readouterr().out
     assert code == 1, out
     assert "failure reproduced: 2/2 runs" in out
-    with psycopg.connect(shop, autocommit=True) as conn:
-        rows = conn.execute("SELECT count(*) FROM refunds").fetchone()
-    assert rows == (2,)  # the row before and the capture's insert
+    assert _refunds(shop) == 2  # the row before and the capture's insert

@@ -31,10 +31,17 @@ _ADDRESS = ("host", "port", "db", "username", "password", "path")
 """The connection keywords that say where a pool connects (a replay replaces them)."""
 
 
+def _sent_to(kwargs: dict[str, Any], target: str) -> dict[str, Any]:
+    """A pool's connection keywords ``kwargs``, with the address of ``target`` (a URL, the
+    router's) instead of their own (the pool's connection class is then a plain TCP one)."""
+    parse_url = importlib.import_module("redis.connection").parse_url
+    parsed = dict(parse_url(target))
+    parsed.pop("connection_class", None)
+    return {**{k: v for k, v in kwargs.items() if k not in _ADDRESS}, **parsed}
+
+
 def _redis(router: Router, undo: list[Callable[[], None]], module: str, client: str) -> None:
     conn = importlib.import_module(module)
-    address = _ADDRESS
-    parse_url = importlib.import_module("redis.connection").parse_url
 
     def make(original: Any) -> Any:
         def __init__(self: Any, connection_class: Any = None, *args: Any, **kwargs: Any) -> None:
@@ -42,10 +49,7 @@ def _redis(router: Router, undo: list[Callable[[], None]], module: str, client: 
             endpoint = _url(kwargs)
             target = route(router, Connect("redis", client, endpoint))
             if target != endpoint:
-                kwargs = {k: v for k, v in kwargs.items() if k not in address}
-                parsed = dict(parse_url(target))
-                parsed.pop("connection_class", None)
-                kwargs.update(parsed)
+                kwargs = _sent_to(kwargs, target)
                 connection_class = conn.Connection
             original(self, connection_class, *args, **kwargs)
 
@@ -82,18 +86,15 @@ def _commands(router: Router, undo: list[Callable[[], None]], module: str, clien
     from sandbox.services.redis.commands import patch_commands
 
     conn = importlib.import_module(f"{module.rsplit('.', 1)[0]}.connection")
-    parse_url = importlib.import_module("redis.connection").parse_url
 
     def seen(pool: Any) -> str:
         kwargs = pool.connection_kwargs
         endpoint = _url(dict(kwargs))
         target = route(router, Connect("redis", client, endpoint))
         if target != endpoint:
-            for key in _ADDRESS:
-                kwargs.pop(key, None)
-            parsed = dict(parse_url(target))
-            parsed.pop("connection_class", None)
-            kwargs.update(parsed)
+            moved = _sent_to(kwargs, target)
+            kwargs.clear()
+            kwargs.update(moved)
             pool.connection_class = conn.Connection
             pool.reset()  # its connections (made before, to where it pointed) are let go
         return target
