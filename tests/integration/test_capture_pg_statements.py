@@ -35,7 +35,7 @@ from sandbox.services.postgres.pgtouched import (
     WAIT_ENV,
 )
 from sandbox.services.registry import get_kind
-from sandbox.snapshot.manifest import Manifest
+from sandbox.snapshot.manifest import Manifest, ServiceState
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
@@ -98,6 +98,18 @@ def _kept(store: DirectoryStore) -> Manifest:
     assert capture.flush(120), "the kept run was not written in time"
     (manifest,) = store.list()
     return manifest
+
+
+def _found(store: DirectoryStore, client: str) -> ServiceState:
+    """The Postgres service of the one kept run, ``refund``, which found the database
+    itself (none declared) through ``client``."""
+    manifest = _kept(store)
+    assert manifest.name == "refund"
+    (service,) = manifest.services
+    assert service.kind == "postgres"
+    (touched,) = manifest.touched
+    assert touched.clients == [client] and touched.service == service.name
+    return service
 
 
 def _run(shop: str, store: DirectoryStore, *statements: str) -> None:
@@ -269,14 +281,9 @@ def test_a_connection_opened_before_the_runs_is_seen_by_each_run_that_sends_thro
             capture.mark_failed("paid twice")
     finally:
         conn.close()
-    manifest = _kept(store)
-    assert manifest.name == "refund"
-    (service,) = manifest.services
-    assert service.kind == "postgres"
+    service = _found(store, "psycopg")
     assert service.meta[TOLD_META] == "statements"
     assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
-    (touched,) = manifest.touched
-    assert touched.clients == ["psycopg"] and touched.service == service.name
     assert PINS.open_count() == 0
 
 
@@ -299,13 +306,9 @@ def test_an_asyncpg_connection_opened_before_the_run_is_seen_at_its_first_query(
             await conn.close()
 
     asyncio.run(serve())
-    manifest = _kept(store)
-    (service,) = manifest.services
-    assert service.kind == "postgres"
+    service = _found(store, "asyncpg")
     assert service.meta[TOLD_META] == "counters"
     assert "asyncpg" in service.meta[STATEMENTS_NOTE_META]
-    (touched,) = manifest.touched
-    assert touched.clients == ["asyncpg"] and touched.service == service.name
 
 
 def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_out(
@@ -329,13 +332,8 @@ def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_
         assert engine.pool.checkedin() == 1  # one connection, opened by the first run
     finally:
         engine.dispose()
-    manifest = _kept(store)
-    assert manifest.name == "refund"
-    (service,) = manifest.services
-    assert service.kind == "postgres"
+    service = _found(store, "psycopg2")
     assert "psycopg2" in service.meta[STATEMENTS_NOTE_META]
-    (touched,) = manifest.touched
-    assert touched.clients == ["psycopg2"] and touched.service == service.name
 
 
 def _import_agent(
