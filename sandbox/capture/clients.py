@@ -112,15 +112,23 @@ def install(router: Router) -> Callable[[], None]:
     it is imported (at once if it is already); return the undo function."""
     undo: list[Callable[[], None]] = []
 
-    def patcher(patch: Callable[[Router, list[Callable[[], None]]], None]) -> Patch:
+    def patcher(name: str, patch: Callable[[Router, list[Callable[[], None]]], None]) -> Patch:
         def apply(_module: ModuleType) -> None:
             with _lock:
-                patch(router, undo)
+                try:
+                    patch(router, undo)
+                except Exception as exc:  # the agent's import goes on (capture fails open)
+                    warnings.warn(
+                        f"client hook for {name!r} cannot be applied, its connections are "
+                        f"not seen: {exc}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
 
         return apply
 
     patches = {hook.module: hook.patch for hook in client_hooks()}
-    stop = when_imported({name: patcher(patch) for name, patch in patches.items()})
+    stop = when_imported({name: patcher(name, patch) for name, patch in patches.items()})
 
     def restore() -> None:
         stop()

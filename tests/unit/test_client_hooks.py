@@ -89,6 +89,33 @@ def test_a_hook_that_cannot_be_loaded_is_left_out_with_a_warning(
     assert {h.kind for h in hooks} == {"postgres", "redis", "sqlite", "mysql"}
 
 
+BROKEN_HOOK_MODULE = """
+from sandbox.seam.clients import ClientHook
+
+def _patch(router, undo):
+    raise LookupError("no such event")
+
+HOOK = ClientHook(module="note_client", patch=_patch, kind="note")
+"""
+
+
+def test_a_hook_that_fails_as_its_client_is_imported_leaves_the_import_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_hooks: None
+) -> None:
+    """A hook that raises while patching its client (as one installed before a library's
+    events exist would) warns once; the agent's import of the client goes on."""
+    _distribution(tmp_path, "note_hook:HOOK")
+    (tmp_path / "note_hook.py").write_text(BROKEN_HOOK_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    undo = clients.install(lambda connect: connect.endpoint)
+    try:
+        with pytest.warns(RuntimeWarning, match=r"client hook for 'note_client'.*no such event"):
+            import note_client  # imported by the agent after capture started
+    finally:
+        undo()
+    assert note_client.connect("note://live/x") == "connected to note://live/x"
+
+
 CHILD = """
 import sqlite3, sys
 sys.path.insert(0, sys.argv[1])

@@ -26,7 +26,8 @@ def let_go_of_pools() -> int:
     if engine_module is None:  # the agent never imported SQLAlchemy
         return 0
     engine_type: Any = engine_module.Engine
-    engines = [o for o in gc.get_objects() if isinstance(o, engine_type)]
+    # by the object's own type: isinstance would ask a dead weak proxy for its class
+    engines = [o for o in gc.get_objects() if issubclass(type(o), engine_type)]
     for engine in engines:
         engine.dispose(close=False)
     return len(engines)

@@ -304,5 +304,7 @@ PSYCOPG = ClientHook(module="psycopg", patch=_psycopg, kind="postgres", default_
 PSYCOPG2 = ClientHook(module="psycopg2", patch=_psycopg2, kind="postgres", default_port=PORT)
 ASYNCPG = ClientHook(module="asyncpg", patch=_asyncpg, kind="postgres", default_port=PORT)
 SQLALCHEMY_PSYCOPG2 = ClientHook(
-    module="sqlalchemy.engine.base", patch=_sqlalchemy, kind="postgres", default_port=PORT
+    module="sqlalchemy.engine", patch=_sqlalchemy, kind="postgres", default_port=PORT
 )
+"""Applied once ``sqlalchemy.engine`` is imported whole: its engines' events are declared
+by then (not yet while ``sqlalchemy.engine.base`` runs)."""
