@@ -11,7 +11,7 @@ import typer
 from cli import jsonout
 from cli.app import RUN_HELP, JsonOption, StoreOption, app, run_in, store_from
 from sandbox.errors import UnsafePathError
-from sandbox.replay.window import Labelled, describe_block
+from sandbox.replay.window import Labelled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -143,8 +143,7 @@ def show(
     console = _console()
     console.print(f"[bold]{manifest.run_id}[/bold] {manifest.name}".rstrip())
     console.print(f"  entrypoint  {entrypoint_text(manifest) or '-'}", markup=False)
-    labelled = Labelled.of(manifest.labels)
-    block = describe_block(labelled.opening, labelled.call)
+    block = Labelled.of(manifest.labels).block
     if block is not None:
         console.print(f"  replays     its {block} alone", markup=False)
     if manifest.provenance is not None:

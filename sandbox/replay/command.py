@@ -171,7 +171,6 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
     result = Path(settings["result"])
     writer = store.resume(run_id)
     manifest = store.load_manifest(original)
-    block = Labelled.of(manifest.labels)
     session = ReplaySession(
         writer,
         store,
@@ -179,8 +178,7 @@ def start_from_env(environ: MutableMapping[str, str] | None = None) -> ReplaySes
         store.load_events(original),
         options,
         at_hand_over=manifest.labels.get(OPENED_LABEL) == OPENED_IN_PROGRAM,
-        opening=block.opening,
-        call=block.call,
+        block=Labelled.of(manifest.labels),
     )
     rec = session.rec
 

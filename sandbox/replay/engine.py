@@ -60,7 +60,7 @@ from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
 from sandbox.replay.source_signature import signature_in_source
-from sandbox.replay.window import Labelled, describe_block
+from sandbox.replay.window import Labelled
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import Event, HTTPExchange
 from sandbox.snapshot.manifest import (
@@ -306,6 +306,7 @@ def _replay_once(
         )
         exit_code = served.exit_code
     else:
+        let_go_of_pools()  # made before this run: to where the run was, or reset since
         session = ReplaySession(writer, s.store, original, s.recording, options)
         limit = Deadline(s.timeout)
         exits = Exits()
@@ -350,9 +351,8 @@ def _replay_once(
         timed_out=served.timed_out,
         uncaptured=uncaptured,
         marked=marked_reason(logged),  # the replayer's own notes are not compared
-        unreached=_unreached(served),
         exited=exited,
-        before=_before(served),
+        **_outside_block(Labelled.of(s.manifest.labels).block, served),
     )
     verdict = judge_run(index, s.expected, outcome)
     failure = (
@@ -380,24 +380,25 @@ def _replay_once(
     )
 
 
-def _unreached(served: Served) -> str | None:
-    block = describe_block(served.opening, served.call)
-    if block is None or served.reached:
-        return None
-    return (
-        f"the program never entered its {block}, the recorded run's: the replay did not "
+def _outside_block(block: str | None, served: Served) -> dict[str, str | None]:
+    """What the program did outside the recorded run's ``block`` (a script's run, labelled
+    with it), described: it never entered the block (``unreached``), or crossed into state
+    beside or before it (``before``)."""
+    if block is None:
+        return {"unreached": None, "before": None}
+    unreached = (
+        None
+        if served.reached
+        else f"the program never entered its {block}, the recorded run's: the replay did not "
         "reach the run (replay the run's own function with --entrypoint module:function)"
     )
-
-
-def _before(served: Served) -> str | None:
-    block = describe_block(served.opening, served.call)
-    if block is None or not served.outside:
-        return None
-    return (
+    before = (
         f"the program made {served.outside} crossing(s) outside the recorded run's {block} "
         "(before it, or beside it), against the state restored for the run"
+        if served.outside
+        else None
     )
+    return {"unreached": unreached, "before": before}
 
 
 def _what(fork: ForkEdits | None) -> str:
@@ -577,7 +578,6 @@ def replay(
         for i in range(times):
             if i > 0 and reset is not None:
                 reset()
-            let_go_of_pools()  # made before this run: to where the run was, or reset since
             tell(f"replay {i + 1}/{times}", i)
             run = _replay_once(settings, i, endpoints, manifest.services)
             runs.append(run)

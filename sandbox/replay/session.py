@@ -30,6 +30,7 @@ from sandbox.replay.report import ClockMode, mismatch_from_json, mismatch_json
 from sandbox.replay.serving.matcher import MissMode
 from sandbox.replay.serving.policy import PolicySet, parse_rule
 from sandbox.replay.serving.routing import canonical_name
+from sandbox.replay.window import Labelled
 from sandbox.seam import boundary as seam
 from sandbox.snapshot.events import Event, StateTransition
 from sandbox.snapshot.manifest import ForkEdits, Manifest
@@ -104,13 +105,8 @@ class Served:
     (:mod:`sandbox.replay.conditions.deadline`)."""
     stand_ins: list[str] = field(default_factory=list)
     """Recorded errors raised as a stand-in class (see :mod:`sandbox.replay.conditions.faults`)."""
-    opening: int | None = None
-    """The run's place among the program's ``capture.run`` blocks, when labelled
-    (:mod:`sandbox.replay.window`)."""
-    call: str | None = None
-    """The call that opened the run's block, when labelled (what finds it first)."""
     reached: bool = True
-    """Whether the program entered the run's block."""
+    """Whether the program entered the run's block (:mod:`sandbox.replay.window`)."""
     outside: int = 0
     """Crossings that could change state the program made outside the run's block (before
     it, or beside it in other threads)."""
@@ -125,8 +121,6 @@ class Served:
             rec.turnstile.stalls,
             refused=list(refused),
             stand_ins=list(rec.stand_ins),
-            opening=window.opening,
-            call=window.call,
             reached=window.reached,
             outside=window.crossings_outside,
         )
@@ -153,8 +147,6 @@ class Served:
             "exit_code": self.exit_code,
             "refused": list(self.refused),
             "stand_ins": list(self.stand_ins),
-            "opening": self.opening,
-            "call": self.call,
             "reached": self.reached,
             "outside": self.outside,
         }
@@ -189,8 +181,6 @@ class Served:
             None if code is None else code,
             [str(r) for r in data.get("refused", ())],
             stand_ins=[str(s) for s in data.get("stand_ins", ())],
-            opening=None if data.get("opening") is None else int(data["opening"]),
-            call=None if data.get("call") is None else str(data["call"]),
             reached=bool(data.get("reached", True)),
             outside=int(data.get("outside", 0)),
         )
@@ -214,8 +204,8 @@ class ReplaySession:
     the clients' hooks: :func:`sandbox.capture.run.start_recording`) begins at once, or, with
     ``at_hand_over``, when the program enters ``capture.run`` (the boundary's
     :meth:`~sandbox.replay.boundary.ReplayBoundary.hand_over`): where a run the program
-    opened itself began at capture, after its imports; with its ``opening`` (its place among
-    the program's blocks) or its ``call``, at that block only (:mod:`sandbox.replay.window`).
+    opened itself began at capture, after its imports; with its ``block`` labelled (its place
+    among the program's blocks, or its call), at that block only (:mod:`sandbox.replay.window`).
     The clock, the network guard and the services' redirection hold from the start either
     way."""
 
@@ -229,8 +219,7 @@ class ReplaySession:
         *,
         follow: bool = True,
         at_hand_over: bool = False,
-        opening: int | None = None,
-        call: str | None = None,
+        block: Labelled | None = None,
     ) -> None:
         self.writer = writer
         self.clock: ReplayClock = (
@@ -269,8 +258,8 @@ class ReplaySession:
                 inject_faults=options.inject_faults,
                 seed=original.seeds.get("run"),
             )
-            self.rec.window.opening = opening
-            self.rec.window.call = call
+            if block is not None:
+                self.rec.window.opening, self.rec.window.call = block.opening, block.call
             self._undo.append(seam.install(self.rec))
             self._undo.append(self.guard.install())
             seed = original.seeds.get("run")

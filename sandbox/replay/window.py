@@ -138,6 +138,15 @@ class Labelled:
     ran_before: float = 0.0
     """Seconds the program ran before the block (finite, not negative)."""
 
+    @property
+    def block(self) -> str | None:
+        """The run's block among its program's, in words (``None``: no label)."""
+        if self.call is not None:
+            return f"capture.run block of the call {describe_call(self.call)}"
+        if self.opening is not None:
+            return f"capture.run block number {self.opening}"
+        return None
+
     @classmethod
     def of(cls, labels: Mapping[str, str]) -> Labelled:
         if labels.get(OPENED_LABEL) != OPENED_IN_PROGRAM:
@@ -152,15 +161,6 @@ class Labelled:
             call=labels.get(OPENING_CALL_LABEL),
             ran_before=seconds if seconds > 0 and math.isfinite(seconds) else 0.0,
         )
-
-
-def describe_block(opening: int | None, call: str | None) -> str | None:
-    """The run's block among its program's, as labelled, in words (``None``: no label)."""
-    if call is not None:
-        return f"capture.run block of the call {describe_call(call)}"
-    if opening is not None:
-        return f"capture.run block number {opening}"
-    return None
 
 
 def describe_call(label: str) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +75,30 @@ def route(router: Router, connect: Connect) -> str:
         return connect.endpoint
     with unseen():
         return router(connect)
+
+
+class OncePerRun:
+    """What each run (its boundary) was made to see already, once each: a connection or an
+    address a hook routes for the run in context on first use (one it did not open itself,
+    from a client or pool shared among runs). Forgotten with the run."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakKeyDictionary[Any, set[Hashable]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def first(self, run: Any, key: Hashable) -> bool:
+        """Whether ``run`` meets ``key`` for the first time (noted from now on)."""
+        with self._lock:
+            seen = self._seen.setdefault(run, set())
+            if key in seen:
+                return False
+            seen.add(key)
+            return True
+
+    def forget(self, run: Any, key: Hashable) -> None:
+        """``run`` is to meet ``key`` afresh (its routing was refused)."""
+        with self._lock:
+            self._seen.get(run, set()).discard(key)
 
 
 def patch_attribute(

@@ -8,15 +8,20 @@ import functools
 import getpass
 import importlib
 import os
-import threading
-import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 from urllib.parse import quote
 
 from sandbox.errors import NetworkRefusedError
 from sandbox.seam import boundary
-from sandbox.seam.clients import ClientHook, Connect, Router, patch_attribute, route
+from sandbox.seam.clients import (
+    ClientHook,
+    Connect,
+    OncePerRun,
+    Router,
+    patch_attribute,
+    route,
+)
 from sandbox.services.postgres import pgseen
 
 PORT = 5432
@@ -100,16 +105,21 @@ def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
 
 _STATEMENT_METHODS = ("execute", "executemany", "copy", "stream")
 
-_routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-"""Run (its boundary) -> the databases it was made to see at a statement, once each."""
-_routed_lock = threading.Lock()
+_ROUTED = OncePerRun()
+"""The connections (or engines) each run was made to see."""
 
 
 def _seen_by_run(
-    router: Router, client: str, params: Callable[[], dict[str, Any]], *, on_replay: bool = True
+    router: Router,
+    client: str,
+    key: Hashable,
+    params: Callable[[], dict[str, Any]],
+    *,
+    on_replay: bool = True,
 ) -> None:
-    """Route the database a connection of ``client`` is connected to (``params``: its host,
-    port, dbname, user and password) for the run in context, once a run and database.
+    """Route the database a connection of ``client`` is connected to (``key``: the
+    connection, or what stands for it; ``params``: its host, port, dbname, user and
+    password) for the run in context, once a run and key: after that, one lookup.
 
     At capture, the run sees it: a connection it did not open itself (one from a pool or
     engine shared among runs, opened by an earlier one) is otherwise never routed to it,
@@ -123,23 +133,21 @@ def _seen_by_run(
     if run is None:
         return
     replaying = bool(getattr(run, "replaying", False))
-    if replaying and not on_replay:
+    if (replaying and not on_replay) or not _ROUTED.first(run, key):
         return
     try:
         given = params()
-        where = pgseen.address(given.get("host"), given.get("port"), given.get("dbname"))
-        with _routed_lock:
-            if where in _routed.setdefault(run, set()):
-                return
         endpoint = _url(given)
         target = route(router, Connect("postgres", client, endpoint))
     except NetworkRefusedError:
         if replaying:
+            _ROUTED.forget(run, key)  # refused at each statement
             raise  # the router noted it
         return
     except Exception:  # capture fails open: the agent's statement goes on
         return
     if replaying and target != endpoint:
+        _ROUTED.forget(run, key)
         address = f"{given.get('host')}:{given.get('port')}"
         error = NetworkRefusedError(
             f"replay refused a statement on a postgres connection ({client}) to {address}: "
@@ -152,8 +160,6 @@ def _seen_by_run(
         if callable(refuse):
             refuse(error)
         raise error
-    with _routed_lock:
-        _routed.setdefault(run, set()).add(where)
     if not replaying and client != "psycopg":
         _unseen(client, given)
 
@@ -178,7 +184,7 @@ def _watch_statements(psycopg: Any, undo: list[Callable[[], None]], router: Rout
     def make(original: Any) -> Any:
         def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             connection = self.connection
-            _seen_by_run(router, "psycopg", lambda: _psycopg_params(connection))
+            _seen_by_run(router, "psycopg", connection, lambda: _psycopg_params(connection))
             pgseen.saw(connection, query)
             return original(self, query, *args, **kwargs)
 
@@ -261,7 +267,7 @@ def _watch_asyncpg_queries(cls: Any, router: Router, undo: list[Callable[[], Non
 
     def make(original: Any) -> Any:
         async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _seen_by_run(router, "asyncpg", lambda: _asyncpg_params(self))
+            _seen_by_run(router, "asyncpg", self, lambda: _asyncpg_params(self))
             return await original(self, *args, **kwargs)
 
         return method
@@ -286,6 +292,7 @@ def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:
         _seen_by_run(
             router,
             "psycopg2",
+            connection.engine,
             lambda: {
                 "host": url.host,
                 "port": url.port,

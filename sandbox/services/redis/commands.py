@@ -14,21 +14,18 @@ one lookup. Capture fails open: an error of its own never reaches the agent's co
 from __future__ import annotations
 
 import importlib
-import threading
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sandbox.seam import boundary
-from sandbox.seam.clients import patch_attribute
+from sandbox.seam.clients import OncePerRun, patch_attribute
 from sandbox.services.redis import touched
 
 Seen = Callable[[Any], object]
 """Make the run in context see a connection of this pool (a redis-py connection pool)."""
 
-_routed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-"""Run (its boundary) -> the databases it was made to see once."""
-_routed_lock = threading.Lock()
+_ROUTED = OncePerRun()
+"""The databases each run was made to see."""
 
 
 def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> None:
@@ -45,11 +42,7 @@ def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> No
         where = touched.address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
         pin = touched.pin_for(run, where)
         if pin is None:
-            with _routed_lock:
-                done = _routed.setdefault(run, set())
-                first = where not in done
-                done.add(where)
-            if not first:
+            if not _ROUTED.first(run, where):
                 return
             seen(pool)
             pin = touched.pin_for(run, where)
