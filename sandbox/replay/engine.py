@@ -43,6 +43,7 @@ from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.exits import Exits, ProcessExit, exits_caught
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.replay.isolation.pools import let_go_of_pools
+from sandbox.replay.isolation.sealed import Sealed, sealed_import
 from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.judging.endstate import end_state_diffs
@@ -80,31 +81,42 @@ _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
 # --- running -------------------------------------------------------------------------------
 
 
-def resolve_entrypoint(target: str) -> Callable[..., Any]:
+def resolve_entrypoint(
+    target: str, sealed: contextlib.AbstractContextManager[Sealed] | None = None
+) -> Callable[..., Any]:
     """``module:function`` (a dotted attribute path after the colon) as a callable. A module
     not found on ``sys.path`` is looked for in the working directory too, as ``python -m``
-    does (the ``sandbox`` command run from the project that holds the agent)."""
+    does (the ``sandbox`` command run from the project that holds the agent). ``sealed``:
+    held around the import (:func:`~sandbox.replay.isolation.sealed.sealed_import`)."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ReplayError(f"entrypoint {target!r} is not module:function")
-    try:
+    with sealed or contextlib.nullcontext(Sealed()) as met:
         try:
-            found: Any = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            top = module_name.split(".")[0]
-            if exc.name != top or os.getcwd() in sys.path or "" in sys.path:
-                raise
-            sys.path.insert(0, os.getcwd())
-            found = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ReplayError(
-            f"cannot import {module_name!r} for entrypoint {target!r}: {exc}"
-        ) from None
-    except Exception:
-        # The module raised as it ran (it reads a variable the replay sets, say): it is
-        # imported again inside each run, where what it raises is the run's, and judged.
+            found: Any = _import(module_name)
+        except ImportError as exc:
+            if not met:
+                raise ReplayError(
+                    f"cannot import {module_name!r} for entrypoint {target!r}: {exc}"
+                ) from None
+        except Exception:
+            # The module raised as it ran (it reads a variable the replay sets, say): it is
+            # imported again inside each run, where what it raises is the run's, and judged.
+            return _ImportedInRun(target)
+    if met:  # it reached outside before the sandbox was up: again inside each run
         return _ImportedInRun(target)
     return _attribute(found, attr, target)
+
+
+def _import(module_name: str) -> Any:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".")[0]
+        if exc.name != top or os.getcwd() in sys.path or "" in sys.path:
+            raise
+        sys.path.insert(0, os.getcwd())
+        return importlib.import_module(module_name)
 
 
 class _ImportedInRun:
@@ -518,7 +530,7 @@ def replay(
     target = _target(manifest, entrypoint) if command is None else " ".join(command.command)
     function: Callable[..., Any]
     if command is None:
-        resolved = resolve_entrypoint(target)
+        resolved = resolve_entrypoint(target, sealed_import(manifest, plan.served_by()))
         called = _called(manifest, target, entrypoint, resolved)
         function = check_callable(manifest, resolved, called, trust=trust, override=entrypoint)
     else:  # a recorded command runs in a child process: nothing is called here

@@ -10,8 +10,10 @@ reaches it with requests, aiohttp, a raw socket and the aiohttp-based ``openai``
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -253,5 +255,73 @@ def test_a_server_the_agent_starts_itself_is_reachable(tmp_path: Path) -> None:
     ):
         agent_with_its_own_server()
     report = replay(rec.run_id, store=store, times=2)
+    assert report.refused == []
+    assert report.verdict.reproduced == 2
+
+
+READS_AT_IMPORT = """
+import requests
+
+try:
+    CONFIG = requests.get("{base}/config", timeout=5).json()  # read as it is imported
+except Exception:
+    CONFIG = {{}}  # caught, as a module with a default does
+
+
+def agent():
+    if CONFIG.get("duplicate"):
+        raise RuntimeError("order placed twice")
+    return "ok"
+"""
+
+
+def _capture_module(
+    name: str, store: DirectoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The module ``name`` (:data:`READS_AT_IMPORT`), written and imported as the agent's
+    own, its run captured; then forgotten, as a new process would not have it."""
+    (tmp_path / f"{name}.py").write_text(READS_AT_IMPORT.format(base=_base()))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(name)
+    entry = Entrypoint(kind="callable", target=f"{name}:agent")
+    try:
+        with (
+            pytest.raises(RuntimeError),
+            capture.run("reads", store=store, seed=1, entrypoint=entry, packages=False) as rec,
+        ):
+            module.agent()
+    finally:
+        del sys.modules[name]
+    return rec.run_id
+
+
+def test_a_module_that_reaches_outside_as_it_is_imported_is_refused_then_and_in_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay imports the entrypoint's module before its runs: its request there is
+    refused, and since the module caught the refusal it is imported again in the run, where
+    the request is refused again, and named. Nothing reaches the server; the replay is
+    inconclusive, not "gone"."""
+    store = DirectoryStore(tmp_path / "store")
+    run_id = _capture_module("refusedatimport", store, tmp_path, monkeypatch)
+    assert SERVER["hits"] == ["/config"]  # the capture's own import
+    report = replay(run_id, store=store)
+    assert SERVER["hits"] == ["/config"]
+    assert [(r.outcome, r.reason) for r in report.verdict.runs] == [("inconclusive", "refused")]
+    (line,) = report.refused
+    assert f"replay refused a connection to 127.0.0.1:{SERVER['port']}" in line
+    assert report.exit_code == 2
+
+
+def test_a_module_reaching_an_address_served_live_is_imported_once_before_the_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The control: with the address served live, the import before the runs reaches it,
+    the runs use that module, and the failure reproduces in both."""
+    store = DirectoryStore(tmp_path / "store")
+    run_id = _capture_module("liveatimport", store, tmp_path, monkeypatch)
+    policies = PolicySet().with_rule("live", f"http:127.0.0.1:{SERVER['port']}")
+    report = replay(run_id, store=store, policies=policies, times=2)
+    assert SERVER["hits"] == ["/config", "/config"]
     assert report.refused == []
     assert report.verdict.reproduced == 2

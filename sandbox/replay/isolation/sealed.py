@@ -1,0 +1,81 @@
+"""The replayed agent's module imported before its runs, with nothing outside this process
+reached: what the module does as it is imported (a connection, a statement, a request)
+would otherwise reach the recorded services themselves, the sandbox not being up yet.
+
+:func:`sealed_import` holds the network guard (:mod:`sandbox.replay.isolation.netguard`,
+nothing allowed but what a policy serves live) and the clients' router with no sandbox
+counterpart (:mod:`sandbox.replay.isolation.redirect`: every database or Redis connection
+refused) around the import. When the import met a refusal, the modules it left imported
+that belong to the project (not the standard library's or an installed package's: one of
+them may have caught the refusal and carried on without its connection) are dropped, and
+the caller imports the module again inside each run, where the sandbox is up and the
+same guard and router send its connections there
+(:func:`~sandbox.replay.engine.resolve_entrypoint`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import site
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+from sandbox.errors import NetworkRefusedError
+from sandbox.replay.isolation.netguard import NetGuard
+from sandbox.replay.isolation.redirect import Redirect
+from sandbox.replay.serving.policy import PolicySet
+from sandbox.snapshot.manifest import Manifest
+
+
+class Sealed:
+    """What a sealed import met: the refusals, in order."""
+
+    def __init__(self) -> None:
+        self.refused: list[NetworkRefusedError] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.refused)
+
+
+@contextlib.contextmanager
+def sealed_import(original: Manifest, policies: PolicySet) -> Iterator[Sealed]:
+    """Around an import before the replay's runs: see the module documentation."""
+    met = Sealed()
+    before = set(sys.modules)
+    undo_clients = Redirect(original, {}, policies=policies, refuse=met.refused.append).install()
+    try:
+        undo_guard = NetGuard((), policies=policies, on_refusal=met.refused.append).install()
+        try:
+            yield met
+        finally:
+            undo_guard()
+    finally:
+        undo_clients()
+        if met:
+            _drop_project_modules(set(sys.modules) - before)
+
+
+def _drop_project_modules(names: set[str]) -> None:
+    """Forget the project's modules among ``names``, so that they are imported again (not
+    this package's own, nor those of the standard library or of installed packages)."""
+    paths = sysconfig.get_paths()
+    installed = {
+        Path(path).resolve()
+        for path in [
+            *(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+            *site.getsitepackages(),
+            site.getusersitepackages(),
+            Path(__file__).parents[2],  # sandbox itself
+        ]
+        if path
+    }
+    for name in names:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            continue
+        where = Path(origin).resolve()
+        if not any(where.is_relative_to(root) for root in installed):
+            del sys.modules[name]
