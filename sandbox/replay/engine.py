@@ -359,6 +359,7 @@ def _replay_once(
         if stopped is None
         else f"stopped at {stopped.kind} {stopped.name!r}: the recording has no answer",
         stalls=served.stalls,
+        statements=served.statements,
         refused=served.refused[0] if served.refused else None,
         timed_out=served.timed_out,
         uncaptured=uncaptured,

@@ -110,6 +110,9 @@ class Served:
     outside: int = 0
     """Crossings that could change state the program made outside the run's block (before
     it, or beside it in other threads)."""
+    statements: int = 0
+    """Statements and commands the restored services answered in the run's block
+    (:meth:`~sandbox.replay.boundary.ReplayBoundary.state_served`)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:
@@ -123,6 +126,7 @@ class Served:
             stand_ins=list(rec.stand_ins),
             reached=window.reached,
             outside=window.crossings_outside,
+            statements=rec.statements,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -149,6 +153,7 @@ class Served:
             "stand_ins": list(self.stand_ins),
             "reached": self.reached,
             "outside": self.outside,
+            "statements": self.statements,
         }
 
     @classmethod
@@ -183,6 +188,7 @@ class Served:
             stand_ins=[str(s) for s in data.get("stand_ins", ())],
             reached=bool(data.get("reached", True)),
             outside=int(data.get("outside", 0)),
+            statements=int(data.get("statements", 0)),
         )
 
 

@@ -450,3 +450,164 @@ def test_an_engine_made_at_import_replays_in_every_run_against_the_sandbox(
     assert code == 1, out
     assert "failure reproduced: 2/2 runs" in out
     assert _refunds(shop) == 2  # the row before and the capture's insert
+
+
+IMPORT_WRITER = """
+import os
+import psycopg
+from sandbox import capture
+
+CONN = psycopg.connect(os.environ["SHOP_URL"], autocommit=True)
+CONN.execute("INSERT INTO audit (note) VALUES ('started')")  # a write as it is imported
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    CONN.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    started = CONN.execute("SELECT count(*) FROM audit WHERE note = 'started'").fetchone()[0]
+    capture.mark_failed(f"started {{started}} times")
+"""
+
+
+def test_a_module_that_writes_as_it_is_imported_writes_to_the_sandbox_not_the_live_database(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The replay imports the entrypoint's module before its runs, when the sandbox is not
+    up yet: the module's connection and its write at import are refused there, and the
+    module is imported again inside the run, where both go to the sandbox. The failure
+    reproduces; the live database keeps the capture's import's row only."""
+    store = DirectoryStore(tmp_path / "store")
+    agent = _import_agent("importwriter", IMPORT_WRITER, store, shop, tmp_path, monkeypatch)
+    agent.refund()
+    agent.CONN.close()
+    del sys.modules["importwriter"]  # the replay imports it, as a new process would
+    code, out = _replay_kept(store, capsys)
+    assert code == 1, out
+    assert "failure reproduced: 1/1 runs" in out
+    with psycopg.connect(shop, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM audit WHERE note = 'started'").fetchone()
+    assert row == (1,)  # the capture's import only
+    assert _refunds(shop) == 1
+
+
+CACHED_AGENT = """
+import os
+import psycopg
+from sandbox import capture
+
+
+@capture.tool
+def cached_paid():
+    return 0  # a stale cache: not paid yet
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    with psycopg.connect(os.environ["SHOP_URL"], autocommit=True) as conn:
+{body}
+        paid = conn.execute("SELECT count(*) FROM refunds").fetchone()[0]
+    if paid > 1:
+        capture.mark_failed(f"paid {{paid}} times")
+"""
+BUG = """\
+        if cached_paid() == 0:
+            conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")"""
+FIX = """\
+        if conn.execute("SELECT count(*) FROM refunds").fetchone()[0] == 0:
+            conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")"""
+BROKEN_FIX = """\
+        try:
+            conn.execute("SELECT count(*) FROM refund_log")  # no such table
+        except psycopg.Error:
+            return"""
+
+
+@pytest.mark.parametrize(
+    ("fix", "code", "said"),
+    [
+        (FIX, 0, "statements or commands answered by the restored services"),
+        (BROKEN_FIX, 2, "exercised nothing of the recorded run (0/1 recorded calls made)"),
+    ],
+    ids=["reads-the-database", "its-statement-fails"],
+)
+def test_a_fix_that_makes_no_recorded_call_is_gone_only_if_the_restored_state_answered_it(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fix: str,
+    code: int,
+    said: str,
+) -> None:
+    """The recorded run asked a stale cache (a recorded tool call) and paid twice. A fix
+    that reads the database instead never makes that call: the replay is judged by the
+    statements the restored database answered, "gone". A fix whose only statement fails
+    (caught by the agent) exercised nothing: inconclusive."""
+    monkeypatch.setenv("COLUMNS", "300")
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    store = DirectoryStore(tmp_path / "store")
+    source = CACHED_AGENT.replace("{body}", BUG)
+    agent = _import_agent("cachedagent", source, store, shop, tmp_path, monkeypatch)
+    agent.refund()
+    (tmp_path / "cachedagent.py").write_text(
+        CACHED_AGENT.replace("{body}", fix).format(store=str(store.root))
+    )
+    del sys.modules["cachedagent"]  # the fixed module is imported by the replay
+    replayed, out = _replay_kept(store, capsys)
+    assert replayed == code, out
+    assert said in out
+
+
+ASYNC_CACHED_AGENT = """
+import os
+import asyncpg
+from sandbox import capture
+
+
+@capture.tool
+def cached_paid():
+    return 0  # a stale cache: not paid yet
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+async def refund():
+    conn = await asyncpg.connect(os.environ["SHOP_URL"])
+    try:
+        if {check} == 0:
+            await conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+        paid = await conn.fetchval("SELECT count(*) FROM refunds")
+    finally:
+        await conn.close()
+    if paid > 1:
+        capture.mark_failed(f"paid {{paid}} times")
+"""
+
+
+def test_an_async_fix_whose_asyncpg_queries_were_answered_is_gone(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As above, the agent an ``async def`` over asyncpg: the fix's queries, answered by the
+    restored database, exercised the run."""
+    monkeypatch.setenv("COLUMNS", "300")
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    store = DirectoryStore(tmp_path / "store")
+    source = ASYNC_CACHED_AGENT.replace("{check}", "cached_paid()")
+    agent = _import_agent("asynccached", source, store, shop, tmp_path, monkeypatch)
+    asyncio.run(agent.refund())
+    fixed = ASYNC_CACHED_AGENT.replace(
+        "{check}", 'await conn.fetchval("SELECT count(*) FROM refunds")'
+    )
+    (tmp_path / "asynccached.py").write_text(fixed.format(store=str(store.root)))
+    del sys.modules["asynccached"]
+    code, out = _replay_kept(store, capsys)
+    assert code == 0, out
+    assert "(0/1 recorded calls made; " in out
+    assert "statements or commands answered by the restored services" in out

@@ -184,7 +184,8 @@ def test_a_client_made_at_import_is_sent_to_the_sandbox_on_replay(
     """The agent's client and pool were made when its module was imported, before the
     replay began (its connection hooks could not see them): its first command sends the
     pool to the sandbox's Redis, and the failure reproduces in every run, the live server
-    (still up, its price changed) never reached."""
+    (still up, its price changed) never reached. The restored server's answers to its
+    commands are counted."""
     store = DirectoryStore(tmp_path / "store")
     agent = _agent(tmp_path, store.root, monkeypatch)
     with pytest.raises(AssertionError, match="charged twice: 200"):
@@ -198,6 +199,9 @@ def test_a_client_made_at_import_is_sent_to_the_sandbox_on_replay(
     assert code == 1, out
     assert "failure reproduced: 2/2 runs" in out
     assert redis.Redis.from_url(shop).get("order:1") == b"200"  # as the capture left it
+    code = main(["replay", manifest.run_id, "--json", "--store", str(store.root)])
+    (run,) = json.loads(capsys.readouterr().out)["verdict"]["runs"]
+    assert code == 1 and run["coverage"]["statements"] > 0  # its commands were answered
 
 
 def test_a_replay_reaching_a_key_that_was_not_kept_is_inconclusive_naming_it(

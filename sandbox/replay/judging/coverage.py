@@ -4,6 +4,10 @@ recording did not.
 A run that completed without the failure is *gone* only when it exercised the recorded run:
 an agent that catches its own error (a ``KeyError`` for a variable, a refused connection),
 makes none of the recorded calls and returns a polite answer proves nothing about the bug.
+A run that made none of them but whose statements or commands the restored services
+answered (a fix that reads the database where the run read a stale cache, and so never
+asks the model) did exercise it: the state the failure came from
+(:func:`sandbox.seam.clients.answered`; a statement that failed is not counted).
 
 **Coverage** counts the recorded boundary calls the agent made (model, tool, retrieval, memory
 and HTTP calls, retry attempts; a call made inside another is part of it, and the HTTP
@@ -73,22 +77,33 @@ def raised_types(events: Sequence[Event]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Coverage:
-    """Recorded boundary calls the replay made again, of those recorded."""
+    """Recorded boundary calls the replay made again, of those recorded, and the statements
+    and commands the restored services answered."""
 
     made: int
     recorded: int
+    statements: int = 0
 
     @property
     def nothing(self) -> bool:
-        """The recording made calls and the replay made none of them."""
-        return self.recorded > 0 and self.made == 0
+        """The recording made calls, the replay made none of them, and the restored state
+        answered none of its statements."""
+        return self.recorded > 0 and self.made == 0 and self.statements == 0
 
     def describe(self) -> str:
-        """``18/20 recorded calls made``."""
-        return f"{self.made}/{self.recorded} recorded calls made"
+        """``18/20 recorded calls made``, and ``; 3 statements or commands answered by the
+        restored services`` when the replay made none of them."""
+        calls = f"{self.made}/{self.recorded} recorded calls made"
+        if self.made or not self.statements:
+            return calls
+        plural = "s" if self.statements != 1 else ""
+        return (
+            f"{calls}; {self.statements} statement{plural} or command{plural} answered by the "
+            "restored services"
+        )
 
     def to_json(self) -> dict[str, int]:
-        return {"made": self.made, "recorded": self.recorded}
+        return {"made": self.made, "recorded": self.recorded, "statements": self.statements}
 
 
 @dataclass(frozen=True)
@@ -103,12 +118,17 @@ class Raised:
 
 
 def exercised(
-    recorded: Sequence[Event], replayed: Sequence[Event], captured_errors: Collection[str] = ()
+    recorded: Sequence[Event],
+    replayed: Sequence[Event],
+    captured_errors: Collection[str] = (),
+    *,
+    statements: int = 0,
 ) -> tuple[Coverage, tuple[Raised, ...]]:
-    """The coverage of ``recorded`` calls by ``replayed`` ones (both :func:`boundary_calls`),
-    and the replayed calls that raised what the capture did not: their recorded counterpart
-    did not raise that type, or (a call the recording lacks) no recorded event raised it
-    (``captured_errors``: :func:`raised_types`). Types are compared by their bare names."""
+    """The coverage of ``recorded`` calls by ``replayed`` ones (both :func:`boundary_calls`;
+    ``statements``: those the restored services answered), and the replayed calls that
+    raised what the capture did not: their recorded counterpart did not raise that type, or
+    (a call the recording lacks) no recorded event raised it (``captured_errors``:
+    :func:`raised_types`). Types are compared by their bare names."""
     lengths = Counter(map(_key, recorded))
     by_stream: dict[StreamKey, list[Event]] = defaultdict(list)
     for event in recorded:
@@ -133,4 +153,4 @@ def exercised(
         call = f"{event.kind} {event.name or '(unnamed)'} #{k + 1}"
         raised.append(Raised(call, error, at_recorded=counterpart is not None))
     made = sum(min(n, seen.get(key, 0)) for key, n in lengths.items())
-    return Coverage(made, len(recorded)), tuple(raised)
+    return Coverage(made, len(recorded), statements), tuple(raised)

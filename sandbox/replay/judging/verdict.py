@@ -32,8 +32,9 @@ run: :mod:`sandbox.replay.judging.coverage`) or *inconclusive*, with a reason
 sandbox refused, a different exception (named, with a hint; also one a replayed call raised
 where the recorded call did not, which the agent caught), a non-zero exit, a sandbox error,
 a timeout, the recorded order of concurrent calls not kept, none of the recorded calls
-made. A crash is never "gone": a false "fixed" ships the bug, and a crash outranks a
-predicate that cannot be checked. Every run's verdict carries its coverage.
+made and no statement answered by the restored services. A crash is never "gone": a false
+"fixed" ships the bug, and a crash outranks a predicate that cannot be checked. Every run's
+verdict carries its coverage.
 
 **Exit code.** :attr:`Verdict.exit_code`, which ``sandbox replay`` exits with: **1** when
 the failure reproduced in at least one of the N runs, **0** when every run was judged and
@@ -106,6 +107,9 @@ class ReplayOutcome:
     :class:`~sandbox.services.base.TouchedCapture`), described."""
     calls: tuple[Event, ...] = ()
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
+    statements: int = 0
+    """Statements and commands the restored services answered (a database's, Redis's):
+    the run read or wrote the restored state."""
     marked: str | None = None
     """The reason the run marked itself failed with (``capture.mark_failed``), if it did."""
     exited: int | None = None
@@ -475,7 +479,11 @@ class RunVerdict:
             reason = next((r for r in REASONS if r == raw_reason), "sandbox")
         raw_coverage = data.get("coverage")
         coverage = (
-            Coverage(int(raw_coverage["made"]), int(raw_coverage["recorded"]))
+            Coverage(
+                int(raw_coverage["made"]),
+                int(raw_coverage["recorded"]),
+                int(raw_coverage.get("statements", 0)),
+            )
             if isinstance(raw_coverage, Mapping)
             else None
         )
@@ -501,11 +509,14 @@ def judge_run(
     the recorded boundary), or the run ended with the recorded exception's type at the
     recorded boundary. *Gone*: the run completed, every boundary was served, the predicate
     does not hold, and the run exercised the recorded run (it made at least one recorded
-    call, and none of the recorded calls it made raised what the recording's did not: see
-    :mod:`sandbox.replay.judging.coverage`). Anything else is *inconclusive*, with its reason: a
-    crash is never "gone", and a crash outranks a predicate that cannot be checked.
+    call or read or wrote the restored state, and none of the recorded calls it made raised
+    what the recording's did not: see :mod:`sandbox.replay.judging.coverage`). Anything
+    else is *inconclusive*, with its reason: a crash is never "gone", and a crash outranks
+    a predicate that cannot be checked.
     ``environ`` is the environment the run saw (for hints)."""
-    coverage, raised = exercised(expected.calls, outcome.calls, expected.raised)
+    coverage, raised = exercised(
+        expected.calls, outcome.calls, expected.raised, statements=outcome.statements
+    )
     if outcome.error is not None:
         raised = ()  # the run ended with it: the verdict names the crash
     run = _judge_end(index, expected, outcome, sql=sql, environ=environ)

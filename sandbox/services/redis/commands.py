@@ -8,7 +8,8 @@ database. A run whose context sends a command through a client it did not connec
 capture's router), so that it captures that service as well. On a replay, ``seen`` is the
 replay's router: a pool made before the replay began (a client made at import) is sent to
 the sandbox at its first command. Outside any run and for the pins' own commands this costs
-one lookup. Capture fails open: an error of its own never reaches the agent's command.
+one lookup. Capture fails open: an error of its own never reaches the agent's command. A
+command answered is counted by a replay (:func:`~sandbox.seam.clients.answered`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sandbox.seam import boundary
-from sandbox.seam.clients import OncePerRun, patch_attribute
+from sandbox.seam.clients import OncePerRun, answered, patch_attribute
 from sandbox.services.redis import touched
 
 Seen = Callable[[Any], object]
@@ -65,13 +66,17 @@ def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> N
 
             async def run_async(self: Any, *args: Any, **options: Any) -> Any:
                 _before(self, [args], seen)
-                return await original(self, *args, **options)
+                value = await original(self, *args, **options)
+                answered()
+                return value
 
             return run_async
 
         def run(self: Any, *args: Any, **options: Any) -> Any:
             _before(self, [args], seen)
-            return original(self, *args, **options)
+            value = original(self, *args, **options)
+            answered()
+            return value
 
         return run
 
@@ -80,13 +85,17 @@ def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> N
 
             async def execute_async(self: Any, *args: Any, **kwargs: Any) -> Any:
                 _before(self, [c[0] for c in self.command_stack], seen)
-                return await original(self, *args, **kwargs)
+                value = await original(self, *args, **kwargs)
+                answered()
+                return value
 
             return execute_async
 
         def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
             _before(self, [c[0] for c in self.command_stack], seen)
-            return original(self, *args, **kwargs)
+            value = original(self, *args, **kwargs)
+            answered()
+            return value
 
         return execute
 

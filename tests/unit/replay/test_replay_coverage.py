@@ -84,6 +84,22 @@ def test_gone_needs_coverage_and_shows_it() -> None:
     assert "exercised nothing of the recorded run (0/3 recorded calls made)" in polite.detail
 
 
+def test_statements_the_restored_state_answered_exercise_a_run_that_made_no_recorded_call() -> None:
+    """A fix that reads the database instead of a stale cache and never asks the model:
+    gone, with what exercised it shown; the same run with no statement answered is not."""
+    expected = Expectation.of(None, recording(), STALE)
+    answered = ReplayOutcome.from_events([result(0, {"answer": "no quota"})], statements=2)
+    verdict = judge_run(0, expected, answered)
+    assert verdict.outcome == "gone"
+    assert verdict.detail.endswith(
+        "(0/3 recorded calls made; 2 statements or commands answered by the restored services)"
+    )
+    assert verdict.to_json()["coverage"] == {"made": 0, "recorded": 3, "statements": 2}
+    none = judge_run(0, expected, run(result(0, {"answer": "no quota"})))
+    assert (none.outcome, none.reason) == ("inconclusive", "unexercised")
+    assert "exercised nothing of the recorded run (0/3 recorded calls made)" in none.detail
+
+
 def test_a_caught_exception_at_a_recorded_call_is_named_and_not_gone() -> None:
     expected = Expectation.of(None, recording(), STALE)
     failed = tool(0, "lookup", {"q": 1}, error=ErrorInfo(type="KeyError", message="'DESK_RATE'"))
