@@ -45,6 +45,7 @@ from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.replay.isolation.pools import let_go_of_pools
 from sandbox.replay.isolation.sealed import Sealed, sealed_import
 from sandbox.replay.isolation.trust import check_callable, check_trusted
+from sandbox.replay.judging.coverage import boundary_calls, exercised
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
 from sandbox.replay.judging.endstate import end_state_diffs
 from sandbox.replay.judging.verdict import (
@@ -339,10 +340,15 @@ def _replay_once(
         served.timed_out = s.timeout if limit.expired else None
         exited = exits.code
 
-    uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
-    after = [_end_state(s, state, endpoints) for state in services]
     logged = s.store.load_events(run_id)
     events = comparable(logged)
+    uncaptured = outside_capture(services, endpoints)  # before anything else reads a table
+    used: list[str] = []
+    if s.expected.calls and not exercised(s.expected.calls, boundary_calls(events))[0].made:
+        used += state_used(services, endpoints)  # the run's own reads, not the end state's
+        if served.commands:
+            used.append(f"{served.commands} Redis command{'s' * (served.commands > 1)} answered")
+    after = [_end_state(s, state, endpoints) for state in services]
     divergence = (
         first_divergence(as_traced(s.compared), as_traced(events))
         if s.traced
@@ -359,7 +365,7 @@ def _replay_once(
         if stopped is None
         else f"stopped at {stopped.kind} {stopped.name!r}: the recording has no answer",
         stalls=served.stalls,
-        statements=served.statements,
+        state=tuple(used),
         refused=served.refused[0] if served.refused else None,
         timed_out=served.timed_out,
         uncaptured=uncaptured,
@@ -455,6 +461,25 @@ def outside_capture(states: Sequence[ServiceState], endpoints: Mapping[str, str]
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             return f"{state.name}: the run {found[0]}{more}"
     return None
+
+
+def state_used(states: Sequence[ServiceState], endpoints: Mapping[str, str]) -> list[str]:
+    """What the replayed run read or wrote of the restored services that tell it
+    (:class:`~sandbox.services.base.UsedState`), each described with the service's name;
+    a service that cannot tell is passed over (the run may then be judged to have
+    exercised nothing: inconclusive, never a false "gone")."""
+    from sandbox.services.base import UsedState
+    from sandbox.services.registry import get_kind
+
+    used: list[str] = []
+    for state in states:
+        endpoint = endpoints.get(state.name)
+        kind = get_kind(state.kind)
+        if not endpoint or not isinstance(kind, UsedState):
+            continue
+        with contextlib.suppress(SandboxError):
+            used += [f"{state.name} {what}" for what in kind.used_since_restore(endpoint)]
+    return used
 
 
 def partial_notes(states: Sequence[ServiceState]) -> list[str]:

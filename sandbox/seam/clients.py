@@ -11,13 +11,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from sandbox.seam import boundary
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -106,27 +104,14 @@ class OncePerRun:
 
 
 def answered() -> None:
-    """A statement or a command the agent sent through a client was answered. Only a
-    replay counts them (the ``state_served`` of its run in context): a run that made none
-    of its recorded calls but read or wrote the restored state exercised it
+    """A command the agent sent through a client was answered (a client whose connections
+    send nothing of their own through the same call: Redis's). Only a replay counts them
+    (the ``state_served`` of its run in context): a run that made none of its recorded
+    calls but read or wrote the restored state exercised it
     (:mod:`sandbox.replay.judging.coverage`)."""
     note = getattr(boundary.current(), "state_served", None)
     if note is not None:
         note()
-
-
-def answered_once_awaited(awaitable: Awaitable[T]) -> Awaitable[T]:
-    """``awaitable`` (a statement's coroutine), counted by :func:`answered` once it ends
-    without an error; as it is when no replay counts (at capture)."""
-    if getattr(boundary.current(), "state_served", None) is None:
-        return awaitable
-    return _answered_after(awaitable)
-
-
-async def _answered_after(awaitable: Awaitable[T]) -> T:
-    value = await awaitable
-    answered()
-    return value
 
 
 def patch_attribute(

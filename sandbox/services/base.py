@@ -188,6 +188,18 @@ class TouchedCapture(Protocol):
 
 
 @runtime_checkable
+class UsedState(Protocol):
+    """A kind that tells what of its restored state a replayed run read or wrote, for the
+    run's coverage (:mod:`sandbox.replay.judging.coverage`): Postgres, from the tables'
+    statistics counters (a statement that failed, or one on the catalogs, moves none)."""
+
+    def used_since_restore(self, endpoint: str) -> list[str]:
+        """What the run read or wrote since the state was restored, described (``"read
+        table public.users"``), its sessions ended first; before anything else reads it."""
+        ...
+
+
+@runtime_checkable
 class SQLQuery(Protocol):
     """A kind that answers SQL, for the invariants of a failure predicate
     (:class:`~sandbox.snapshot.manifest.SQLInvariant`), each with its own driver and always

@@ -528,12 +528,16 @@ BROKEN_FIX = """\
 @pytest.mark.parametrize(
     ("fix", "code", "said"),
     [
-        (FIX, 0, "statements or commands answered by the restored services"),
+        (
+            FIX,
+            0,
+            "(0/1 recorded calls made; the restored state used: postgres read table public.refunds",
+        ),
         (BROKEN_FIX, 2, "exercised nothing of the recorded run (0/1 recorded calls made)"),
     ],
     ids=["reads-the-database", "its-statement-fails"],
 )
-def test_a_fix_that_makes_no_recorded_call_is_gone_only_if_the_restored_state_answered_it(
+def test_a_fix_that_makes_no_recorded_call_is_gone_only_if_it_used_the_restored_tables(
     shop: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -543,9 +547,10 @@ def test_a_fix_that_makes_no_recorded_call_is_gone_only_if_the_restored_state_an
     said: str,
 ) -> None:
     """The recorded run asked a stale cache (a recorded tool call) and paid twice. A fix
-    that reads the database instead never makes that call: the replay is judged by the
-    statements the restored database answered, "gone". A fix whose only statement fails
-    (caught by the agent) exercised nothing: inconclusive."""
+    that reads the database instead never makes that call: it read the restored table (the
+    server's statistics counters say so), "gone". A fix whose only statement fails (caught
+    by the agent) moved no table's counters, though its connection's own statements did
+    run: it exercised nothing, inconclusive."""
     monkeypatch.setenv("COLUMNS", "300")
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
@@ -587,14 +592,14 @@ async def refund():
 """
 
 
-def test_an_async_fix_whose_asyncpg_queries_were_answered_is_gone(
+def test_an_async_fix_that_read_the_restored_table_through_asyncpg_is_gone(
     shop: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """As above, the agent an ``async def`` over asyncpg: the fix's queries, answered by the
-    restored database, exercised the run."""
+    """As above, the agent an ``async def`` over asyncpg: the fix's queries read the
+    restored table, and that exercised the run."""
     monkeypatch.setenv("COLUMNS", "300")
     with psycopg.connect(shop, autocommit=True) as conn:
         conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
@@ -609,5 +614,7 @@ def test_an_async_fix_whose_asyncpg_queries_were_answered_is_gone(
     del sys.modules["asynccached"]
     code, out = _replay_kept(store, capsys)
     assert code == 0, out
-    assert "(0/1 recorded calls made; " in out
-    assert "statements or commands answered by the restored services" in out
+    assert (
+        "(0/1 recorded calls made; the restored state used: postgres read table public.refunds"
+        in out
+    )

@@ -4,10 +4,12 @@ recording did not.
 A run that completed without the failure is *gone* only when it exercised the recorded run:
 an agent that catches its own error (a ``KeyError`` for a variable, a refused connection),
 makes none of the recorded calls and returns a polite answer proves nothing about the bug.
-A run that made none of them but whose statements or commands the restored services
-answered (a fix that reads the database where the run read a stale cache, and so never
-asks the model) did exercise it: the state the failure came from
-(:func:`sandbox.seam.clients.answered`; a statement that failed is not counted).
+A run that made none of them but read or wrote the restored state (a fix that reads the
+database where the run read a stale cache, and so never asks the model) did exercise it:
+the state the failure came from. The state used is told by the services themselves
+(Postgres: the restored tables whose statistics counters moved, not its catalogs nor a
+statement that failed, :class:`~sandbox.services.base.UsedState`) or by the clients
+(Redis: the commands answered, :func:`sandbox.seam.clients.answered`).
 
 **Coverage** counts the recorded boundary calls the agent made (model, tool, retrieval, memory
 and HTTP calls, retry attempts; a call made inside another is part of it, and the HTTP
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sandbox.snapshot.events import ErrorInfo, Event
 
@@ -77,33 +80,32 @@ def raised_types(events: Sequence[Event]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Coverage:
-    """Recorded boundary calls the replay made again, of those recorded, and the statements
-    and commands the restored services answered."""
+    """Recorded boundary calls the replay made again, of those recorded, and the restored
+    state it used when it made none of them."""
 
     made: int
     recorded: int
-    statements: int = 0
+    state: tuple[str, ...] = ()
+    """What of the restored state the replay read or wrote, described (``"db read table
+    public.users"``, ``"2 Redis commands answered"``); only looked for when it made none of
+    the recorded calls."""
 
     @property
     def nothing(self) -> bool:
-        """The recording made calls, the replay made none of them, and the restored state
-        answered none of its statements."""
-        return self.recorded > 0 and self.made == 0 and self.statements == 0
+        """The recording made calls, the replay made none of them, and used none of the
+        restored state."""
+        return self.recorded > 0 and self.made == 0 and not self.state
 
     def describe(self) -> str:
-        """``18/20 recorded calls made``, and ``; 3 statements or commands answered by the
-        restored services`` when the replay made none of them."""
+        """``18/20 recorded calls made``; with none made, the restored state used, if any
+        (``0/1 recorded calls made; the restored state used: db read table public.users``)."""
         calls = f"{self.made}/{self.recorded} recorded calls made"
-        if self.made or not self.statements:
+        if self.made or not self.state:
             return calls
-        plural = "s" if self.statements != 1 else ""
-        return (
-            f"{calls}; {self.statements} statement{plural} or command{plural} answered by the "
-            "restored services"
-        )
+        return f"{calls}; the restored state used: {', '.join(self.state)}"
 
-    def to_json(self) -> dict[str, int]:
-        return {"made": self.made, "recorded": self.recorded, "statements": self.statements}
+    def to_json(self) -> dict[str, Any]:
+        return {"made": self.made, "recorded": self.recorded, "state": list(self.state)}
 
 
 @dataclass(frozen=True)
@@ -122,10 +124,10 @@ def exercised(
     replayed: Sequence[Event],
     captured_errors: Collection[str] = (),
     *,
-    statements: int = 0,
+    state: Sequence[str] = (),
 ) -> tuple[Coverage, tuple[Raised, ...]]:
     """The coverage of ``recorded`` calls by ``replayed`` ones (both :func:`boundary_calls`;
-    ``statements``: those the restored services answered), and the replayed calls that
+    ``state``: the restored state used, described), and the replayed calls that
     raised what the capture did not: their recorded counterpart did not raise that type, or
     (a call the recording lacks) no recorded event raised it (``captured_errors``:
     :func:`raised_types`). Types are compared by their bare names."""
@@ -153,4 +155,4 @@ def exercised(
         call = f"{event.kind} {event.name or '(unnamed)'} #{k + 1}"
         raised.append(Raised(call, error, at_recorded=counterpart is not None))
     made = sum(min(n, seen.get(key, 0)) for key, n in lengths.items())
-    return Coverage(made, len(recorded), statements), tuple(raised)
+    return Coverage(made, len(recorded), tuple(state)), tuple(raised)

@@ -32,7 +32,7 @@ run: :mod:`sandbox.replay.judging.coverage`) or *inconclusive*, with a reason
 sandbox refused, a different exception (named, with a hint; also one a replayed call raised
 where the recorded call did not, which the agent caught), a non-zero exit, a sandbox error,
 a timeout, the recorded order of concurrent calls not kept, none of the recorded calls
-made and no statement answered by the restored services. A crash is never "gone": a false
+made and none of the restored state used. A crash is never "gone": a false
 "fixed" ships the bug, and a crash outranks a predicate that cannot be checked. Every run's
 verdict carries its coverage.
 
@@ -107,9 +107,9 @@ class ReplayOutcome:
     :class:`~sandbox.services.base.TouchedCapture`), described."""
     calls: tuple[Event, ...] = ()
     """The boundary calls the run made (:func:`~sandbox.replay.judging.coverage.boundary_calls`)."""
-    statements: int = 0
-    """Statements and commands the restored services answered (a database's, Redis's):
-    the run read or wrote the restored state."""
+    state: tuple[str, ...] = ()
+    """What of the restored state the run read or wrote, described (looked for when it
+    made none of the recorded calls: :class:`~sandbox.replay.judging.coverage.Coverage`)."""
     marked: str | None = None
     """The reason the run marked itself failed with (``capture.mark_failed``), if it did."""
     exited: int | None = None
@@ -482,7 +482,7 @@ class RunVerdict:
             Coverage(
                 int(raw_coverage["made"]),
                 int(raw_coverage["recorded"]),
-                int(raw_coverage.get("statements", 0)),
+                tuple(str(s) for s in raw_coverage.get("state") or ()),
             )
             if isinstance(raw_coverage, Mapping)
             else None
@@ -515,7 +515,7 @@ def judge_run(
     a predicate that cannot be checked.
     ``environ`` is the environment the run saw (for hints)."""
     coverage, raised = exercised(
-        expected.calls, outcome.calls, expected.raised, statements=outcome.statements
+        expected.calls, outcome.calls, expected.raised, state=outcome.state
     )
     if outcome.error is not None:
         raised = ()  # the run ended with it: the verdict names the crash

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import getpass
 import importlib
-import inspect
 import os
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -20,8 +19,6 @@ from sandbox.seam.clients import (
     Connect,
     OncePerRun,
     Router,
-    answered,
-    answered_once_awaited,
     patch_attribute,
     route,
 )
@@ -107,9 +104,6 @@ def _psycopg(router: Router, undo: list[Callable[[], None]]) -> None:
 
 
 _STATEMENT_METHODS = ("execute", "executemany", "copy", "stream")
-_ANSWERED_METHODS = ("execute", "executemany")
-"""The statement methods whose return says the statement was answered
-(:func:`~sandbox.seam.clients.answered`)."""
 
 _ROUTED = OncePerRun()
 """The connections (or engines) each run was made to see."""
@@ -185,21 +179,14 @@ def _watch_statements(psycopg: Any, undo: list[Callable[[], None]], router: Rout
     """Each statement a cursor sends makes the run in context see its database
     (:func:`_seen_by_run`), then is handed to :func:`pgseen.saw` (the runs that keep
     statements are found there by context; none: one check). The wrapper calls the method
-    as it is (sync, a coroutine, a generator or a context manager alike); a statement
-    ``execute`` returned (or whose coroutine ended) without an error is counted as answered
-    (:func:`~sandbox.seam.clients.answered`)."""
+    as it is (sync, a coroutine, a generator or a context manager alike)."""
 
-    def make(original: Any, counted: bool) -> Any:
+    def make(original: Any) -> Any:
         def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             connection = self.connection
             _seen_by_run(router, "psycopg", connection, lambda: _psycopg_params(connection))
             pgseen.saw(connection, query)
-            result = original(self, query, *args, **kwargs)
-            if counted:
-                if inspect.isawaitable(result):
-                    return answered_once_awaited(result)
-                answered()
-            return result
+            return original(self, query, *args, **kwargs)
 
         return method
 
@@ -207,8 +194,7 @@ def _watch_statements(psycopg: Any, undo: list[Callable[[], None]], router: Rout
         cls = getattr(psycopg, name, None)
         for attr in _STATEMENT_METHODS:
             if cls is not None and attr in vars(cls):
-                counted = attr in _ANSWERED_METHODS
-                patch_attribute(cls, attr, functools.partial(make, counted=counted), undo)
+                patch_attribute(cls, attr, make, undo)
 
 
 def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
@@ -282,9 +268,7 @@ def _watch_asyncpg_queries(cls: Any, router: Router, undo: list[Callable[[], Non
     def make(original: Any) -> Any:
         async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             _seen_by_run(router, "asyncpg", self, lambda: _asyncpg_params(self))
-            value = await original(self, *args, **kwargs)
-            answered()
-            return value
+            return await original(self, *args, **kwargs)
 
         return method
 
@@ -297,8 +281,7 @@ def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:
     of an engine's pool opened by an earlier run is seen by the run that checks it out
     (``engine_connect``, from the engine's URL). On a replay the engines' pools are dropped
     before each run (:mod:`sandbox.replay.isolation.pools`) and psycopg2's connections are
-    routed where they are opened. A statement an engine executed (any driver's) is counted
-    as answered (:func:`~sandbox.seam.clients.answered`)."""
+    routed where they are opened."""
     event = importlib.import_module("sqlalchemy.event")
     engine_type = importlib.import_module("sqlalchemy.engine.base").Engine
 
@@ -320,13 +303,8 @@ def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:
             on_replay=False,
         )
 
-    def executed(*_args: Any) -> None:
-        answered()  # psycopg2's statements (its cursors are C), and every driver's
-
     event.listen(engine_type, "engine_connect", checked_out)
-    event.listen(engine_type, "after_cursor_execute", executed)
     undo.append(lambda: event.remove(engine_type, "engine_connect", checked_out))
-    undo.append(lambda: event.remove(engine_type, "after_cursor_execute", executed))
 
 
 PSYCOPG = ClientHook(module="psycopg", patch=_psycopg, kind="postgres", default_port=PORT)

@@ -876,17 +876,29 @@ class PostgresKind:
         """The tables of the restore point outside ``captured`` that the run since read or
         wrote, described (its sessions are ended first, so that their counters are
         flushed). With no restore point, every table outside ``captured`` counts."""
+        return [m.describe() for m in self._moved_since_restore(endpoint, captured)]
+
+    def used_since_restore(self, endpoint: str) -> list[str]:
+        """The restored tables the replayed run read or wrote (``"read table public.users"``),
+        told by their statistics counters as :meth:`outside_capture` tells them."""
+        return [m.used() for m in self._moved_since_restore(endpoint, ())]
+
+    def _moved_since_restore(
+        self, endpoint: str, captured: Collection[str]
+    ) -> list[pgtouched.Outside]:
+        """The tables of the restore point outside ``captured`` whose counters moved since
+        the restore (its sessions are ended first, so that their counters are flushed).
+        With no restore point, every table outside ``captured`` counts."""
         ep = _Endpoint.parse(endpoint)
         with _connect(ep, ep.maintenance_db) as conn:
             comment = _comment(conn, ep.restore_point_db)
             end_sessions(conn, ep.dbname, ep.parking_db)
         with _connect(ep) as conn:
             now = pgtouched.counters(conn)
-        if comment is not None:  # tables the run created are its own, not missing rows
+        if comment is not None:  # tables the run created are its own, not restored state
             existed = set((json.loads(comment) or {}).get("tables") or {})
             now = {k: v for k, v in now.items() if k in existed}
-        moved = pgtouched.outside(now, captured)
-        return [m.describe() for m in moved]
+        return pgtouched.outside(now, captured)
 
     def restore(self, endpoint: str, data: bytes) -> None:
         ep = _Endpoint.parse(endpoint)

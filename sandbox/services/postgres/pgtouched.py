@@ -230,14 +230,17 @@ def _pattern(key: str) -> str:
 
 @dataclass(frozen=True)
 class Outside:
-    """A table the replayed run reached whose rows were not captured."""
+    """A table the replayed run read or wrote (one whose rows were not captured, for
+    :func:`outside`)."""
 
     table: str
     wrote: bool
 
+    def used(self) -> str:
+        return f"{'wrote' if self.wrote else 'read'} table {self.table}"
+
     def describe(self) -> str:
-        verb = "wrote" if self.wrote else "read"
-        return f"{verb} table {self.table}, whose rows were not captured"
+        return f"{self.used()}, whose rows were not captured"
 
 
 def outside(now: Counters, captured: Collection[str]) -> list[Outside]:

@@ -317,8 +317,8 @@ def test_an_agent_that_apologises_exercised_nothing(desk: tuple[Path, str, str])
     runs = verdict["runs"]
     assert isinstance(runs, list) and {r["reason"] for r in runs} == {"unexercised"}
     assert "the replay exercised nothing of the recorded run" in runs[0]["detail"]
-    assert runs[0]["coverage"] == {"made": 0, "recorded": 3, "statements": 0}
-    assert verdict["coverage"] == {"made": 0, "recorded": 3, "statements": 0}
+    assert runs[0]["coverage"] == {"made": 0, "recorded": 3, "state": []}
+    assert verdict["coverage"] == {"made": 0, "recorded": 3, "state": []}
     out = generated_test_fails(desk, "apologises", "--entrypoint", "desk:main_apologises")
     assert "exercised nothing" in out and "recorded calls made: 0/3" in out
     # the pytest plugin's replay fixture reads the same verdict: the guard fails
@@ -354,7 +354,7 @@ def test_a_caught_key_error_at_a_recorded_call(desk: tuple[Path, str, str]) -> N
     detail = runs[0]["detail"]
     assert "the agent caught KeyError: 'DESK_CURRENCY'" in detail
     assert "(DESK_CURRENCY is not set)" in detail and "raised by tool price #1" in detail
-    assert runs[0]["raised"] and runs[0]["coverage"] == {"made": 2, "recorded": 3, "statements": 0}
+    assert runs[0]["raised"] and runs[0]["coverage"] == {"made": 2, "recorded": 3, "state": []}
 
 
 def test_a_fix_on_a_shorter_path_is_gone_with_its_coverage(desk: tuple[Path, str, str]) -> None:
@@ -366,9 +366,7 @@ def test_a_fix_on_a_shorter_path_is_gone_with_its_coverage(desk: tuple[Path, str
     assert done.returncode == 0, done.stdout + done.stderr
     verdict = json.loads(done.stdout)["verdict"]
     assert verdict["outcome"] == "gone" and verdict["gone"] == 2
-    assert [r["coverage"] for r in verdict["runs"]] == [
-        {"made": 1, "recorded": 3, "statements": 0}
-    ] * 2
+    assert [r["coverage"] for r in verdict["runs"]] == [{"made": 1, "recorded": 3, "state": []}] * 2
     assert "(1/3 recorded calls made)" in verdict["runs"][0]["detail"]
     shown = sandbox(desk, "replay", run_id, *fix)
     assert shown.returncode == 0

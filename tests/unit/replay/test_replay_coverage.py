@@ -88,13 +88,15 @@ def test_statements_the_restored_state_answered_exercise_a_run_that_made_no_reco
     """A fix that reads the database instead of a stale cache and never asks the model:
     gone, with what exercised it shown; the same run with no statement answered is not."""
     expected = Expectation.of(None, recording(), STALE)
-    answered = ReplayOutcome.from_events([result(0, {"answer": "no quota"})], statements=2)
+    used = ("db read table public.users", "2 Redis commands answered")
+    answered = ReplayOutcome.from_events([result(0, {"answer": "no quota"})], state=used)
     verdict = judge_run(0, expected, answered)
     assert verdict.outcome == "gone"
     assert verdict.detail.endswith(
-        "(0/3 recorded calls made; 2 statements or commands answered by the restored services)"
+        "(0/3 recorded calls made; the restored state used: db read table public.users, "
+        "2 Redis commands answered)"
     )
-    assert verdict.to_json()["coverage"] == {"made": 0, "recorded": 3, "statements": 2}
+    assert verdict.to_json()["coverage"] == {"made": 0, "recorded": 3, "state": list(used)}
     none = judge_run(0, expected, run(result(0, {"answer": "no quota"})))
     assert (none.outcome, none.reason) == ("inconclusive", "unexercised")
     assert "exercised nothing of the recorded run (0/3 recorded calls made)" in none.detail

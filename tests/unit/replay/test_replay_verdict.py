@@ -178,7 +178,7 @@ def test_verdict_counts_and_exit_code() -> None:
         "reproduced": False,
         "reason": None,
         "detail": "the run ended without an exception",
-        "coverage": {"made": 0, "recorded": 0, "statements": 0},
+        "coverage": {"made": 0, "recorded": 0, "state": []},
         "raised": [],
         "divergence": None,
     }
