@@ -876,19 +876,23 @@ class PostgresKind:
         """The tables of the restore point outside ``captured`` that the run since read or
         wrote, described (its sessions are ended first, so that their counters are
         flushed). With no restore point, every table outside ``captured`` counts."""
-        return [m.describe() for m in self._moved_since_restore(endpoint, captured)]
+        return [m.describe() for m in self._moved_since_restore(endpoint, captured)[0]]
 
     def used_since_restore(self, endpoint: str) -> list[str]:
         """The restored tables the replayed run read or wrote (``"read table public.users"``),
-        told by their statistics counters as :meth:`outside_capture` tells them."""
-        return [m.used() for m in self._moved_since_restore(endpoint, ())]
+        told by their statistics counters as :meth:`outside_capture` tells them; none
+        without a restore point (services brought up by someone else: their counters may
+        have moved before the run)."""
+        moved, restored = self._moved_since_restore(endpoint, ())
+        return [m.used() for m in moved] if restored else []
 
     def _moved_since_restore(
         self, endpoint: str, captured: Collection[str]
-    ) -> list[pgtouched.Outside]:
+    ) -> tuple[list[pgtouched.Outside], bool]:
         """The tables of the restore point outside ``captured`` whose counters moved since
-        the restore (its sessions are ended first, so that their counters are flushed).
-        With no restore point, every table outside ``captured`` counts."""
+        the restore (its sessions are ended first, so that their counters are flushed), and
+        whether there is a restore point. With none, every table outside ``captured``
+        counts."""
         ep = _Endpoint.parse(endpoint)
         with _connect(ep, ep.maintenance_db) as conn:
             comment = _comment(conn, ep.restore_point_db)
@@ -898,7 +902,7 @@ class PostgresKind:
         if comment is not None:  # tables the run created are its own, not restored state
             existed = set((json.loads(comment) or {}).get("tables") or {})
             now = {k: v for k, v in now.items() if k in existed}
-        return pgtouched.outside(now, captured)
+        return pgtouched.outside(now, captured), comment is not None
 
     def restore(self, endpoint: str, data: bytes) -> None:
         ep = _Endpoint.parse(endpoint)
