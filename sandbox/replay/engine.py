@@ -43,7 +43,7 @@ from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.exits import Exits, ProcessExit, exits_caught
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.replay.isolation.pools import let_go_of_pools
-from sandbox.replay.isolation.sealed import Sealed, sealed_import
+from sandbox.replay.isolation.sealed import Sealed, forget_project_modules, sealed_import
 from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.coverage import boundary_calls, exercised
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
@@ -121,8 +121,11 @@ def _import(module_name: str) -> Any:
 
 
 class _ImportedInRun:
-    """An entrypoint whose module is imported as each run calls it; its parameters, as its
-    source writes them, are its signature (none to look at when they cannot be read)."""
+    """An entrypoint whose module is imported as each run calls it, afresh: the project's
+    modules a run imported are forgotten when it returns, so that the next run imports
+    them again, as a new process would (what they opened at import, to the sandbox, the
+    reset between runs has closed). Its parameters, as its source writes them, are its
+    signature (none to look at when they cannot be read)."""
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -130,8 +133,12 @@ class _ImportedInRun:
         self.__signature__ = signature_in_source(self.module_name, self.attr)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        found = importlib.import_module(self.module_name)
-        return _attribute(found, self.attr, self.target)(*args, **kwargs)
+        before = set(sys.modules)
+        try:
+            found = importlib.import_module(self.module_name)
+            return _attribute(found, self.attr, self.target)(*args, **kwargs)
+        finally:
+            forget_project_modules(set(sys.modules) - before)
 
 
 def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:

@@ -386,18 +386,42 @@ def refund():
 """
 
 
+AGENT_PSYCOPG2 = """
+import os
+import psycopg2
+from sandbox import capture
+
+CONN = psycopg2.connect(os.environ["SHOP_URL"])  # opened at import
+CONN.autocommit = True
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    with CONN.cursor() as cur:
+        cur.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    capture.mark_failed("paid twice")
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [("refundagent", AGENT), ("refundagent2", AGENT_PSYCOPG2)],
+    ids=["psycopg", "psycopg2"],
+)
 def test_a_connection_opened_before_the_replay_is_refused_and_the_live_database_untouched(
     shop: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    name: str,
+    source: str,
 ) -> None:
     """The agent's connection was opened when its module was imported, before the replay
     began: its statement would go to the recorded (live) database. It is refused, the run
     is inconclusive, and the live database keeps only the capture's row."""
     monkeypatch.setenv("COLUMNS", "300")  # one reason, one line
     store = DirectoryStore(tmp_path / "store")
-    agent = _import_agent("refundagent", AGENT, store, shop, tmp_path, monkeypatch)
+    agent = _import_agent(name, source, store, shop, tmp_path, monkeypatch)
     try:
         agent.refund()
         code, out = _replay_kept(store, capsys)
@@ -618,3 +642,56 @@ def test_an_async_fix_that_read_the_restored_table_through_asyncpg_is_gone(
         "(0/1 recorded calls made; the restored state used: postgres read table public.refunds"
         in out
     )
+
+
+PSYCOPG2_AT_IMPORT = """
+import os
+import psycopg2
+import psycopg2.extras
+from sandbox import capture
+
+DB = psycopg2.connect(os.environ["SHOP_URL"], cursor_factory=psycopg2.extras.RealDictCursor)
+DB.autocommit = True
+with DB.cursor() as cur:
+    cur.execute("INSERT INTO audit (note) VALUES ('started')")  # a write as it is imported
+
+
+@capture.run("refund", store={store!r}, keep="failed")
+def refund():
+    with DB.cursor() as cur:
+        cur.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+        cur.execute("SELECT count(*) AS paid FROM refunds")
+        paid = cur.fetchone()["paid"]  # its own cursor class still makes the rows
+    if paid > 1:
+        capture.mark_failed(f"paid {{paid}} times")
+"""
+
+
+def test_a_psycopg2_connection_opened_at_import_is_captured_and_replays_in_every_run(
+    shop: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """psycopg2's cursors are C: a connection opened at import, before any run, is seen at
+    its first statement through its cursor class (a subclass of the one it was given). The
+    kept run holds the database; its replay imports the module afresh in each run, where
+    its connection and its write at import go to the sandbox: 2/2 reproduced, the live
+    database keeps the capture's rows only."""
+    with psycopg.connect(shop, autocommit=True) as conn:
+        conn.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+    store = DirectoryStore(tmp_path / "store")
+    agent = _import_agent("psycopg2agent", PSYCOPG2_AT_IMPORT, store, shop, tmp_path, monkeypatch)
+    try:
+        agent.refund()
+    finally:
+        agent.DB.close()
+    _found(store, "psycopg2")
+    del sys.modules["psycopg2agent"]  # the replay imports it, as a new process would
+    code, out = _replay_kept(store, capsys, "--times", "2")
+    assert code == 1, out
+    assert "failure reproduced: 2/2 runs" in out
+    assert _refunds(shop) == 2  # the row before and the capture's insert
+    with psycopg.connect(shop, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM audit WHERE note = 'started'").fetchone()
+    assert row == (1,)  # the capture's import only

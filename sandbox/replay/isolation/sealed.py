@@ -54,10 +54,10 @@ def sealed_import(original: Manifest, policies: PolicySet) -> Iterator[Sealed]:
     finally:
         undo_clients()
         if met:
-            _drop_project_modules(set(sys.modules) - before)
+            forget_project_modules(set(sys.modules) - before)
 
 
-def _drop_project_modules(names: set[str]) -> None:
+def forget_project_modules(names: set[str]) -> None:
     """Forget the project's modules among ``names``, so that they are imported again (not
     this package's own, nor those of the standard library or of installed packages)."""
     paths = sysconfig.get_paths()

@@ -1,6 +1,9 @@
 """Postgres connections seen at capture and routed on replay: psycopg 3 (sync and async),
 psycopg2 and asyncpg (SQLAlchemy's engines connect through these), named in the
-``sandbox_replayer.clients`` entry-point group (:class:`~sandbox.seam.clients.ClientHook`)."""
+``sandbox_replayer.clients`` entry-point group (:class:`~sandbox.seam.clients.ClientHook`).
+A connection opened outside the run that uses it is seen at its first statement: psycopg's
+and asyncpg's through their methods, psycopg2's through its cursor class
+(:mod:`.psycopg2_cursors`)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from sandbox.seam.clients import (
     patch_attribute,
     route,
 )
-from sandbox.services.postgres import pgseen
+from sandbox.services.postgres import pgseen, psycopg2_cursors
 
 PORT = 5432
 _ADDRESS = ("host", "hostaddr", "port", "user", "password", "dbname", "service", "passfile")
@@ -215,7 +218,23 @@ def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
 
         return _connect
 
+    def seen(connection: Any) -> None:
+        _seen_by_run(router, "psycopg2", connection, lambda: _psycopg2_params(connection))
+
     patch_attribute(psycopg2, "_connect", make, undo)
+    undo.append(psycopg2_cursors.install(seen))
+    psycopg2_cursors.watch_connections(psycopg2, extensions)
+
+
+def _psycopg2_params(conn: Any) -> dict[str, Any]:
+    info = conn.info
+    return {
+        "host": info.host,
+        "port": info.port,
+        "dbname": info.dbname,
+        "user": info.user,
+        "password": info.password,
+    }
 
 
 def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:
