@@ -287,6 +287,32 @@ def test_a_connection_opened_before_the_runs_is_seen_by_each_run_that_sends_thro
     assert PINS.open_count() == 0
 
 
+def test_a_psycopg2_connection_opened_in_one_run_is_seen_by_the_next_at_its_first_statement(
+    shop: str, tmp_path: Path
+) -> None:
+    """A psycopg2 connection opened inside a first run and kept for the next (as a web
+    framework keeps its connection between requests): the second run, kept, finds the
+    database at its first statement, through the connection's cursor class."""
+    import psycopg2
+
+    store = DirectoryStore(tmp_path / "store")
+    conn: Any = None
+    try:
+        with capture.run("look", store=store, keep="failed"):
+            conn = psycopg2.connect(shop)
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("SELECT count(*) FROM customers")
+        with capture.run("refund", store=store, keep="failed"), conn.cursor() as cur:
+            cur.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+            capture.mark_failed("paid twice")
+    finally:
+        if conn is not None:
+            conn.close()
+    _found(store, "psycopg2")
+    assert PINS.open_count() == 0
+
+
 def test_an_asyncpg_connection_opened_before_the_run_is_seen_at_its_first_query(
     shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -167,7 +167,8 @@ def _seen_by_run(
         _unseen(client, given)
 
 
-def _psycopg_params(conn: Any) -> dict[str, Any]:
+def _info_params(conn: Any) -> dict[str, Any]:
+    """Where a psycopg or psycopg2 connection is connected (both have the same ``info``)."""
     info = conn.info
     return {
         "host": info.host,
@@ -187,7 +188,7 @@ def _watch_statements(psycopg: Any, undo: list[Callable[[], None]], router: Rout
     def make(original: Any) -> Any:
         def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             connection = self.connection
-            _seen_by_run(router, "psycopg", connection, lambda: _psycopg_params(connection))
+            _seen_by_run(router, "psycopg", connection, lambda: _info_params(connection))
             pgseen.saw(connection, query)
             return original(self, query, *args, **kwargs)
 
@@ -219,22 +220,11 @@ def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
         return _connect
 
     def seen(connection: Any) -> None:
-        _seen_by_run(router, "psycopg2", connection, lambda: _psycopg2_params(connection))
+        _seen_by_run(router, "psycopg2", connection, lambda: _info_params(connection))
 
     patch_attribute(psycopg2, "_connect", make, undo)
     undo.append(psycopg2_cursors.install(seen))
     psycopg2_cursors.watch_connections(psycopg2, extensions)
-
-
-def _psycopg2_params(conn: Any) -> dict[str, Any]:
-    info = conn.info
-    return {
-        "host": info.host,
-        "port": info.port,
-        "dbname": info.dbname,
-        "user": info.user,
-        "password": info.password,
-    }
 
 
 def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:

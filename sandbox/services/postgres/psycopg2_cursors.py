@@ -39,9 +39,11 @@ class _Watched:
 
 
 def _tell(cursor: Any) -> None:
-    hooks = _hooks
-    if hooks:
-        hooks[-1](cursor.connection)
+    try:
+        seen = _hooks[-1]
+    except IndexError:  # no hook installed (or the last undone just now)
+        return
+    seen(cursor.connection)
 
 
 _classes: dict[type, type] = {}
