@@ -193,18 +193,17 @@ class ReplayBoundary(Recorder):
         self.stand_ins: list[str] = []
         """Recorded errors raised as a stand-in class, and why (for the report)."""
         self.served_live_on_miss = 0
-        self.commands = 0
-        """Commands the restored services answered within the run's block
-        (:meth:`state_served`)."""
+        self.commands: collections.Counter[str] = collections.Counter()
+        """Service -> the commands it answered within the run's block (:meth:`answered`)."""
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
 
-    def state_served(self) -> None:
-        """A command of the run's went through to a service and was answered
+    def answered(self, service: str) -> None:
+        """A command of the run's went through to ``service`` and was answered
         (:func:`sandbox.seam.clients.answered`): the run read or wrote the restored
         state (a connection elsewhere is refused, :mod:`sandbox.replay.isolation.redirect`)."""
         if not self.window.outside:
-            self.commands += 1
+            self.commands[service] += 1
 
     def hand_over(self, call: str | None = None) -> None:
         """The replayed program entered ``capture.run``: when that block is the run (see

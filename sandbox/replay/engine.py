@@ -32,7 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.capture.run import finish_manifest, make_run_id
-from sandbox.errors import ReplayError, ReplayMismatchError, SandboxError, UnknownNameError
+from sandbox.errors import (
+    NetworkRefusedError,
+    ReplayError,
+    ReplayMismatchError,
+    SandboxError,
+    UnknownNameError,
+)
 from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
@@ -43,7 +49,7 @@ from sandbox.replay.isolation.environment import applied, restored_environment
 from sandbox.replay.isolation.exits import Exits, ProcessExit, exits_caught
 from sandbox.replay.isolation.netguard import REFUSED_EVENT
 from sandbox.replay.isolation.pools import let_go_of_pools
-from sandbox.replay.isolation.sealed import Sealed, forget_project_modules, sealed_import
+from sandbox.replay.isolation.sealed import forget_project_modules, sealed_import
 from sandbox.replay.isolation.trust import check_callable, check_trusted
 from sandbox.replay.judging.coverage import boundary_calls, exercised
 from sandbox.replay.judging.divergence import Divergence, StateDiff, first_divergence
@@ -83,7 +89,8 @@ _OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
 
 
 def resolve_entrypoint(
-    target: str, sealed: contextlib.AbstractContextManager[Sealed] | None = None
+    target: str,
+    sealed: contextlib.AbstractContextManager[list[NetworkRefusedError]] | None = None,
 ) -> Callable[..., Any]:
     """``module:function`` (a dotted attribute path after the colon) as a callable. A module
     not found on ``sys.path`` is looked for in the working directory too, as ``python -m``
@@ -92,7 +99,7 @@ def resolve_entrypoint(
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ReplayError(f"entrypoint {target!r} is not module:function")
-    with sealed or contextlib.nullcontext(Sealed()) as met:
+    with sealed or contextlib.nullcontext([]) as met:
         try:
             found: Any = _import(module_name)
         except ImportError as exc:
@@ -353,8 +360,10 @@ def _replay_once(
     used: list[str] = []
     if s.expected.calls and not exercised(s.expected.calls, boundary_calls(events))[0].made:
         used += state_used(services, endpoints)  # the run's own reads, not the end state's
-        if served.commands:
-            used.append(f"{served.commands} Redis command{'s' * (served.commands > 1)} answered")
+        used += [
+            f"{n} {service} command{'s' * (n > 1)} answered"
+            for service, n in served.commands.items()
+        ]
     after = [_end_state(s, state, endpoints) for state in services]
     divergence = (
         first_divergence(as_traced(s.compared), as_traced(events))

@@ -110,9 +110,9 @@ class Served:
     outside: int = 0
     """Crossings that could change state the program made outside the run's block (before
     it, or beside it in other threads)."""
-    commands: int = 0
-    """Commands the restored services answered in the run's block (Redis's:
-    :meth:`~sandbox.replay.boundary.ReplayBoundary.state_served`)."""
+    commands: dict[str, int] = field(default_factory=dict)
+    """Service -> the commands it answered in the run's block
+    (:meth:`~sandbox.replay.boundary.ReplayBoundary.answered`)."""
 
     @classmethod
     def of(cls, rec: ReplayBoundary, refused: Sequence[str] = ()) -> Served:
@@ -126,7 +126,7 @@ class Served:
             stand_ins=list(rec.stand_ins),
             reached=window.reached,
             outside=window.crossings_outside,
-            commands=rec.commands,
+            commands=dict(rec.commands),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -153,7 +153,7 @@ class Served:
             "stand_ins": list(self.stand_ins),
             "reached": self.reached,
             "outside": self.outside,
-            "commands": self.commands,
+            "commands": dict(self.commands),
         }
 
     @classmethod
@@ -188,7 +188,7 @@ class Served:
             stand_ins=[str(s) for s in data.get("stand_ins", ())],
             reached=bool(data.get("reached", True)),
             outside=int(data.get("outside", 0)),
-            commands=int(data.get("commands", 0)),
+            commands={str(k): int(v) for k, v in (data.get("commands") or {}).items()},
         )
 
 

@@ -9,13 +9,12 @@ module alone, below the capture.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
-
-from sandbox.seam import boundary
 
 
 @dataclass(frozen=True)
@@ -103,15 +102,21 @@ class OncePerRun:
             self._seen.get(run, set()).discard(key)
 
 
-def answered() -> None:
-    """A command the agent sent through a client was answered (a client whose connections
-    send nothing of their own through the same call: Redis's). Only a replay counts them
-    (the ``state_served`` of its run in context): a run that made none of its recorded
-    calls but read or wrote the restored state exercised it
-    (:mod:`sandbox.replay.judging.coverage`)."""
-    note = getattr(boundary.current(), "state_served", None)
-    if note is not None:
-        note()
+def answered(run: Any, service: str) -> None:
+    """A command ``run`` (a boundary, or ``None``) sent to a ``service`` (``"Redis"``) through
+    a client was answered. Only a replay counts them (its ``answered``): a run that made none
+    of its recorded calls but read or wrote the restored state exercised it
+    (:mod:`sandbox.replay.judging.coverage`). For a client whose connections send nothing of
+    their own through the same call."""
+    if getattr(run, "replaying", False):
+        run.answered(service)
+
+
+def instances_of(cls: type) -> list[Any]:
+    """The objects of ``cls`` (or a subclass) the garbage collector tracks now: a scan of
+    them all. Each is asked its type with ``type()``, not ``isinstance`` (which would ask a
+    dead weak proxy for its class, and raise)."""
+    return [o for o in gc.get_objects() if issubclass(type(o), cls)]
 
 
 def patch_attribute(

@@ -15,9 +15,9 @@ the sandbox.
 
 from __future__ import annotations
 
-import gc
 import sys
-from typing import Any
+
+from sandbox.seam.clients import instances_of
 
 
 def let_go_of_pools() -> int:
@@ -25,9 +25,7 @@ def let_go_of_pools() -> int:
     engine_module = sys.modules.get("sqlalchemy.engine.base")
     if engine_module is None:  # the agent never imported SQLAlchemy
         return 0
-    engine_type: Any = engine_module.Engine
-    # by the object's own type: isinstance would ask a dead weak proxy for its class
-    engines = [o for o in gc.get_objects() if issubclass(type(o), engine_type)]
+    engines = instances_of(engine_module.Engine)
     for engine in engines:
         engine.dispose(close=False)
     return len(engines)

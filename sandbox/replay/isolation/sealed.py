@@ -16,6 +16,7 @@ same guard and router send its connections there
 from __future__ import annotations
 
 import contextlib
+import functools
 import site
 import sys
 import sysconfig
@@ -29,53 +30,45 @@ from sandbox.replay.serving.policy import PolicySet
 from sandbox.snapshot.manifest import Manifest
 
 
-class Sealed:
-    """What a sealed import met: the refusals, in order."""
-
-    def __init__(self) -> None:
-        self.refused: list[NetworkRefusedError] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.refused)
-
-
 @contextlib.contextmanager
-def sealed_import(original: Manifest, policies: PolicySet) -> Iterator[Sealed]:
-    """Around an import before the replay's runs: see the module documentation."""
-    met = Sealed()
+def sealed_import(original: Manifest, policies: PolicySet) -> Iterator[list[NetworkRefusedError]]:
+    """Around an import before the replay's runs: see the module documentation. Yields the
+    refusals it meets, in order."""
+    refused: list[NetworkRefusedError] = []
     before = set(sys.modules)
-    undo_clients = Redirect(original, {}, policies=policies, refuse=met.refused.append).install()
+    undo_clients = Redirect(original, {}, policies=policies, refuse=refused.append).install()
     try:
-        undo_guard = NetGuard((), policies=policies, on_refusal=met.refused.append).install()
+        undo_guard = NetGuard((), policies=policies, on_refusal=refused.append).install()
         try:
-            yield met
+            yield refused
         finally:
             undo_guard()
     finally:
         undo_clients()
-        if met:
+        if refused:
             forget_project_modules(set(sys.modules) - before)
 
 
 def forget_project_modules(names: set[str]) -> None:
     """Forget the project's modules among ``names``, so that they are imported again (not
     this package's own, nor those of the standard library or of installed packages)."""
-    paths = sysconfig.get_paths()
-    installed = {
-        Path(path).resolve()
-        for path in [
-            *(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")),
-            *site.getsitepackages(),
-            site.getusersitepackages(),
-            Path(__file__).parents[2],  # sandbox itself
-        ]
-        if path
-    }
+    installed = _installed()
     for name in names:
-        module = sys.modules.get(name)
-        origin = getattr(module, "__file__", None)
-        if origin is None:
-            continue
-        where = Path(origin).resolve()
-        if not any(where.is_relative_to(root) for root in installed):
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin is not None and not any(
+            Path(origin).resolve().is_relative_to(root) for root in installed
+        ):
             del sys.modules[name]
+
+
+@functools.cache
+def _installed() -> tuple[Path, ...]:
+    """Where the standard library, installed packages and this package live."""
+    paths = sysconfig.get_paths()
+    found = [
+        *(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+        *site.getsitepackages(),
+        site.getusersitepackages(),
+        Path(__file__).parents[2],  # sandbox itself
+    ]
+    return tuple(dict.fromkeys(Path(path).resolve() for path in found if path))

@@ -2,7 +2,7 @@
 their methods cannot be patched, but a connection makes its cursors with the class it holds
 (``connection.cursor_factory``). A watched connection holds a subclass of the class it had
 (:func:`watched_cursor`: the same behaviour, its ``execute``, ``executemany`` and
-``callproc`` first telling :data:`ROUTERS`' hook the statement's connection), so that a
+``callproc`` first telling the installed hook the statement's connection), so that a
 connection opened outside the run that uses it (at import, by an earlier request, by a
 worker's start) is seen by that run at its first statement, as psycopg's are
 (:func:`~sandbox.services.postgres.clients._seen_by_run`).
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from sandbox.seam.clients import instances_of
 
 Seen = Callable[[Any], None]
 """Tell the run in context that a statement goes through this connection."""
@@ -104,10 +105,9 @@ def watch_connections(psycopg2: Any, extensions: Any) -> None:
 
     functools.update_wrapper(watched_connect, connect)
     psycopg2.connect = watched_connect
-    for obj in gc.get_objects():
-        if issubclass(type(obj), extensions.connection):  # type(): no proxy is asked
-            with contextlib.suppress(Exception):  # a closed connection: left as it is
-                watch(obj, default)
+    for connection in instances_of(extensions.connection):
+        with contextlib.suppress(Exception):  # a closed connection: left as it is
+            watch(connection, default)
 
 
 def install(seen: Seen) -> Callable[[], None]:

@@ -14,6 +14,7 @@ command answered is counted by a replay (:func:`~sandbox.seam.clients.answered`)
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -24,81 +25,77 @@ from sandbox.services.redis import touched
 
 Seen = Callable[[Any], object]
 """Make the run in context see a connection of this pool (a redis-py connection pool)."""
+Commands = Callable[[Any, tuple[object, ...]], list[Sequence[object]]]
+"""The commands a client's call sends, from the client and the call's arguments."""
 
 _ROUTED = OncePerRun()
 """The databases each run was made to see."""
 
 
-def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> None:
+def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> Any:
+    """Note ``commands`` for the run in context, and return it (``None``: no run, or the
+    pins' own commands)."""
     if touched.inside():
-        return
+        return None
     run = boundary.current()
     if run is None:
-        return
+        return None
     try:
         pool = client.connection_pool
         kwargs = pool.connection_kwargs
         if kwargs.get("path"):
-            return  # a unix socket: no pin keys it
+            return run  # a unix socket: no pin keys it
         where = touched.address(kwargs.get("host"), kwargs.get("port"), kwargs.get("db"))
         pin = touched.pin_for(run, where)
         if pin is None:
             if not _ROUTED.first(run, where):
-                return
+                return run
             seen(pool)
             pin = touched.pin_for(run, where)
             if pin is None:
-                return
+                return run
         for args in commands:
             pin.touch_command(args)
     except Exception:  # capture fails open: the agent's command goes on
-        return
+        pass
+    return run
+
+
+def _one(client: Any, args: tuple[object, ...]) -> list[Sequence[object]]:
+    return [args]
+
+
+def _stacked(pipeline: Any, _args: tuple[object, ...]) -> list[Sequence[object]]:
+    return [c[0] for c in pipeline.command_stack]  # read before it executes (and empties)
 
 
 def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> None:
     """Patch the client classes of ``module`` (``redis.client`` or ``redis.asyncio.client``)
-    so that their commands are noted first (each change undone by a function in ``undo``)."""
+    so that their commands are noted first, and counted once answered (each change undone
+    by a function in ``undo``)."""
     mod = importlib.import_module(module)
     asynchronous = module.startswith("redis.asyncio")
 
-    def one(original: Any) -> Any:
+    def make(original: Any, commands: Commands) -> Any:
         if asynchronous:
 
-            async def run_async(self: Any, *args: Any, **options: Any) -> Any:
-                _before(self, [args], seen)
-                value = await original(self, *args, **options)
-                answered()
-                return value
-
-            return run_async
-
-        def run(self: Any, *args: Any, **options: Any) -> Any:
-            _before(self, [args], seen)
-            value = original(self, *args, **options)
-            answered()
-            return value
-
-        return run
-
-    def stack(original: Any) -> Any:
-        if asynchronous:
-
-            async def execute_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-                _before(self, [c[0] for c in self.command_stack], seen)
+            async def sent_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+                run = _before(self, commands(self, args), seen)
                 value = await original(self, *args, **kwargs)
-                answered()
+                answered(run, "Redis")
                 return value
 
-            return execute_async
+            return sent_async
 
-        def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
-            _before(self, [c[0] for c in self.command_stack], seen)
+        def sent(self: Any, *args: Any, **kwargs: Any) -> Any:
+            run = _before(self, commands(self, args), seen)
             value = original(self, *args, **kwargs)
-            answered()
+            answered(run, "Redis")
             return value
 
-        return execute
+        return sent
 
+    one = functools.partial(make, commands=_one)
     patch_attribute(mod.Redis, "execute_command", one, undo)
     patch_attribute(mod.Pipeline, "immediate_execute_command", one, undo)
-    patch_attribute(mod.Pipeline, "execute", stack, undo)
+    patch_attribute(mod.Pipeline, "execute", functools.partial(make, commands=_stacked), undo)
