@@ -18,6 +18,9 @@ PREDICATE_FORMS = (
 FAILURE_EVENT = "sandbox.failure"
 """The name of the ``state`` event a run writes when it is marked failed (its data: the
 :class:`~sandbox.snapshot.manifest.Failure`)."""
+REQUEST_EVENT = "sandbox.request"
+"""The name of the ``state`` event holding the headers and body of the HTTP request a
+captured service run answered (:mod:`sandbox.capture.inbound`)."""
 TIMEOUT_FACTOR = 10.0
 """A replayed run's default wall-clock limit is this many times the recorded run's duration
 (:mod:`sandbox.replay.conditions.deadline`) ..."""

@@ -14,28 +14,40 @@ only the requests that failed. A request fails when the application raises (the 
 is recorded and raised on, unchanged), when it answers with a status of 500 or above, or
 when the agent calls :func:`sandbox.capture.mark_failed`. Other settings are
 :class:`~sandbox.capture.run.Capture`'s. Non-HTTP traffic (lifespan, websockets) passes
-through uncaptured. The middleware needs no web framework: it speaks plain ASGI.
+through uncaptured; the names of the environment variables the lifespan reads (the
+settings its clients are made from) count among every run's reads, as a script's reads at
+import do (:func:`sandbox.capture.envreads.starting`). The middleware needs no web
+framework: it speaks plain ASGI.
 
-Each run's labels hold its request line (``http.method``, ``http.path``, ``http.query``; not
-the body nor the headers), and :func:`replay_request` sends that request through the app
-again: give the run an entrypoint that calls it (``entrypoint=Entrypoint(kind="callable",
-target="service:replay")`` with ``def replay(): return replay_request(app)``) and the
-request replays like any run. A request's result, unless the application records one
-(``capture.result``), is ``{"status": N}``, its answer's status. A request marked failed
+Each run's labels hold its request line (``http.method``, ``http.path``, ``http.query``),
+its log the request's headers (redacted) and body as the app read it
+(:mod:`sandbox.capture.inbound`), and :func:`replay_request` sends that request through the
+app again, its lifespan started around it: give the run an entrypoint that calls it
+(``entrypoint=Entrypoint(kind="callable", target="service:replay")`` with
+``def replay(): return replay_request(app)``) and the request replays like any run. A
+request's result, unless the application records one (``capture.result``), is
+``{"status": N}``, its answer's status. A request marked failed
 (a 5xx, or ``mark_failed`` without a predicate) is judged on replay by whether the
 replayed request is marked failed again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
+from asgi_lifespan import LifespanManager, LifespanNotSupported
+
+from sandbox.capture import envreads
+from sandbox.capture.inbound import NOT_SENT, RequestTee, body_bytes, recorded_request
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
 from sandbox.errors import CaptureError
+from sandbox.seam import boundary
 from sandbox.seam.apploop import run_in_app_loop
+from sandbox.snapshot.events import StateTransition
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -87,6 +99,10 @@ class CaptureMiddleware:
         self.settings = settings
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "lifespan":  # the app starting: its settings count for its runs
+            with envreads.starting():
+                await self.app(scope, receive, send)
+            return
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
@@ -105,7 +121,14 @@ class CaptureMiddleware:
             FAILED_STATUS: str(self.failed_status),
         }
         async with run(self.name(scope), **{**self.settings, "labels": labels}) as rec:
-            await self.app(scope, receive, watched)
+            if rec.replaying:  # a replay sends the recorded request itself: it records it
+                await self.app(scope, receive, watched)
+            else:
+                tee = RequestTee(rec, list(scope.get("headers", [])))
+                try:
+                    await self.app(scope, tee.receive(receive), watched)
+                finally:
+                    tee.end()
             if status:
                 answered(rec, status[0], self.failed_status)
 
@@ -119,9 +142,12 @@ def answered(recorder: Recorder, status: int, failed_status: int) -> None:
         recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")
 
 
-def replay_request(app: ASGIApp) -> int:
-    """Send the request of the run being replayed (its labels' request line) through ``app``
-    again; return the status it answered. Called as (or by) a captured request's entrypoint.
+def replay_request(app: ASGIApp, *, lifespan: bool = True) -> int:
+    """Send the request of the run being replayed (its labels' request line, its recorded
+    headers and body) through ``app`` again; return the status it answered. Called as (or
+    by) a captured request's entrypoint. With ``lifespan``, the app's lifespan runs around
+    the request (its startup and shutdown outside the run's recording, as at capture, where
+    they ran before and after the requests; an app without one is sent the request alone).
     An answer at or above the status the middleware marked failures from (its label, else
     500) marks the replayed run failed, as the middleware did, when nothing marked it yet:
     ``app`` need not be the captured app (a kept 5xx then reproduces, a fixed one is gone)."""
@@ -132,13 +158,49 @@ def replay_request(app: ASGIApp) -> int:
     if recorder is None or METHOD not in labels or PATH not in labels:
         raise CaptureError("no captured HTTP request is being replayed (no http.* labels)")
     url = labels[PATH] + (f"?{labels[QUERY]}" if labels.get(QUERY) else "")
+    inbound = recorded_request(recorder)
+    data = inbound.data if inbound is not None else {}
+    body = body_bytes(data, recorder.unredacted)
+    recorded_headers = data.get("headers")
+    headers = [
+        (name, recorder.unredacted(str(value)))
+        for name, value in (recorded_headers if isinstance(recorded_headers, dict) else {}).items()
+        if name not in NOT_SENT
+    ]
+    if inbound is not None:
+        recorder.emit(StateTransition, None, name=inbound.name, target="request", data=data)
 
     async def send() -> int:
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=True)
-        async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
-            return (await client.request(labels[METHOD], url)).status_code
+        async with _started(app, lifespan) as served:
+            transport = httpx.ASGITransport(app=served, raise_app_exceptions=True)
+            async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+                answer = await client.request(labels[METHOD], url, headers=headers, content=body)
+                return answer.status_code
 
     status = run_in_app_loop(send())  # on the loop every replayed request runs on
     failed = labels.get(FAILED_STATUS, "500")
     answered(recorder, status, int(failed) if failed.isdigit() else 500)  # as captured
     return status
+
+
+@contextlib.asynccontextmanager
+async def _started(app: ASGIApp, lifespan: bool) -> AsyncIterator[ASGIApp]:
+    """``app`` with its lifespan started when ``lifespan`` (and it has one), shut down after
+    the block. Startup and shutdown run in a task of their own outside the run's recording
+    (:func:`~sandbox.seam.boundary.bypassed`): the clients they make are the run's, their
+    own clock reads and draws are not; connections still go to the sandbox or are refused."""
+    if not lifespan:
+        yield app
+        return
+    manager = LifespanManager(app, startup_timeout=None, shutdown_timeout=None)
+    try:
+        with boundary.bypassed():
+            await manager.__aenter__()
+    except LifespanNotSupported:
+        yield app
+        return
+    try:
+        yield manager.app
+    finally:
+        with boundary.bypassed(), contextlib.suppress(Exception):
+            await manager.__aexit__(None, None, None)

@@ -8,6 +8,9 @@ is made once for all the runs of the process). Copying or iterating the whole en
 (``os.environ.copy()``, ``.items()``, what HTTP clients do to find proxy settings) is not a
 read of every variable and is not noted.
 
+An ASGI application's lifespan (where FastAPI apps make their pools and clients) is the
+program starting too: the middleware runs it in :func:`starting`, whose reads count alike.
+
 Settings are often read before a run starts: a script reads ``os.environ["AGENT_MODEL"]``
 at import, then opens ``capture.run``. :func:`track_from_import` (called when
 :mod:`sandbox.capture` is imported) notes the names read while no run is open by the agent's
@@ -20,10 +23,12 @@ module level, so not noted.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import threading
-from collections.abc import Callable, ItemsView, ValuesView
+from collections.abc import Callable, ItemsView, Iterator, ValuesView
 from typing import Any
 
 from sandbox.capture.origin import IMPORTING, origin
@@ -43,13 +48,33 @@ are remembered (:func:`_note`); past it, they are forgotten and learned again.""
 _later: set[tuple[str, Any]] = set()
 
 
+_starting: contextvars.ContextVar[bool] = contextvars.ContextVar("sandbox_starting", default=False)
+"""Whether this context is the agent's program starting (see :func:`starting`)."""
+
+
 def _note(key: str) -> None:
     reads: set[str] | None = getattr(boundary.current(), "env_reads", None)
     if reads is not None:
         if key not in reads and not _read_by_the_sandbox():  # a name noted once: no walk
             reads.add(key)
     elif _outside is not None and key not in _outside:
-        _note_outside(key, _outside)
+        if _starting.get():
+            if not _read_by_the_sandbox():
+                _outside.add(key)
+        else:
+            _note_outside(key, _outside)
+
+
+@contextlib.contextmanager
+def starting() -> Iterator[None]:
+    """The block (and the tasks it starts) is the agent's program starting, as its imports
+    are: an ASGI application's lifespan, which makes its clients from its settings. The
+    names it reads outside any run count among the reads of the runs started later."""
+    token = _starting.set(True)
+    try:
+        yield
+    finally:
+        _starting.reset(token)
 
 
 def _note_outside(key: str, outside: set[str]) -> None:

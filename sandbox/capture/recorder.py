@@ -569,6 +569,16 @@ class Recorder:
             StateTransition, None, name=target, source=source, target=target, data=jdata
         )
 
+    def recorded_state(self, name: str) -> StateTransition | None:
+        """The first ``state`` event named ``name`` of the run this recorder replays; a
+        capture's recorder replays none."""
+        return None
+
+    def unredacted(self, text: str) -> str:
+        """``text`` recorded, with each placeholder whose secret the user supplied to the
+        replay this recorder makes put back (a capture's: unchanged)."""
+        return text
+
     def set_result(self, value: object) -> int:
         """Record the run's final result (what a :class:`ResultPredicate` is checked against)."""
         jvalue, blob = self.jsonable(value)

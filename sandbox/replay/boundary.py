@@ -51,6 +51,7 @@ from sandbox.replay.conditions.clock import LiveClock, ReplayClock
 from sandbox.replay.conditions.faults import is_timeout_info, rebuild_error, stand_in_reason
 from sandbox.replay.conditions.ordering import Turnstile
 from sandbox.replay.fork import Fork
+from sandbox.replay.isolation.environment import PLACEHOLDER
 from sandbox.replay.isolation.liveprocess import live_process_variables
 from sandbox.replay.isolation.netguard import live_crossing
 from sandbox.replay.judging.jsondiff import FieldDiff, json_diff
@@ -197,6 +198,20 @@ class ReplayBoundary(Recorder):
         """Service -> the commands it answered within the run's block (:meth:`answered`)."""
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
+        self.supplied: dict[str, str] = {}
+        """Placeholder -> the secret the user supplied for it (:func:`supplied_secrets`)."""
+        self._states: dict[str, StateTransition] = {}
+        for e in reversed(prepared):
+            if isinstance(e, StateTransition):
+                self._states[e.name] = e
+
+    def recorded_state(self, name: str) -> StateTransition | None:
+        return self._states.get(name)
+
+    def unredacted(self, text: str) -> str:
+        if not self.supplied or "<" not in text:
+            return text
+        return PLACEHOLDER.sub(lambda m: self.supplied.get(m.group(0), m.group(0)), text)
 
     def answered(self, service: str) -> None:
         """A command of the run's went through to ``service`` and was answered

@@ -39,7 +39,7 @@ from sandbox.errors import (
     SandboxError,
     UnknownNameError,
 )
-from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, TRACE_SOURCE
+from sandbox.names import FAILURE_EVENT, IMPORTED_FROM_LABEL, REQUEST_EVENT, TRACE_SOURCE
 from sandbox.replay.attached import ServicesUp
 from sandbox.replay.boundary import MISMATCH_EVENT, Drift, Injection, ReplayStopped
 from sandbox.replay.command import recorded_command, run_command
@@ -82,7 +82,7 @@ from sandbox.snapshot.store import Store, as_store
 
 ReplayProgress = Callable[[str, int, int], None]
 """``(message, done, total)``: called as the replay moves on; the library never prints."""
-_OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT})
+_OWN_EVENTS = frozenset({FAILURE_EVENT, MISMATCH_EVENT, REFUSED_EVENT, REQUEST_EVENT})
 
 
 # --- running -------------------------------------------------------------------------------

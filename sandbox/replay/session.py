@@ -12,6 +12,7 @@ JSON.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,7 @@ from sandbox.errors import NetworkRefusedError, ReplayMismatchError
 from sandbox.replay.boundary import Drift, Injection, ReplayBoundary
 from sandbox.replay.conditions.clock import FrozenClock, LiveClock, ReplayClock
 from sandbox.replay.conditions.ordering import Turnstile
+from sandbox.replay.isolation.environment import supplied_secrets
 from sandbox.replay.isolation.netguard import REFUSED_EVENT, NetGuard, endpoint_of
 from sandbox.replay.isolation.redirect import Redirect
 from sandbox.replay.judging.jsondiff import MISSING, FieldDiff
@@ -264,6 +266,7 @@ class ReplaySession:
                 inject_faults=options.inject_faults,
                 seed=original.seeds.get("run"),
             )
+            self.rec.supplied = supplied_secrets(original, os.environ)
             if block is not None:
                 self.rec.window.opening, self.rec.window.call = block.opening, block.call
             self._undo.append(seam.install(self.rec))

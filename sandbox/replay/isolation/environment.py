@@ -171,6 +171,19 @@ def restored_environment(
     return values
 
 
+def supplied_secrets(manifest: Manifest, current: Mapping[str, str]) -> dict[str, str]:
+    """Placeholder -> value: for each variable whose whole recorded value was redacted and
+    that ``current`` sets (the user supplied the secret it held), the value to put back
+    where the recording shows that placeholder in what the replay sends the agent (a
+    request's bearer token equal to the variable: see
+    :func:`sandbox.capture.asgi.replay_request`)."""
+    return {
+        value: current[name]
+        for name, value in manifest.env.items()
+        if restorable(name) and PLACEHOLDER.fullmatch(value) and name in current
+    }
+
+
 def redacted_values(manifest: Manifest, current: Mapping[str, str]) -> dict[str, str]:
     """The values ``current`` sets for the variables redacted at capture, to hand to a
     replay in another process or container (whose own environment does not hold them).

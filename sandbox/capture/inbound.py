@@ -1,0 +1,136 @@
+"""What an HTTP request brings into a captured service run: its headers and its body, as
+one ``state`` event (:data:`~sandbox.names.REQUEST_EVENT`) of the run, and that request
+made again on replay.
+
+The middleware (:mod:`sandbox.capture.asgi`) tees the body as the application reads it
+(streaming stays streaming) and writes the event once it is whole, or when the request
+ends with the body not read to the end. Headers are redacted as an HTTP call's are
+(``authorization``, cookies, credentials' names: placeholders, and their values secrets
+everywhere in the run); the body is JSON when its type says JSON and it parses (then
+redacted field by field with the rest of the event), else text, else base64. A body over
+:data:`BODY_LIMIT` bytes is left out (its size kept): its replay cannot send it and says so.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from pydantic import JsonValue
+
+from sandbox.capture.recorder import Recorder
+from sandbox.errors import CaptureError
+from sandbox.names import REQUEST_EVENT
+from sandbox.snapshot.events import StateTransition
+from sandbox.snapshot.hashing import ordered_json, read_json
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+
+BODY_LIMIT = 1 << 20
+"""Bytes of a request body the run keeps (1 MiB): an upload larger than that is left out."""
+NOT_SENT = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+"""Recorded headers a replay does not send as they were: its client sets its own."""
+
+
+def body_fields(data: bytes, content_type: str) -> dict[str, JsonValue]:
+    """How the event holds a body: ``json``, ``text`` or ``base64``; nothing for an empty
+    one."""
+    if not data:
+        return {}
+    if "json" in content_type.lower():
+        try:
+            return {"json": read_json(data)}
+        except ValueError:
+            pass
+    try:
+        return {"text": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def body_bytes(data: dict[str, JsonValue], text: Callable[[str], str] = str) -> bytes:
+    """The body :func:`body_fields` recorded, as bytes to send again (JSON as compact JSON:
+    the same value, not necessarily the same spacing), each text of it through ``text``
+    (the replay's, which puts back the secrets the user supplied)."""
+    if "left_out" in data:
+        raise CaptureError(
+            f"the request body ({data['left_out']} bytes) was over the {BODY_LIMIT} bytes a "
+            "run keeps: it cannot be sent again"
+        )
+    if "json" in data:
+        return ordered_json(_texts(data["json"], text))
+    if isinstance(data.get("text"), str):
+        return text(str(data["text"])).encode("utf-8")
+    if isinstance(data.get("base64"), str):
+        return base64.b64decode(str(data["base64"]))
+    return b""
+
+
+def _texts(value: JsonValue, text: Callable[[str], str]) -> JsonValue:
+    """``value`` with each of its strings (keys too) through ``text``."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, list):
+        return [_texts(v, text) for v in value]
+    if isinstance(value, dict):
+        return {text(k): _texts(v, text) for k, v in value.items()}
+    return value
+
+
+class RequestTee:
+    """Records one request's headers and body (see the module documentation): wrap the
+    application's ``receive`` with :meth:`receive`, call :meth:`end` when it answered."""
+
+    def __init__(self, recorder: Recorder, headers: list[tuple[bytes, bytes]]) -> None:
+        self._recorder = recorder
+        self._headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in headers]
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._written = False
+
+    def receive(self, inner: Receive) -> Receive:
+        async def receive() -> Message:
+            message = await inner()
+            if message.get("type") == "http.request" and not self._written:
+                chunk = bytes(message.get("body", b""))
+                self._size += len(chunk)
+                if self._size <= BODY_LIMIT:
+                    self._chunks.append(chunk)
+                if not message.get("more_body", False):
+                    self._write(whole=True)
+            return message
+
+        return receive
+
+    def end(self) -> None:
+        """The request is answered: write its event if the body was not read to the end."""
+        self._write(whole=False)
+
+    def _write(self, *, whole: bool) -> None:
+        if self._written:
+            return
+        self._written = True
+        try:
+            content_type = next((v for k, v in self._headers if k == "content-type"), "")
+            fields: dict[str, JsonValue] = {"left_out": self._size}
+            if self._size <= BODY_LIMIT:
+                fields = body_fields(b"".join(self._chunks), content_type)
+            self._chunks = []
+            event: dict[str, JsonValue] = {
+                "headers": dict(self._recorder.redact_headers(self._headers)),
+                **fields,
+            }
+            if not whole:
+                event["whole"] = False
+            self._recorder.emit(
+                StateTransition, None, name=REQUEST_EVENT, target="request", data=event
+            )
+        except Exception as exc:  # a capture fails open
+            self._recorder.damage(exc)
+
+
+def recorded_request(recorder: Recorder) -> StateTransition | None:
+    """The request event of the run ``recorder`` replays, if it recorded one."""
+    return recorder.recorded_state(REQUEST_EVENT)
