@@ -46,10 +46,9 @@ class Order(BaseModel):
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[dict[str, str]]:
     app.state.token = os.environ[TOKEN_ENV]  # a setting read as the app starts
-    app.state.instance = str(uuid.uuid4())  # a draw made outside every run
-    yield
+    yield {"instance": str(uuid.uuid4())}  # lifespan state, drawn outside every run
 
 
 def order_app(store: Path | None = None, **settings: Any) -> FastAPI:
@@ -70,6 +69,7 @@ def order_app(store: Path | None = None, **settings: Any) -> FastAPI:
     async def order(body: Order, request: Request, authorization: str = Header()) -> Any:
         if authorization != f"Bearer {request.app.state.token}":
             raise HTTPException(status_code=401)
+        assert request.state.instance  # the state the lifespan yielded reaches each request
         done = reserve(body.item, body.qty)
         ticket = str(uuid.uuid4())  # a recorded draw: shifted if the lifespan's were the run's
         if body.qty > 5 and not FIXED["on"]:
@@ -123,7 +123,8 @@ def test_a_requests_body_and_headers_are_recorded_redacted_and_sent_again(
     among the run's; a replay sends the same body, with the token the user supplies for
     that variable where the recording holds its placeholder: the 503 reproduces with no
     divergence (a body not sent would answer 422, a token not put back 401, the lifespan's
-    draw taken from the run's would change the ticket's), and is gone once fixed."""
+    draw taken from the run's would change the ticket's, its state not handed to the
+    request would fail it), and is gone once fixed."""
     store = tmp_path / "store"
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     run_id = _captured(store, {"item": "book", "qty": 7, "password": PASSWORD})
