@@ -22,9 +22,11 @@ framework: it speaks plain ASGI.
 Each run's labels hold its request line (``http.method``, ``http.path``, ``http.query``),
 its log the request's headers (redacted) and body as the app read it
 (:mod:`sandbox.capture.inbound`), and :func:`replay_request` sends that request through the
-app again, its lifespan started around it: give the run an entrypoint that calls it
+app again, its lifespan started around it. Given no entrypoint, the middleware records where
+a module holds the app (``chat:app``), and the replay sends the request through it
+(:func:`request_replayer`); or give the run an entrypoint that calls it
 (``entrypoint=Entrypoint(kind="callable", target="service:replay")`` with
-``def replay(): return replay_request(app)``) and the request replays like any run. A
+``def replay(): return replay_request(app)``). Either way the request replays like any run. A
 request's result, unless the application records one (``capture.result``), is
 ``{"status": N}``, its answer's status. A request marked failed
 (a 5xx, or ``mark_failed`` without a predicate) is judged on replay by whether the
@@ -34,8 +36,11 @@ replayed request is marked failed again.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 
@@ -44,10 +49,12 @@ from sandbox.capture.inbound import NOT_SENT, RequestTee, body_bytes, recorded_r
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
+from sandbox.capture.whereis import import_path
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import StateTransition
+from sandbox.snapshot.manifest import Entrypoint
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -97,6 +104,8 @@ class CaptureMiddleware:
         self.name = name
         self.failed_status = failed_status
         self.settings = settings
+        self._found = "entrypoint" in settings
+        """Whether the entrypoint is settled (given, or looked for: :meth:`_entrypoint`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":  # the app starting: its settings count for its runs
@@ -113,6 +122,8 @@ class CaptureMiddleware:
                 status.append(int(message.get("status", 200)))
             await send(message)
 
+        if not self._found:
+            self._entrypoint(scope)
         labels = {
             **self.settings.get("labels", {}),
             METHOD: str(scope.get("method", "GET")),
@@ -131,6 +142,41 @@ class CaptureMiddleware:
                     tee.end()
             if status:
                 answered(rec, status[0], self.failed_status)
+
+    def _entrypoint(self, scope: Scope) -> None:
+        """With no entrypoint given, the app itself, found where a module holds it: its
+        replay sends the recorded request through it (:func:`request_replayer`). Not found,
+        said once on stderr: its runs' replay would run the server's command again."""
+        self._found = True
+        app = scope.get("app")
+        where = import_path(app if captures(app) else self)
+        if where is None:
+            sys.stderr.write(
+                "sandbox: CaptureMiddleware cannot find its app at a module's top level: "
+                "give it entrypoint=Entrypoint(kind='callable', target='module:replay') with "
+                "def replay(): return replay_request(app), or its requests cannot be replayed\n"
+            )
+            return
+        self.settings["entrypoint"] = Entrypoint(kind="callable", target=where, cwd=os.getcwd())
+
+
+def captures(app: object) -> bool:
+    """Whether ``app`` is an ASGI app that captures its requests: a
+    :class:`CaptureMiddleware`, or a Starlette (FastAPI) app with one among its middleware."""
+    if isinstance(app, CaptureMiddleware):
+        return True
+    stack = getattr(app, "user_middleware", None)
+    return isinstance(stack, list) and any(
+        getattr(m, "cls", None) is CaptureMiddleware for m in stack
+    )
+
+
+def request_replayer(app: object) -> Callable[[], int] | None:
+    """What replays a request ``app`` captured, when it is an app that captures (the
+    entrypoint the middleware records when given none): :func:`replay_request` with it."""
+    if not captures(app):
+        return None
+    return functools.partial(replay_request, cast(ASGIApp, app))
 
 
 def answered(recorder: Recorder, status: int, failed_status: int) -> None:

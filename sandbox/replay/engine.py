@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sandbox.capture.asgi import request_replayer
 from sandbox.capture.run import finish_manifest, make_run_id
 from sandbox.errors import (
     NetworkRefusedError,
@@ -143,7 +144,7 @@ class _ImportedInRun:
         before = set(sys.modules)
         try:
             found = importlib.import_module(self.module_name)
-            return _attribute(found, self.attr, self.target)(*args, **kwargs)
+            return callable_entry(_attribute(found, self.attr, self.target))(*args, **kwargs)
         finally:
             forget_project_modules(set(sys.modules) - before)
 
@@ -158,6 +159,13 @@ def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:
     if not callable(found):
         raise ReplayError(f"entrypoint {target!r} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def callable_entry(found: Callable[..., Any]) -> Callable[..., Any]:
+    """What a replay calls for the object an entrypoint names: an ASGI app that captures
+    its requests (what the middleware records when given no entrypoint) replays the
+    recorded request through itself; anything else is called as it is."""
+    return request_replayer(found) or found
 
 
 def _called(
@@ -574,7 +582,9 @@ def replay(
     if command is None:
         resolved = resolve_entrypoint(target, sealed_import(manifest, plan.served_by()))
         called = _called(manifest, target, entrypoint, resolved)
-        function = check_callable(manifest, resolved, called, trust=trust, override=entrypoint)
+        function = callable_entry(
+            check_callable(manifest, resolved, called, trust=trust, override=entrypoint)
+        )
     else:  # a recorded command runs in a child process: nothing is called here
         function, called = _no_function, _called(manifest, target, entrypoint, _no_function)
     recording = st.load_events(run_id)

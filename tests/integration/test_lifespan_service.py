@@ -1,8 +1,10 @@
 """A FastAPI service written as FastAPI's documentation shows: its clients made in the
 lifespan and kept on ``app.state`` (an asyncpg pool, an ``AsyncOpenAI`` client), a JSON
 body, a bearer token checked against a setting; its database found by the capture, not
-declared. Served by uvicorn with ``keep="failed"``: only the failing request is kept, and
-it replays (the model server and the live Postgres stopped) and reproduces; fixed, gone."""
+declared; the middleware added as the README's one line does (no entrypoint: the app
+itself replays its requests; the store from the environment). Served by uvicorn with
+``keep="failed"``: only the failing request is kept, and it replays (the model server and
+the live Postgres stopped) and reproduces; fixed, gone."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -23,15 +24,15 @@ from pydantic import BaseModel
 from examples._model import serve_model
 from examples.refund_load import serve
 from sandbox import capture
-from sandbox.capture.asgi import CaptureMiddleware, replay_request
+from sandbox.capture.asgi import CaptureMiddleware
 from sandbox.containers import RestoreSpec, bring_up
 from sandbox.replay import replay
-from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 
 pytestmark = pytest.mark.docker
 
 SETTINGS = ("CHAT_DSN", "CHAT_MODEL_URL", "CHAT_SERVICE_TOKEN")
+SAVED = (*SETTINGS, "SANDBOX_STORE")
 TOKEN = "svc-tok-9f8e7d6c5b4a39281706"
 FIXED = {"on": False}
 
@@ -51,17 +52,11 @@ class Ask(BaseModel):
     message: str
 
 
-def chat_app(store: Path | None = None) -> FastAPI:
-    """The service (captured into ``store`` when given). Its bug: a user with no credits
-    left divides by zero (500); the fix answers 402 before asking the model."""
+def chat_app() -> FastAPI:
+    """The service. Its bug: a user with no credits left divides by zero (500); the fix
+    answers 402 before asking the model."""
     app = FastAPI(lifespan=lifespan)
-    if store is not None:
-        app.add_middleware(
-            CaptureMiddleware,
-            store=str(store),
-            keep="failed",
-            entrypoint=Entrypoint(kind="callable", target=f"{__name__}:replay_chat"),
-        )
+    app.add_middleware(CaptureMiddleware, keep="failed")
 
     @app.post("/chat")
     async def chat(ask: Ask, request: Request, authorization: str = Header()) -> Any:
@@ -86,11 +81,7 @@ def chat_app(store: Path | None = None) -> FastAPI:
     return app
 
 
-REPLAY_CHAT = chat_app()
-
-
-def replay_chat() -> int:
-    return replay_request(REPLAY_CHAT)
+app = chat_app()
 
 
 def _answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,16 +114,19 @@ async def _load(base: str) -> list[int]:
 def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DirectoryStore, str]]:
     """The store after the load, with everything it ran against stopped; the kept run."""
     store = tmp_path_factory.mktemp("chat-store")
-    saved = {name: os.environ.get(name) for name in SETTINGS}
+    saved = {name: os.environ.get(name) for name in SAVED}
     model_url, stop_model = serve_model(_answer)
     try:
         with bring_up([RestoreSpec(name="db", kind="postgres")]) as env:
             dsn = env.services["db"].url
             asyncio.run(_setup(dsn))
             os.environ.update(
-                CHAT_DSN=dsn, CHAT_MODEL_URL=f"{model_url}/v1", CHAT_SERVICE_TOKEN=TOKEN
+                CHAT_DSN=dsn,
+                CHAT_MODEL_URL=f"{model_url}/v1",
+                CHAT_SERVICE_TOKEN=TOKEN,
+                SANDBOX_STORE=str(store),
             )
-            with serve(chat_app(store)) as base:
+            with serve(app) as base:
                 statuses = asyncio.run(_load(base))
             assert capture.flush(60), "the kept run was not written in time"
         # the model server, the live Postgres and the service are gone from here on
@@ -157,9 +151,10 @@ def test_the_kept_request_holds_what_the_app_was_started_with_and_sent(
 ) -> None:
     """The settings the lifespan read are the run's (the token's redacted); its database
     was found through the pool made in the lifespan and its table kept; the request's
-    body and redacted token are in its log."""
+    body and redacted token are in its log; its entrypoint is the app."""
     store, run_id = kept
     manifest = store.load_manifest(run_id)
+    assert manifest.entrypoint is not None and manifest.entrypoint.target == f"{__name__}:app"
     assert set(SETTINGS) <= set(manifest.env)
     assert manifest.env["CHAT_SERVICE_TOKEN"].startswith("<redacted:")
     (service,) = manifest.services

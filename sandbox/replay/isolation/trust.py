@@ -9,7 +9,9 @@ looked up by the path finder, the way the replay would import it. Once that modu
 project's own code) is imported, the callable must be a function defined there under the
 recorded name (its ``__module__`` a project module, its ``__qualname__`` the attribute path):
 ``examples.orders:os.getppid`` reaches a function of another module through an attribute of a
-project module, and is refused as well.
+project module, and is refused as well. An ASGI app that captures its requests, at the top
+level of a project module (``chat:app``, what the middleware records when given no
+entrypoint), may be sent the run's request.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sandbox.capture.asgi import captures
 from sandbox.errors import UntrustedRunError
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 
@@ -80,6 +83,10 @@ def defined_in_project(function: object, target: str, project: Path) -> str | No
     """``None`` when ``function`` is a function defined in a module of ``project`` under the
     name ``target`` gives it (``module:Qual.name``); otherwise what it is instead."""
     attr = target.partition(":")[2]
+    if captures(function):  # an app that captured the run's request, at a module's top
+        if "." in attr or not _inside_project(module_origin(target, project), project):
+            return f"{target} (an app reached through another name, or outside the project)"
+        return None
     inner = inspect.unwrap(function) if callable(function) else function
     if not (inspect.isfunction(inner) or inspect.isfunction(function)):
         return f"{target} ({type(function).__name__}, not a function of the project)"

@@ -221,3 +221,72 @@ def test_an_app_without_a_lifespan_is_sent_the_request_alone(tmp_path: Path) -> 
     assert _request_event(store, manifest.run_id)["text"] == "earl grey"
     report = replay(manifest.run_id, store=store, times=1)
     assert report.verdict.reproduced == 1, report.describe()
+
+
+AUTO_APP: Any = None
+"""The captured app of the test below, at this module's top level as a service's is."""
+
+
+def test_with_no_entrypoint_the_app_itself_replays_its_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given no entrypoint (as the README's one line adds it), the middleware records where
+    a module holds its app; the replay sends the recorded request through that app, the
+    middleware in it standing aside: the 503 reproduces with no divergence."""
+    store = tmp_path / "store"
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    app = FastAPI(lifespan=_lifespan)
+    app.add_middleware(CaptureMiddleware, store=str(store), services="none", keep="failed")
+
+    @app.post("/orders")
+    async def order(body: Order) -> Any:
+        reserve(body.item, body.qty)
+        if body.qty > 5:
+            raise HTTPException(status_code=503)
+        return {}
+
+    monkeypatch.setattr(f"{__name__}.AUTO_APP", app)
+    assert asyncio.run(_post(app, {"item": "pen", "qty": 8, "password": PASSWORD})) == 503
+    assert capture.flush(30)
+    (manifest,) = DirectoryStore(store).list()
+    assert manifest.entrypoint is not None
+    assert manifest.entrypoint.target == f"{__name__}:AUTO_APP"
+    report = replay(manifest.run_id, store=store, times=2)
+    assert report.verdict.reproduced == 2, report.describe()
+    assert report.divergences == [None, None], report.describe()
+    assert len(DirectoryStore(store).list()) == 3  # the replays' runs; the app kept no more
+
+
+def test_an_app_no_module_holds_is_named_once_on_stderr(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    app = CaptureMiddleware(_no_lifespan, store=str(store), services="none")
+
+    async def post() -> None:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://svc") as client:
+            for _ in range(2):
+                await client.post("/tea", content=b"x")
+
+    asyncio.run(post())
+    assert capture.flush(30)
+    err = capfd.readouterr().err
+    assert err.count("CaptureMiddleware cannot find its app") == 1
+    assert all(
+        m.entrypoint is None or m.entrypoint.kind == "command" for m in DirectoryStore(store).list()
+    )
+
+
+def test_an_imported_run_may_replay_through_the_projects_own_app_only(tmp_path: Path) -> None:
+    """For an imported run, an app that captures, at the top level of a project module,
+    may be sent the request; reached through a dotted name, or outside the project, not."""
+    from sandbox.replay.isolation.trust import defined_in_project
+
+    app = CaptureMiddleware(_no_lifespan)
+    here = Path.cwd()
+    assert defined_in_project(app, f"{__name__}:AUTO_APP", here) is None
+    assert defined_in_project(app, f"{__name__}:holder.app", here) is not None
+    assert defined_in_project(app, f"{__name__}:AUTO_APP", tmp_path) is not None
+    assert defined_in_project(_no_lifespan, f"{__name__}:_no_lifespan", here) is None
+    assert defined_in_project(FastAPI(), f"{__name__}:AUTO_APP", here) is not None

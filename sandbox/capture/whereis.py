@@ -1,0 +1,44 @@
+"""Where an object lives: the ``module:name`` a replay imports to find it again."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def import_path(obj: object) -> str | None:
+    """``module:name`` of a top-level name of an imported module bound to ``obj`` (the
+    module first in name order when several hold it: any of them gives it back), else
+    ``None``. A script's (``__main__``) is named by the module it was run as
+    (``python -m chat``) or, for a file in the working directory, by the file's stem."""
+    found: list[str] = []
+    for name, module in list(sys.modules.items()):
+        attr = _holding(module, obj)
+        if attr is None:
+            continue
+        if name == "__main__":
+            main = _main_name(module)
+            if main is not None:
+                found.append(f"{main}:{attr}")
+        else:
+            found.append(f"{name}:{attr}")
+    return min(found, default=None)
+
+
+def _holding(module: ModuleType | None, obj: object) -> str | None:
+    names = getattr(module, "__dict__", None)
+    if not isinstance(names, dict):
+        return None
+    return next((k for k, v in list(names.items()) if v is obj and k.isidentifier()), None)
+
+
+def _main_name(main: ModuleType) -> str | None:
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)
+    where = getattr(main, "__file__", None)
+    if where and Path(where).resolve().parent == Path(os.getcwd()).resolve():
+        return Path(where).stem
+    return None
