@@ -28,6 +28,8 @@ from sandbox.seam.clients import (
 from sandbox.services.postgres import pgseen, psycopg2_cursors
 
 PORT = 5432
+SEEN = frozenset({"psycopg", "asyncpg"})
+"""The clients whose statements are seen (:mod:`sandbox.services.postgres.pgseen`)."""
 _ADDRESS = ("host", "hostaddr", "port", "user", "password", "dbname", "service", "passfile")
 
 
@@ -163,7 +165,7 @@ def _seen_by_run(
         if callable(refuse):
             refuse(error)
         raise error
-    if not replaying and client != "psycopg":
+    if not replaying and client not in SEEN:
         _unseen(client, given)
 
 
@@ -242,7 +244,6 @@ def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:
             for key in address:
                 if kwargs.get(key) is not None:
                     params["dbname" if key == "database" else key] = kwargs[key]
-            _unseen("asyncpg", params)
             endpoint = _url(params)
             target = route(router, Connect("postgres", "asyncpg", endpoint, dsn))
             if target != endpoint:
@@ -270,19 +271,26 @@ def _asyncpg_params(conn: Any) -> dict[str, Any]:
 
 
 def _watch_asyncpg_queries(cls: Any, router: Router, undo: list[Callable[[], None]]) -> None:
-    """A query an asyncpg connection sends (a statement without arguments, or one prepared:
-    what a pool's connection and SQLAlchemy's dialect send) makes the run in context see its
-    database (:func:`_seen_by_run`); its statements are not kept."""
+    """A statement an asyncpg connection sends (one without arguments, one prepared: what
+    ``fetch``, ``executemany``, cursors, a pool's connections and SQLAlchemy's dialect send,
+    and ``COPY``) makes the run in context see its database (:func:`_seen_by_run`), then is
+    handed to :func:`pgseen.saw_at`."""
 
     def make(original: Any) -> Any:
-        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        async def method(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             _seen_by_run(router, "asyncpg", self, lambda: _asyncpg_params(self))
-            return await original(self, *args, **kwargs)
+            pgseen.saw_at(lambda: _asyncpg_where(self), query)
+            return await original(self, query, *args, **kwargs)
 
         return method
 
-    for attr in ("execute", "_get_statement"):
+    for attr in ("execute", "_get_statement", "_copy_out", "_copy_in"):
         patch_attribute(cls, attr, make, undo)
+
+
+def _asyncpg_where(conn: Any) -> tuple[object, object, object]:
+    params = _asyncpg_params(conn)
+    return params["host"], params["port"], params["dbname"]
 
 
 def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:

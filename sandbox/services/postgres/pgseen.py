@@ -2,16 +2,18 @@
 
 A run pinned for a touched capture (:class:`~sandbox.services.postgres.PinnedPostgres`)
 registers a :class:`Seen` for its database, keyed by the run (its boundary, the object
-serving its context) and the database's address. The psycopg hooks
+serving its context) and the database's address. The psycopg and asyncpg hooks
 (:mod:`sandbox.services.postgres.clients`) hand over each statement a cursor executes
 (``execute``, ``executemany``, ``copy``, ``stream``, sync and async, server-side cursors
-too) before it is sent; it is kept, once per distinct text, by the run in whose context it
-is sent, so runs sharing one connection or pool each keep their own. Nothing else happens on
+too), or an asyncpg connection sends (``execute``, every prepared statement: ``fetch``,
+``fetchrow``, ``executemany``, cursors; ``COPY``), before it is sent; it is kept, once per
+distinct text, by the run in whose context it is sent, so runs sharing one connection or
+pool each keep their own. Nothing else happens on
 the agent's path: the statements are read only when the run is kept
 (:mod:`sandbox.services.postgres.pgreach` says which tables they reach).
 
-Connections opened in the run through a client whose statements are not seen (psycopg2,
-asyncpg) are noted instead: the statements then cannot tell the touched tables, and the
+Connections opened in the run through a client whose statements are not seen (psycopg2)
+are noted instead: the statements then cannot tell the touched tables, and the
 capture falls back to the server's statistics counters
 (:mod:`sandbox.services.postgres.pgtouched`).
 """
@@ -19,6 +21,7 @@ capture falls back to the server's statistics counters
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.seam import boundary
@@ -116,16 +119,21 @@ def _mine() -> list[Seen] | None:
 
 def saw(conn: Any, query: Any) -> None:
     """A psycopg connection's cursor is about to send ``query`` (a hook's call)."""
+    saw_at(lambda: (conn.info.host, conn.info.port, conn.info.dbname), query)
+
+
+def saw_at(where: Callable[[], tuple[object, object, object]], query: Any) -> None:
+    """A connection at ``where()`` (its host, port and dbname; read only when a run keeps
+    statements) is about to send ``query`` (a hook's call)."""
     mine = _mine()
     if not mine:
         return
     try:
-        info = conn.info
-        where = address(info.host, info.port, info.dbname)
+        at = address(*where())
     except Exception:  # a closed connection: its statement fails anyway
         return
     for seen in mine:
-        if seen.where == where:
+        if seen.where == at:
             seen.add(query)
 
 
