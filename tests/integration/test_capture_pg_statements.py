@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import io
 import sys
 import threading
 import time
@@ -292,7 +293,8 @@ def test_a_psycopg2_connection_opened_in_one_run_is_seen_by_the_next_at_its_firs
 ) -> None:
     """A psycopg2 connection opened inside a first run and kept for the next (as a web
     framework keeps its connection between requests): the second run, kept, finds the
-    database at its first statement, through the connection's cursor class."""
+    database at its first statement, through the connection's cursor class, and its
+    statement tells its tables (the trigger's followed)."""
     import psycopg2
 
     store = DirectoryStore(tmp_path / "store")
@@ -309,7 +311,9 @@ def test_a_psycopg2_connection_opened_in_one_run_is_seen_by_the_next_at_its_firs
     finally:
         if conn is not None:
             conn.close()
-    _found(store, "psycopg2")
+    service = _found(store, "psycopg2")
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
     assert PINS.open_count() == 0
 
 
@@ -349,15 +353,77 @@ async def _rows() -> AsyncIterator[bytes]:
     yield b"900,copied\n"
 
 
-def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_out(
+def test_every_psycopg2_statement_tells_a_kept_runs_tables(shop: str, tmp_path: Path) -> None:
+    """A psycopg2 connection opened in the run: a cursor of a class the call names
+    (``RealDictCursor``, still making its dict rows), a ``psycopg2.sql`` statement, a
+    ``copy_expert`` and a ``copy_from``: each statement's tables are told, none missed."""
+    import psycopg2
+    import psycopg2.extras
+    from psycopg2 import sql
+
+    store = DirectoryStore(tmp_path / "store")
+    with capture.run("refund", store=store, keep="failed"):
+        conn = psycopg2.connect(shop)
+        try:
+            with conn.cursor(cursor_factory=psycopg2.extras.RealDictCursor) as cur:
+                cur.execute("SELECT item FROM open_orders WHERE id = %s", (10,))
+                assert cur.fetchone() == {"item": "apple"}
+            with conn.cursor() as cur:
+                cur.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier("refunds")))
+                cur.copy_expert("COPY archive TO STDOUT", io.StringIO())
+                cur.copy_from(io.StringIO("1\tnote\n"), "audit", columns=("id", "note"))
+            conn.commit()
+        finally:
+            conn.close()
+        capture.mark_failed("paid twice")
+    service = _found(store, "psycopg2")
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {
+        "public.orders",
+        "public.customers",
+        "public.refunds",
+        "public.audit",
+        "public.archive",
+    }
+
+
+def test_a_psycopg2_connection_choosing_its_own_cursors_keeps_them_and_falls_back_to_counters(
     shop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A SQLAlchemy engine over psycopg2 (whose cursors cannot be watched) made before the
-    runs: its pool's connection, opened in one run, is checked out again by the next, which
-    is kept and captures the database (told by the counters, psycopg2 named)."""
-    import sqlalchemy
+    """``LoggingConnection`` makes its own cursor class, unwatched: it keeps making it (its
+    statements still logged), and the kept run's tables are told by the counters, naming
+    psycopg2, never from statements some of which were not seen."""
+    import psycopg2
+    import psycopg2.extras
 
     monkeypatch.setenv(WAIT_ENV, "0")  # the counters are not waited for: the whole state
+    store = DirectoryStore(tmp_path / "store")
+    logged = io.StringIO()
+    with capture.run("refund", store=store, keep="failed"):
+        conn = psycopg2.connect(shop, connection_factory=psycopg2.extras.LoggingConnection)
+        try:
+            conn.initialize(logged)
+            with conn.cursor() as cur:
+                assert isinstance(cur, psycopg2.extras.LoggingCursor)
+                cur.execute("INSERT INTO refunds (order_id, cents) VALUES (10, 100)")
+            conn.commit()
+        finally:
+            conn.close()
+        capture.mark_failed("paid twice")
+    assert "INSERT INTO refunds" in logged.getvalue()
+    service = _found(store, "psycopg2")
+    assert service.meta[TOLD_META] == "counters"
+    assert "psycopg2" in service.meta[STATEMENTS_NOTE_META]
+
+
+def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_out(
+    shop: str, tmp_path: Path
+) -> None:
+    """A SQLAlchemy engine over psycopg2 made before the runs: its pool's connection,
+    opened in one run, is checked out again by the next, which is kept, captures the
+    database, and tells its tables from its statements."""
+    import sqlalchemy
+
     store = DirectoryStore(tmp_path / "store")
     engine = sqlalchemy.create_engine(shop.replace("postgresql://", "postgresql+psycopg2://"))
     try:
@@ -371,7 +437,8 @@ def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_
     finally:
         engine.dispose()
     service = _found(store, "psycopg2")
-    assert "psycopg2" in service.meta[STATEMENTS_NOTE_META]
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
 
 
 def _import_agent(

@@ -7,6 +7,7 @@ and asyncpg's through their methods, psycopg2's through its cursor class
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import getpass
 import importlib
@@ -28,7 +29,7 @@ from sandbox.seam.clients import (
 from sandbox.services.postgres import pgseen, psycopg2_cursors
 
 PORT = 5432
-SEEN = frozenset({"psycopg", "asyncpg"})
+SEEN = frozenset({"psycopg", "psycopg2", "asyncpg"})
 """The clients whose statements are seen (:mod:`sandbox.services.postgres.pgseen`)."""
 _ADDRESS = ("host", "hostaddr", "port", "user", "password", "dbname", "service", "passfile")
 
@@ -211,22 +212,46 @@ def _psycopg2(router: Router, undo: list[Callable[[], None]]) -> None:
     def make(original: Any) -> Any:
         def _connect(dsn: str, *args: Any, **kwargs: Any) -> Any:
             params = parse_dsn(dsn)
-            _unseen("psycopg2", params)
+            if not args:
+                with contextlib.suppress(Exception):  # capture fails open
+                    psycopg2_cursors.watched_factory(kwargs, extensions.connection)
+            if not psycopg2_cursors.is_watched_factory(kwargs.get("connection_factory")):
+                _unseen("psycopg2", params)
             endpoint = _url(params)
             target = route(router, Connect("postgres", "psycopg2", endpoint, dsn or None))
             if target != endpoint:
                 kept = {k: v for k, v in params.items() if k not in _ADDRESS}
                 dsn = make_dsn(target, **kept)
-            return original(dsn, *args, **kwargs)
+            connection = original(dsn, *args, **kwargs)
+            with contextlib.suppress(Exception):  # capture fails open
+                psycopg2_cursors.watch(connection, extensions.cursor)
+            return connection
 
         return _connect
 
-    def seen(connection: Any) -> None:
+    def seen(connection: Any, cursor: Any, query: Any) -> None:
         _seen_by_run(router, "psycopg2", connection, lambda: _info_params(connection))
+        if not pgseen.keeping():
+            return
+        if psycopg2_cursors.is_watched(connection):
+            pgseen.saw(connection, _psycopg2_text(query, cursor))  # never None here
+        else:  # opened before the hooks: a cursor of a class it names is not seen
+            _unseen("psycopg2", _info_params(connection))
 
     patch_attribute(psycopg2, "_connect", make, undo)
     undo.append(psycopg2_cursors.install(seen))
     psycopg2_cursors.watch_connections(psycopg2, extensions)
+
+
+def _psycopg2_text(query: Any, cursor: Any) -> Any:
+    """A psycopg2 statement as text (a ``psycopg2.sql`` object made text with its cursor;
+    one that cannot be is handed on as it is: the statements then cannot tell)."""
+    if isinstance(query, str | bytes) or not hasattr(query, "as_string"):
+        return query
+    try:
+        return query.as_string(cursor)
+    except Exception:
+        return query
 
 
 def _asyncpg(router: Router, undo: list[Callable[[], None]]) -> None:

@@ -12,10 +12,11 @@ pool each keep their own. Nothing else happens on
 the agent's path: the statements are read only when the run is kept
 (:mod:`sandbox.services.postgres.pgreach` says which tables they reach).
 
-Connections opened in the run through a client whose statements are not seen (psycopg2)
-are noted instead: the statements then cannot tell the touched tables, and the
-capture falls back to the server's statistics counters
-(:mod:`sandbox.services.postgres.pgtouched`).
+psycopg2's are seen at its watched cursors (:mod:`.psycopg2_cursors`). A connection whose
+statements are not all seen (a psycopg2 connection opened before the hooks were installed,
+whose cursors of a class a call names are not watched) is noted instead: the statements
+then cannot tell the touched tables, and the capture falls back to the server's statistics
+counters (:mod:`sandbox.services.postgres.pgtouched`).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ def _mine() -> list[Seen] | None:
     if not _runs:  # no run keeps statements: the agent's path costs one check
         return None
     return _runs.get(id(boundary.current()))
+
+
+def keeping() -> bool:
+    """Whether the run in context keeps statements (one check when none does)."""
+    return bool(_mine())
 
 
 def saw(conn: Any, query: Any) -> None:
