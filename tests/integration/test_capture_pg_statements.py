@@ -113,6 +113,12 @@ def _found(store: DirectoryStore, client: str) -> ServiceState:
     return service
 
 
+def _told(service: ServiceState, *tables: str) -> None:
+    """The kept run's tables were told from its statements: exactly ``tables`` (public)."""
+    assert service.meta[TOLD_META] == "statements"
+    assert set(service.meta[ROWS_META]) == {f"public.{t}" for t in tables}
+
+
 def _run(shop: str, store: DirectoryStore, *statements: str) -> None:
     spec = capture.ServiceSpec("db", "postgres", shop, env="DATABASE_URL")
     with capture.run("refund", store=store, services=[spec], keep="failed"):
@@ -134,13 +140,7 @@ def test_a_kept_run_keeps_the_tables_its_statements_reach_through_views_and_trig
     )
     (service,) = _kept(store).services
     assert service.meta[STATE_META] == "touched"
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {
-        "public.orders",
-        "public.customers",
-        "public.refunds",
-        "public.audit",
-    }
+    _told(service, "orders", "customers", "refunds", "audit")
     assert PINS.open_count() == 0
 
 
@@ -283,8 +283,7 @@ def test_a_connection_opened_before_the_runs_is_seen_by_each_run_that_sends_thro
     finally:
         conn.close()
     service = _found(store, "psycopg")
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
+    _told(service, "refunds", "audit")
     assert PINS.open_count() == 0
 
 
@@ -312,8 +311,7 @@ def test_a_psycopg2_connection_opened_in_one_run_is_seen_by_the_next_at_its_firs
         if conn is not None:
             conn.close()
     service = _found(store, "psycopg2")
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
+    _told(service, "refunds", "audit")
     assert PINS.open_count() == 0
 
 
@@ -339,14 +337,7 @@ def test_an_asyncpg_connection_opened_before_the_run_is_seen_at_its_first_query(
 
     asyncio.run(serve())
     service = _found(store, "asyncpg")
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {
-        "public.refunds",
-        "public.audit",
-        "public.orders",
-        "public.customers",
-        "public.archive",
-    }
+    _told(service, "refunds", "audit", "orders", "customers", "archive")
 
 
 async def _rows() -> AsyncIterator[bytes]:
@@ -377,14 +368,7 @@ def test_every_psycopg2_statement_tells_a_kept_runs_tables(shop: str, tmp_path: 
             conn.close()
         capture.mark_failed("paid twice")
     service = _found(store, "psycopg2")
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {
-        "public.orders",
-        "public.customers",
-        "public.refunds",
-        "public.audit",
-        "public.archive",
-    }
+    _told(service, "orders", "customers", "refunds", "audit", "archive")
 
 
 def test_a_psycopg2_connection_choosing_its_own_cursors_keeps_them_and_falls_back_to_counters(
@@ -437,8 +421,7 @@ def test_a_psycopg2_engines_pooled_connection_is_seen_by_the_run_that_checks_it_
     finally:
         engine.dispose()
     service = _found(store, "psycopg2")
-    assert service.meta[TOLD_META] == "statements"
-    assert set(service.meta[ROWS_META]) == {"public.refunds", "public.audit"}
+    _told(service, "refunds", "audit")
 
 
 def _import_agent(
