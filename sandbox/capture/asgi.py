@@ -109,6 +109,8 @@ class CaptureMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":  # the app starting: its settings count for its runs
+            if not self._found:  # its module imported by now: looked for off any request
+                self._entrypoint(scope)
             with envreads.starting():
                 await self.app(scope, receive, send)
             return
@@ -144,12 +146,16 @@ class CaptureMiddleware:
                 answered(rec, status[0], self.failed_status)
 
     def _entrypoint(self, scope: Scope) -> None:
-        """With no entrypoint given, the app itself, found where a module holds it: its
-        replay sends the recorded request through it (:func:`request_replayer`). Not found,
-        said once on stderr: its runs' replay would run the server's command again."""
+        """With no entrypoint given, the app itself, found where a module holds it (as the
+        app starts, else at its first request): its replay sends the recorded request
+        through it (:func:`request_replayer`). Not found, said once on stderr: its runs'
+        replay would run the server's command again."""
         self._found = True
         app = scope.get("app")
-        where = import_path(app if captures(app) else self)
+        try:
+            where = import_path(app if captures(app) else self)
+        except Exception:  # capture fails open: its runs keep the command line
+            where = None
         if where is None:
             sys.stderr.write(
                 "sandbox: CaptureMiddleware cannot find its app at a module's top level: "
