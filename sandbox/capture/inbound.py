@@ -81,13 +81,20 @@ def _texts(value: JsonValue, text: Callable[[str], str]) -> JsonValue:
 
 class RequestTee:
     """Records one request's headers and body (see the module documentation): wrap the
-    application's ``receive`` with :meth:`receive`, call :meth:`end` when it answered."""
+    application's ``receive`` with :meth:`receive`, call :meth:`end` when it answered. The
+    event's fields are made (and the headers redacted) only if it leaves memory: a run held
+    until it ends (``keep="failed"``) and let go makes none (:meth:`Recorder.emit_later`);
+    the tee is what makes them."""
+
+    __slots__ = ("_body", "_chunks", "_headers", "_recorder", "_size", "_whole", "_written")
 
     def __init__(self, recorder: Recorder, headers: list[tuple[bytes, bytes]]) -> None:
         self._recorder = recorder
-        self._headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in headers]
+        self._headers = headers
         self._chunks: list[bytes] = []
+        self._body = b""
         self._size = 0
+        self._whole = True
         self._written = False
 
     def receive(self, inner: Receive) -> Receive:
@@ -112,23 +119,26 @@ class RequestTee:
         if self._written:
             return
         self._written = True
+        self._whole = whole
+        self._body = b"".join(self._chunks) if self._size <= BODY_LIMIT else b""
+        self._chunks = []
+        size = self._size + sum(len(k) + len(v) for k, v in self._headers)
         try:
-            content_type = next((v for k, v in self._headers if k == "content-type"), "")
-            fields: dict[str, JsonValue] = {"left_out": self._size}
-            if self._size <= BODY_LIMIT:
-                fields = body_fields(b"".join(self._chunks), content_type)
-            self._chunks = []
-            event: dict[str, JsonValue] = {
-                "headers": dict(self._recorder.redact_headers(self._headers)),
-                **fields,
-            }
-            if not whole:
-                event["whole"] = False
-            self._recorder.emit(
-                StateTransition, None, name=REQUEST_EVENT, target="request", data=event
-            )
-        except Exception as exc:  # a capture fails open
+            self._recorder.emit_later(StateTransition, None, self, failed=False, size=size)
+        except Exception as exc:  # a capture fails open (the fields made at once failed)
             self._recorder.damage(exc)
+
+    def __call__(self, recorder: Recorder) -> dict[str, Any]:
+        """The event's fields (see :meth:`Recorder.emit_later`)."""
+        headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in self._headers]
+        content_type = next((v for k, v in headers if k == "content-type"), "")
+        body: dict[str, JsonValue] = {"left_out": self._size}
+        if self._size <= BODY_LIMIT:
+            body = body_fields(self._body, content_type)
+        data: dict[str, JsonValue] = {"headers": dict(recorder.redact_headers(headers)), **body}
+        if not self._whole:
+            data["whole"] = False
+        return {"name": REQUEST_EVENT, "target": "request", "data": data}
 
 
 def recorded_request(recorder: Recorder) -> StateTransition | None:
