@@ -4,12 +4,13 @@
 ``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (which the
 official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
 unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) when aiohttp
-is installed. A request an agent makes straight through an ``aiohttp.ClientSession`` (the
-async client of ``google-genai``, say) is not captured, nor one through urllib3
-(``requests``, botocore): the first one in a run, outside any recorded call, is named once
-on stderr with its version (:func:`_warn_uncaptured`) so the gap shows at capture, not as a
-refused call at replay. Each exchange crosses the seam as an ``http`` call: the
-request (method, URL, body) is the normalized request; the response body is teed while the
+is installed, and ``requests``' HTTP adapter (:mod:`sandbox.capture.requests_http`). A
+request an agent makes straight through an ``aiohttp.ClientSession`` (the async client of
+``google-genai``, say) is not captured, nor one through urllib3's own pools (botocore): the
+first one in a run, outside any recorded call, is named once on stderr with its version
+(:func:`warn_uncaptured`) so the gap shows at capture, not as a refused call at replay.
+Each exchange crosses the seam as an ``http`` call: the request (method, URL, body) is the
+normalized request; the response body is teed while the
 caller reads it (streaming keeps streaming) and the ``http`` event is written when the body
 is finished or closed. Exchanges a model API of the registry recognises
 (:func:`sandbox.seam.llm.recognise`) also get an ``llm`` event (model, parameters, messages,
@@ -51,11 +52,16 @@ AIOHTTP_TRANSPORTS = frozenset(
 )
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
 AIOHTTP_CLIENT = "aiohttp.client"
-"""aiohttp's own client, watched (not captured) when imported: see :func:`_warn_uncaptured`."""
+"""aiohttp's own client, watched (not captured) when imported: see :func:`warn_uncaptured`."""
+REQUESTS_ADAPTERS = "requests.adapters"
+"""``requests``' HTTP adapter, captured when imported (:mod:`sandbox.capture.requests_http`)."""
 URLLIB3_POOL = "urllib3.connectionpool"
 """urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
 imported, as aiohttp's client is."""
 _URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
+STREAMED = "requests-stream"
+"""What :func:`warn_uncaptured` names a ``requests`` exchange it does not record by (a
+streamed response, a body from a file: :mod:`sandbox.capture.requests_http`)."""
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):
@@ -522,16 +528,23 @@ def _target(request: Any, url: str) -> tuple[str, str]:
     return found
 
 
-def _cross(
-    module: Any, request: Any, body: bytes | None, is_async: bool
-) -> tuple[str, dict[str, JsonValue], HTTPAdapter]:
-    """The crossing of ``request`` with its ``body`` read: its name, its normalized request
-    (method, URL, body) and the adapter recording it."""
+def crossing(request: Any, body: bytes | None) -> tuple[str, dict[str, JsonValue], Any, str]:
+    """The crossing of ``request`` (httpx's shape) with its ``body`` read: its name, its
+    normalized request (method, URL, body), the body as JSON when it is JSON (else
+    ``None``) and the URL."""
     parsed, is_json = _read_json(body)
     url = str(request.url)
     name, normal_url = _target(request, url)
-    adapter = HTTPAdapter(module, request, body, is_async, parsed if is_json else None, url)
-    return name, {"method": request.method, "url": normal_url, "body": parsed}, adapter
+    normalized: dict[str, JsonValue] = {"method": request.method, "url": normal_url, "body": parsed}
+    return name, normalized, parsed if is_json else None, url
+
+
+def _cross(
+    module: Any, request: Any, body: bytes | None, is_async: bool
+) -> tuple[str, dict[str, JsonValue], HTTPAdapter]:
+    """:func:`crossing`, with the adapter recording it."""
+    name, normalized, parsed, url = crossing(request, body)
+    return name, normalized, HTTPAdapter(module, request, body, is_async, parsed, url)
 
 
 def _read_body(request: Any) -> bytes | None:
@@ -609,6 +622,8 @@ def _uncaptured_client(library: str) -> str:
         callers.add(str(frame.f_globals.get("__name__", "")))
         frame = frame.f_back
     tops = {name.partition(".")[0] for name in callers}
+    if library == STREAMED:
+        return f"requests {_version('requests')} with stream=True or a body from a file"
     if library == "aiohttp":
         if any(name.startswith("google.genai") for name in callers):
             return f"google-genai {_version('google-genai')} async client (aiohttp)"
@@ -617,7 +632,7 @@ def _uncaptured_client(library: str) -> str:
     return f"{top} {_version(top)}"
 
 
-def _warn_uncaptured(library: str) -> None:
+def warn_uncaptured(library: str) -> None:
     """Say once per process, on stderr, that a run made a request through ``library``
     (``aiohttp``, ``urllib3``) that nothing records (its reply will be refused on replay).
     The sandbox's own requests (the Docker engine's, an object store's) are not the run's.
@@ -635,6 +650,8 @@ def _warn_uncaptured(library: str) -> None:
         _PATCH.warned.add(library)
         name = _uncaptured_client(library)
         advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
+        if library == STREAMED:
+            advice = "read the response whole (stream=False), or use httpx"
         sys.stderr.write(
             f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
         )
@@ -646,7 +663,7 @@ def _patch_aiohttp_client(client: ModuleType) -> None:
     original = session._request
 
     async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _warn_uncaptured("aiohttp")
+        warn_uncaptured("aiohttp")
         return await original(self, *args, **kwargs)
 
     session._request = _request
@@ -660,7 +677,7 @@ def _patch_urllib3(pool: ModuleType) -> None:
     original = cls.urlopen
 
     def urlopen(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _warn_uncaptured("urllib3")
+        warn_uncaptured("urllib3")
         return original(self, *args, **kwargs)
 
     cls.urlopen = urlopen
@@ -674,7 +691,15 @@ def _start_aiohttp_patches() -> Callable[[], None]:
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
     patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
     patches[URLLIB3_POOL] = _patch_urllib3
+    patches[REQUESTS_ADAPTERS] = _patch_requests
     return when_imported(patches)
+
+
+def _patch_requests(adapters: ModuleType) -> None:
+    """Capture ``requests`` at its HTTP adapter (:mod:`sandbox.capture.requests_http`)."""
+    from sandbox.capture import requests_http
+
+    requests_http.patch(adapters, _PATCH.originals)
 
 
 def _patch_module(module: Any) -> list[tuple[type, str, Any]]:

@@ -1,6 +1,6 @@
 """A client the capture does not record says so at capture time, in one stderr line naming
 it and its version: google-genai's async client (over aiohttp) against the scripted model,
-aiohttp's own ``ClientSession``, ``requests`` (over urllib3), also in a decorated function;
+aiohttp's own ``ClientSession``, urllib3's own pools, also in a decorated function;
 the sandbox's own requests (the Docker engine's) say nothing."""
 
 from __future__ import annotations
@@ -82,26 +82,34 @@ def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
     ]
 
 
-def test_a_requests_call_in_a_decorated_run_is_named_with_its_version(
+def test_a_urllib3_call_in_a_decorated_run_is_named_with_its_version(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url, stop = serve_model(_refunds.script)
+    """urllib3's own requests (botocore's too) are not recorded (``requests``' are:
+    ``test_capture_requests.py``)."""
+    import urllib3
 
-    @capture.run("requests", store=DirectoryStore(tmp_path), packages=False)
+    url, stop = serve_model(_refunds.script)
+    pool = urllib3.PoolManager()
+
+    def post() -> None:
+        pool.request("POST", f"{url}/v1/chat/completions", json={"messages": []}, timeout=10)
+
+    @capture.run("urllib3", store=DirectoryStore(tmp_path), packages=False)
     def main() -> None:
         for _ in range(2):  # the second call says nothing more
-            requests.post(f"{url}/v1/chat/completions", json={"messages": []}, timeout=10)
+            post()
 
     try:
-        requests.post(f"{url}/v1/chat/completions", json={"messages": []}, timeout=10)
+        post()
         assert "sandbox:" not in capsys.readouterr().err  # outside a run: nothing to say
         main()
     finally:
         stop()
-    version = importlib.metadata.version("requests")
+    version = importlib.metadata.version("urllib3")
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
     assert lines == [
-        f"sandbox: requests {version} is not captured: its calls will be refused on replay; "
+        f"sandbox: urllib3 {version} is not captured: its calls will be refused on replay; "
         "use httpx"
     ]
 

@@ -5,7 +5,9 @@ goes where it was sent under ``--miss live``. The model calls of the ``openai`` 
 its aiohttp transport are captured and served from the recording.
 
 A real HTTP server on 127.0.0.1 plays the model provider and the stock service; the agent
-reaches it with requests, aiohttp, a raw socket and the aiohttp-based ``openai`` client."""
+reaches it with urllib3's own pool, aiohttp, a raw socket (none of them recorded) and the
+aiohttp-based ``openai`` client (recorded); ``requests`` is recorded (its replay:
+``tests/unit/capture/test_capture_requests.py``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import aiohttp
 import openai
 import pytest
 import requests
+import urllib3
 
 from sandbox import capture
 from sandbox.replay import PolicySet, replay
@@ -32,7 +35,7 @@ from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 
 SERVER: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "hits": []}
-SETTINGS = {"reach": "requests", "question": "is the order a duplicate?"}
+SETTINGS = {"reach": "urllib3", "question": "is the order a duplicate?"}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -119,7 +122,7 @@ def _raw_socket() -> dict[str, Any]:
 
 
 REACH: dict[str, Callable[[], dict[str, Any]]] = {
-    "requests": lambda: requests.get(f"{_base()}/stock", timeout=5).json(),
+    "urllib3": lambda: urllib3.PoolManager().request("GET", f"{_base()}/stock", timeout=5).json(),
     "aiohttp": lambda: asyncio.run(_aiohttp_get()),
     "socket": _raw_socket,
     "openai-aiohttp": lambda: asyncio.run(_ask(SETTINGS["question"])),
@@ -220,7 +223,7 @@ def test_a_policy_naming_the_address_live_lets_it_through(tmp_path: Path, reach:
 
 def test_name_lookups_outside_the_sandbox_are_refused(tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path)
-    run_id = _capture(store, "requests")
+    run_id = _capture(store, "urllib3")
     SERVER["host"] = "sandbox-no-such-host.invalid"
     try:
         report = replay(run_id, store=store)
@@ -260,10 +263,10 @@ def test_a_server_the_agent_starts_itself_is_reachable(tmp_path: Path) -> None:
 
 
 READS_AT_IMPORT = """
-import requests
+import urllib3
 
 try:
-    CONFIG = requests.get("{base}/config", timeout=5).json()  # read as it is imported
+    CONFIG = urllib3.PoolManager().request("GET", "{base}/config", timeout=5).json()  # at import
 except Exception:
     CONFIG = {{}}  # caught, as a module with a default does
 

@@ -1,0 +1,184 @@
+"""``requests`` captured at its HTTP adapter against a real local server: exchanges recorded
+(redacted, decoded) and replayed as ``requests.Response`` objects with the server stopped;
+a failed connection recorded and raised again; what is not recorded (a streamed response)
+named once on stderr; the sandbox's own requests not the run's."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from sandbox import capture
+from sandbox.capture import http
+from sandbox.replay import replay
+from sandbox.snapshot.events import HTTPExchange
+from sandbox.snapshot.manifest import Entrypoint
+from sandbox.snapshot.store import DirectoryStore
+
+SECRET = "wx-live-7f6e5d4c3b2a19085566"
+URL_ENV = "REQUESTS_TEST_URL"
+
+
+class _Weather(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        return None
+
+    def _answer(self, data: bytes, **headers: str) -> None:
+        self.send_response(200)
+        for name, value in {"content-type": "application/json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        city = self.path.rsplit("/", 1)[-1]
+        data = json.dumps({"city": city, "temp_c": -3 if city == "oslo" else 21}).encode()
+        if "gz" in self.path:
+            self._answer(gzip.compress(data), **{"content-encoding": "gzip"})
+        else:
+            self._answer(data)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self._answer(json.dumps({"booked": body["city"], "by": self.headers["x-agent"]}).encode())
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHTTPServer]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Weather)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{srv.server_address[1]}")
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture(autouse=True)
+def _unwarned(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http._PATCH, "warned", set())
+
+
+FIXED = {"on": False}
+
+
+def trip() -> dict[str, Any]:
+    """The agent: the weather of two cities (one gzipped), a booking; it fails below zero."""
+    base = os.environ[URL_ENV]
+    auth = {"Authorization": f"Bearer {SECRET}"}
+    with requests.Session() as session:
+        paris = session.get(f"{base}/v1/paris", headers=auth, timeout=5).json()
+        oslo = session.get(f"{base}/v1/gz/oslo", headers=auth, timeout=5).json()
+        booked = requests.post(
+            f"{base}/book", json={"city": "paris"}, headers={"x-agent": "trip"}, timeout=5
+        ).json()
+    if oslo["temp_c"] < 0 and not FIXED["on"]:
+        raise ValueError(f"no advice below zero ({oslo['temp_c']})")
+    return {"paris": paris["temp_c"], "booked": booked["booked"]}
+
+
+def test_requests_exchanges_are_recorded_and_replay_with_the_server_stopped(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    """Three exchanges recorded (the gzipped body decoded, the bearer token a placeholder and
+    on disk nowhere); with the server stopped the replay answers each from the recording:
+    the failure reproduces 2/2 with no divergence, and is gone once fixed."""
+    store = DirectoryStore(tmp_path / "store")
+    entry = Entrypoint(kind="callable", target=f"{__name__}:trip")
+    with (
+        pytest.raises(ValueError, match="below zero"),
+        capture.run("trip", store=store, entrypoint=entry, packages=False) as rec,
+    ):
+        trip()
+    server.shutdown()
+    exchanges = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert [(e.method, e.url.rsplit("/", 1)[-1], e.status) for e in exchanges] == [
+        ("GET", "paris", 200),
+        ("GET", "oslo", 200),
+        ("POST", "book", 200),
+    ]
+    assert exchanges[1].response_body == {"city": "oslo", "temp_c": -3}
+    assert "content-encoding" not in exchanges[1].response_headers
+    assert exchanges[0].request_headers["authorization"].startswith("Bearer <redacted:")
+    assert exchanges[2].request_body == {"city": "paris"}
+    on_disk = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert SECRET.encode() not in on_disk
+    buggy = replay(rec.run_id, store=store, times=2)
+    assert buggy.verdict.reproduced == 2, buggy.describe()
+    assert buggy.divergences == [None, None], buggy.describe()
+    FIXED["on"] = True
+    try:
+        fixed = replay(rec.run_id, store=store, times=1)
+    finally:
+        FIXED["on"] = False
+    assert fixed.verdict.gone == 1, fixed.describe()
+
+
+def refused() -> str:
+    """The agent: a request to a port nothing listens on, its error handled."""
+    try:
+        requests.get(os.environ[URL_ENV] + "/v1/paris", timeout=2)
+    except requests.ConnectionError as exc:
+        capture.mark_failed(f"weather down: {type(exc).__name__}")
+        return "down"
+    return "up"
+
+
+def test_a_failed_connection_is_recorded_and_raised_again_on_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    monkeypatch.setenv(URL_ENV, "http://127.0.0.1:9")  # discard: nothing listens
+    entry = Entrypoint(kind="callable", target=f"{__name__}:refused")
+    with capture.run("refused", store=store, entrypoint=entry, packages=False) as rec:
+        rec.offer_result(refused())  # what the replay records of the entrypoint's return
+    (exchange,) = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert exchange.error is not None and exchange.error.type.endswith("ConnectionError")
+    report = replay(rec.run_id, store=store, times=1)
+    assert report.verdict.reproduced == 1, report.describe()
+    assert report.divergences == [None], report.describe()
+
+
+def test_a_streamed_response_is_named_once_and_not_recorded(
+    tmp_path: Path, server: ThreadingHTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = DirectoryStore(tmp_path / "store")
+    base = os.environ[URL_ENV]
+    with capture.run("stream", store=store, packages=False) as rec:
+        for _ in range(2):
+            with requests.get(f"{base}/v1/paris", stream=True, timeout=5) as answer:
+                assert json.loads(b"".join(answer.iter_content(4))) == {
+                    "city": "paris",
+                    "temp_c": 21,
+                }
+    assert not [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    assert lines == [
+        f"sandbox: requests {requests.__version__} with stream=True or a body from a file is "
+        "not captured: its calls will be refused on replay; read the response whole "
+        "(stream=False), or use httpx"
+    ]
+
+
+def test_the_sandboxs_own_requests_are_not_the_runs(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    """A request made by code of the sandbox's (a module named ``sandbox.*``: the Docker
+    SDK's calls come from there) inside a run is neither recorded nor named."""
+    own: dict[str, object] = {"__name__": "sandbox.containers.own", "requests": requests}
+    exec("def ping(url):\n    return requests.get(url, timeout=5).status_code\n", own)
+    store = DirectoryStore(tmp_path / "store")
+    with capture.run("own", store=store, packages=False) as rec:
+        assert own["ping"](os.environ[URL_ENV] + "/v1/paris") == 200  # type: ignore[operator]
+    assert not [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
