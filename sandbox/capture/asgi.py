@@ -109,8 +109,8 @@ class CaptureMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":  # the app starting: its settings count for its runs
-            if not self._found:  # its module imported by now: looked for off any request
-                self._entrypoint(scope)
+            if not self._found and boundary.installed() is None:  # not in a replay's app
+                self._entrypoint(scope)  # its module imported by now: off any request
             with envreads.starting():
                 await self.app(scope, receive, send)
             return
@@ -124,7 +124,7 @@ class CaptureMiddleware:
                 status.append(int(message.get("status", 200)))
             await send(message)
 
-        if not self._found:
+        if not self._found and boundary.installed() is None:
             self._entrypoint(scope)
         labels = {
             **self.settings.get("labels", {}),
