@@ -64,7 +64,13 @@ from sandbox.replay.judging.verdict import (
     marked_reason,
 )
 from sandbox.replay.plan import ReplayPlan
-from sandbox.replay.report import ReplayReport, mismatch_json, overlap_note, replay_notes
+from sandbox.replay.report import (
+    ReplayReport,
+    cwd_note,
+    mismatch_json,
+    overlap_note,
+    replay_notes,
+)
 from sandbox.replay.serving.policy import PolicySet
 from sandbox.replay.serving.routing import canonical_name, canonical_url
 from sandbox.replay.session import ReplayOptions, ReplaySession, Served
@@ -683,5 +689,6 @@ def replay(
     )
     report.notes.extend(partial_notes(manifest.services))
     report.notes.extend(overlap_note(manifest.labels, report))
+    report.notes.extend(cwd_note(command.cwd if command else None, os.getcwd()))
     report.notes.extend(dict.fromkeys(note for r in runs for note in r.stand_ins))
     return report

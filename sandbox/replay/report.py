@@ -8,6 +8,7 @@ plugin and ``ci-repro`` read it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -147,6 +148,19 @@ def overlap_note(labels: Mapping[str, str], report: ReplayReport) -> list[str]:
         f"The original's end states were taken as it ended, and {overlapped} other run(s) of "
         "its process recorded while it ran (requests served alongside it): their writes are "
         "in those end states, so a difference there need not be this run's."
+    ]
+
+
+def cwd_note(ran_in: str | None, here: str) -> list[str]:
+    """The note saying that a recorded command ran in its recorded working directory
+    ``ran_in``, not in ``here`` (where the replay was started): the code it ran is the one
+    there, not a copy beside it."""
+    if not ran_in or os.path.realpath(ran_in) == os.path.realpath(here):
+        return []
+    return [
+        f"The recorded command ran in its recorded working directory {ran_in}, not in "
+        f"{here}: the code replayed is the one there (replay from that folder, or give an "
+        "--entrypoint, to replay another copy)."
     ]
 
 

@@ -100,6 +100,39 @@ def test_command_run_replays_with_http_served_from_the_recording(
         assert recorded_ids[0] in result.error.message
 
 
+def test_a_command_replayed_from_another_folder_says_where_it_ran(
+    tmp_path: Path,
+    prices: ThreadingHTTPServer,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command runs in its recorded working directory when that still exists; replayed
+    from another folder (a copy of the project beside it, say), the report says so, and
+    from the same folder it says nothing of it."""
+    project, elsewhere = tmp_path / "project", tmp_path / "copy"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "agent.py").write_text(AGENT)
+    store = ["--store", str(tmp_path / "store")]
+    url = f"http://127.0.0.1:{prices.server_address[1]}"
+    monkeypatch.chdir(project)
+    assert main(["capture", "--name", "cmd", *store, "--", sys.executable, "agent.py", url]) == 1
+    (original,) = DirectoryStore(tmp_path / "store").list()
+    notes = {}
+    for folder in (project, elsewhere):
+        monkeypatch.chdir(folder)
+        capfd.readouterr()
+        assert main(["replay", original.run_id, "--json", *store]) == 1
+        out = capfd.readouterr().out
+        notes[folder] = json.loads(out[out.index("{\n") :])["notes"]
+    said = f"The recorded command ran in its recorded working directory {project}, not in"
+    assert not any(note.startswith(said) for note in notes[project])
+    assert [note for note in notes[elsewhere] if note.startswith(said)] == [
+        f"{said} {elsewhere}: the code replayed is the one there (replay from that folder, "
+        "or give an --entrypoint, to replay another copy)."
+    ]
+
+
 def test_a_child_that_dies_without_reporting_is_an_error(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
