@@ -45,7 +45,13 @@ from typing import Any, cast
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 
 from sandbox.capture import envreads
-from sandbox.capture.inbound import NOT_SENT, RequestTee, body_bytes, recorded_request
+from sandbox.capture.inbound import (
+    NOT_SENT,
+    RequestTee,
+    body_bytes,
+    origin,
+    recorded_request,
+)
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
@@ -137,7 +143,8 @@ class CaptureMiddleware:
             if rec.replaying:  # a replay sends the recorded request itself: it records it
                 await self.app(scope, receive, watched)
             else:
-                tee = RequestTee(rec, list(scope.get("headers", [])))
+                scheme = str(scope.get("scheme", "http"))
+                tee = RequestTee(rec, list(scope.get("headers", [])), scheme)
                 try:
                     await self.app(scope, tee.receive(receive), watched)
                 finally:
@@ -225,7 +232,7 @@ def replay_request(app: ASGIApp, *, lifespan: bool = True) -> int:
     async def send() -> int:
         async with _started(app, lifespan) as served:
             transport = httpx.ASGITransport(app=served, raise_app_exceptions=True)
-            async with httpx.AsyncClient(transport=transport, base_url="http://replay") as client:
+            async with httpx.AsyncClient(transport=transport, base_url=origin(data)) as client:
                 answer = await client.request(labels[METHOD], url, headers=headers, content=body)
                 return answer.status_code
 

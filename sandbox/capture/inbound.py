@@ -31,7 +31,18 @@ Receive = Callable[[], Awaitable[Message]]
 BODY_LIMIT = 1 << 20
 """Bytes of a request body the run keeps (1 MiB): an upload larger than that is left out."""
 NOT_SENT = frozenset({"host", "content-length", "transfer-encoding", "connection"})
-"""Recorded headers a replay does not send as they were: its client sets its own."""
+"""Recorded headers a replay does not send as they were: its client sets its own (the
+host its own too, from the recorded one: :func:`origin`)."""
+
+
+def origin(data: dict[str, JsonValue]) -> str:
+    """``scheme://host`` the recorded request was sent to (its ``Host`` header: an app that
+    checks it, Starlette's ``TrustedHostMiddleware``, sees the same); ``http://replay`` for
+    a request recorded without."""
+    headers = data.get("headers")
+    host = headers.get("host") if isinstance(headers, dict) else None
+    scheme = data.get("scheme") if data.get("scheme") in ("http", "https") else "http"
+    return f"{scheme}://{host}" if isinstance(host, str) and host else "http://replay"
 
 
 def body_fields(data: bytes, content_type: str) -> dict[str, JsonValue]:
@@ -86,11 +97,23 @@ class RequestTee:
     until it ends (``keep="failed"``) and let go makes none (:meth:`Recorder.emit_later`);
     the tee is what makes them."""
 
-    __slots__ = ("_body", "_chunks", "_headers", "_recorder", "_size", "_whole", "_written")
+    __slots__ = (
+        "_body",
+        "_chunks",
+        "_headers",
+        "_recorder",
+        "_scheme",
+        "_size",
+        "_whole",
+        "_written",
+    )
 
-    def __init__(self, recorder: Recorder, headers: list[tuple[bytes, bytes]]) -> None:
+    def __init__(
+        self, recorder: Recorder, headers: list[tuple[bytes, bytes]], scheme: str = "http"
+    ) -> None:
         self._recorder = recorder
         self._headers = headers
+        self._scheme = scheme
         self._chunks: list[bytes] = []
         self._body = b""
         self._size = 0
@@ -135,7 +158,11 @@ class RequestTee:
         body: dict[str, JsonValue] = {"left_out": self._size}
         if self._size <= BODY_LIMIT:
             body = body_fields(self._body, content_type)
-        data: dict[str, JsonValue] = {"headers": dict(recorder.redact_headers(headers)), **body}
+        data: dict[str, JsonValue] = {
+            "scheme": self._scheme,
+            "headers": dict(recorder.redact_headers(headers)),
+            **body,
+        }
         if not self._whole:
             data["whole"] = False
         return {"name": REQUEST_EVENT, "target": "request", "data": data}

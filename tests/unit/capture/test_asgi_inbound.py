@@ -18,6 +18,7 @@ import pytest
 from asgi_lifespan import LifespanManager
 from fastapi import FastAPI, Header, HTTPException, Request
 from pydantic import BaseModel
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from sandbox import capture
 from sandbox.capture import inbound
@@ -53,8 +54,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[dict[str, str]]:
 
 def order_app(store: Path | None = None, **settings: Any) -> FastAPI:
     """Orders over 5 fail (503) until fixed; a request needs the bearer token the lifespan
-    read and a JSON body; captured into ``store`` when given."""
+    read, a JSON body and the host the service is known by; captured into ``store`` when
+    given."""
     app = FastAPI(lifespan=_lifespan)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=["svc"])
     if store is not None:
         app.add_middleware(
             CaptureMiddleware,
@@ -121,10 +124,11 @@ def test_a_requests_body_and_headers_are_recorded_redacted_and_sent_again(
     """The kept run holds the JSON body and the headers with the bearer token and the
     body's password as placeholders (neither is on disk); the variable the lifespan read is
     among the run's; a replay sends the same body, with the token the user supplies for
-    that variable where the recording holds its placeholder: the 503 reproduces with no
-    divergence (a body not sent would answer 422, a token not put back 401, the lifespan's
-    draw taken from the run's would change the ticket's, its state not handed to the
-    request would fail it), and is gone once fixed."""
+    that variable where the recording holds its placeholder, to the host it was sent to:
+    the 503 reproduces with no divergence (a body not sent would answer 422, a token not
+    put back 401, another host 400, the lifespan's draw taken from the run's would change
+    the ticket's, its state not handed to the request would fail it), and is gone once
+    fixed."""
     store = tmp_path / "store"
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     run_id = _captured(store, {"item": "book", "qty": 7, "password": PASSWORD})
@@ -135,6 +139,7 @@ def test_a_requests_body_and_headers_are_recorded_redacted_and_sent_again(
     assert event["json"]["password"] != PASSWORD
     assert event["headers"]["authorization"].startswith("Bearer <redacted:")
     assert event["headers"]["content-type"] == "application/json"
+    assert (event["scheme"], event["headers"]["host"]) == ("http", "svc")
     manifest = DirectoryStore(store).load_manifest(run_id)
     assert manifest.env[TOKEN_ENV] == event["headers"]["authorization"].removeprefix("Bearer ")
 
