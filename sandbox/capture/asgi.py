@@ -24,7 +24,7 @@ its log the request's headers (redacted) and body as the app read it
 (:mod:`sandbox.capture.inbound`), and :func:`replay_request` sends that request through the
 app again, its lifespan started around it. Given no entrypoint, the middleware records where
 a module holds the app (``chat:app``), and the replay sends the request through it
-(:func:`request_replayer`); or give the run an entrypoint that calls it
+(:func:`sandbox.capture.served.request_replayer`); or give the run an entrypoint that calls it
 (``entrypoint=Entrypoint(kind="callable", target="service:replay")`` with
 ``def replay(): return replay_request(app)``). Either way the request replays like any run. A
 request's result, unless the application records one (``capture.result``), is
@@ -36,11 +36,10 @@ replayed request is marked failed again.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any, cast
+from typing import Any
 
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 
@@ -55,7 +54,7 @@ from sandbox.capture.inbound import (
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
-from sandbox.capture.whereis import import_path
+from sandbox.capture.whereis import import_path, own_attributes
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
 from sandbox.seam.apploop import run_in_app_loop
@@ -155,8 +154,8 @@ class CaptureMiddleware:
     def _entrypoint(self, scope: Scope) -> None:
         """With no entrypoint given, the app itself, found where a module holds it (as the
         app starts, else at its first request): its replay sends the recorded request
-        through it (:func:`request_replayer`). Not found, said once on stderr: its runs'
-        replay would run the server's command again."""
+        through it (:func:`sandbox.capture.served.request_replayer`). Not found, said once
+        on stderr: its runs' replay would run the server's command again."""
         self._found = True
         app = scope.get("app")
         try:
@@ -178,18 +177,10 @@ def captures(app: object) -> bool:
     :class:`CaptureMiddleware`, or a Starlette (FastAPI) app with one among its middleware."""
     if isinstance(app, CaptureMiddleware):
         return True
-    stack = getattr(app, "user_middleware", None)
+    stack = own_attributes(app).get("user_middleware")  # no code of app's class runs
     return isinstance(stack, list) and any(
-        getattr(m, "cls", None) is CaptureMiddleware for m in stack
+        own_attributes(m).get("cls") is CaptureMiddleware for m in stack
     )
-
-
-def request_replayer(app: object) -> Callable[[], int] | None:
-    """What replays a request ``app`` captured, when it is an app that captures (the
-    entrypoint the middleware records when given none): :func:`replay_request` with it."""
-    if not captures(app):
-        return None
-    return functools.partial(replay_request, cast(ASGIApp, app))
 
 
 def answered(recorder: Recorder, status: int, failed_status: int) -> None:

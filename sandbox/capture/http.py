@@ -53,8 +53,6 @@ AIOHTTP_TRANSPORTS = frozenset(
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
 AIOHTTP_CLIENT = "aiohttp.client"
 """aiohttp's own client, watched (not captured) when imported: see :func:`warn_uncaptured`."""
-REQUESTS_ADAPTERS = "requests.adapters"
-"""``requests``' HTTP adapter, captured when imported (:mod:`sandbox.capture.requests_http`)."""
 URLLIB3_POOL = "urllib3.connectionpool"
 """urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
 imported, as aiohttp's client is."""
@@ -691,15 +689,7 @@ def _start_aiohttp_patches() -> Callable[[], None]:
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
     patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
     patches[URLLIB3_POOL] = _patch_urllib3
-    patches[REQUESTS_ADAPTERS] = _patch_requests
     return when_imported(patches)
-
-
-def _patch_requests(adapters: ModuleType) -> None:
-    """Capture ``requests`` at its HTTP adapter (:mod:`sandbox.capture.requests_http`)."""
-    from sandbox.capture import requests_http
-
-    requests_http.patch(adapters, _PATCH.originals)
 
 
 def _patch_module(module: Any) -> list[tuple[type, str, Any]]:

@@ -92,7 +92,8 @@ def _texts(value: JsonValue, text: Callable[[str], str]) -> JsonValue:
 
 class RequestTee:
     """Records one request's headers and body (see the module documentation): wrap the
-    application's ``receive`` with :meth:`receive`, call :meth:`end` when it answered. The
+    application's ``receive`` with :meth:`receive` (or hand it what it reads of a WSGI
+    body, :meth:`took`), call :meth:`end` when it answered. The
     event's fields are made (and the headers redacted) only if it leaves memory: a run held
     until it ends (``keep="failed"``) and let go makes none (:meth:`Recorder.emit_later`);
     the tee is what makes them."""
@@ -121,18 +122,26 @@ class RequestTee:
         self._written = False
 
     def receive(self, inner: Receive) -> Receive:
+        """An ASGI app's ``receive``, teed."""
+
         async def receive() -> Message:
             message = await inner()
-            if message.get("type") == "http.request" and not self._written:
-                chunk = bytes(message.get("body", b""))
-                self._size += len(chunk)
-                if self._size <= BODY_LIMIT:
-                    self._chunks.append(chunk)
-                if not message.get("more_body", False):
-                    self._write(whole=True)
+            if message.get("type") == "http.request":
+                done = not message.get("more_body", False)
+                self.took(bytes(message.get("body", b"")), done=done)
             return message
 
         return receive
+
+    def took(self, chunk: bytes, *, done: bool) -> None:
+        """The app read ``chunk`` of the body (``done``: its end)."""
+        if self._written:
+            return
+        self._size += len(chunk)
+        if self._size <= BODY_LIMIT:
+            self._chunks.append(chunk)
+        if done:
+            self._write(whole=True)
 
     def end(self) -> None:
         """The request is answered: write its event if the body was not read to the end."""

@@ -24,7 +24,9 @@ from typing import Any
 import httpx
 
 from sandbox.capture.http import STREAMED, HTTPAdapter, crossing, warn_uncaptured
+from sandbox.capture.onimport import when_imported
 from sandbox.capture.origin import asker
+from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
@@ -193,6 +195,32 @@ def _body(prepared: Any) -> tuple[bool, bytes | None]:
     if isinstance(body, str):
         return True, body.encode("utf-8")
     return False, None
+
+
+MODULE = "requests.adapters"
+"""``requests``' HTTP adapters, patched when the agent imports them (at once if it has)."""
+
+
+def _install() -> Callable[[], None]:
+    originals: list[tuple[type, str, Any]] = []
+    stop = when_imported({MODULE: lambda adapters: patch(adapters, originals)})
+
+    def undo() -> None:
+        stop()
+        for cls, attr, original in reversed(originals):
+            setattr(cls, attr, original)
+        originals.clear()
+
+    return undo
+
+
+_PATCHING = Shared(_install)
+
+
+def patch_requests() -> Callable[[], None]:
+    """Capture (and replay) ``requests`` from now on (installed once for every holder);
+    return the release."""
+    return _PATCHING.acquire()
 
 
 def patch(adapters: ModuleType, originals: list[tuple[type, str, Any]]) -> None:

@@ -66,6 +66,7 @@ from sandbox.capture.imports import undo_all
 from sandbox.capture.mcp import patch_mcp
 from sandbox.capture.openings import OPENINGS, call_label
 from sandbox.capture.recorder import BLOB_THRESHOLD, Recorder
+from sandbox.capture.requests_http import patch_requests
 from sandbox.capture.retention import Keep, Staging, check_keep, keeps_all, kept
 from sandbox.capture.retry import patch_tenacity
 from sandbox.capture.scrub import (
@@ -690,6 +691,7 @@ def _install_patches(*, http: bool, ids: bool, entropy: bool) -> Callable[[], No
             undo.append(patch_uuid_utils())
         if http:
             undo.append(patch_httpx())
+            undo.append(patch_requests())
             undo.append(patch_mcp())
             undo.append(patch_frameworks())
     except BaseException:

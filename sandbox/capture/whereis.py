@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 def import_path(obj: object) -> str | None:
@@ -27,11 +28,23 @@ def import_path(obj: object) -> str | None:
     return min(found, default=None)
 
 
+def own_attributes(obj: object) -> dict[str, Any]:
+    """``obj``'s own attributes (its ``__dict__``), read without running any code of its
+    class (a ``__getattr__`` that imports, or raises anything, as pytest's ``mark`` does);
+    none when it has no dict of its own."""
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _holding(module: ModuleType | None, obj: object) -> str | None:
-    names = getattr(module, "__dict__", None)
-    if not isinstance(names, dict):
-        return None
-    return next((k for k, v in list(names.items()) if v is obj and k.isidentifier()), None)
+    names = own_attributes(module)
+    return next(
+        (k for k, v in list(names.items()) if v is obj and isinstance(k, str) and k.isidentifier()),
+        None,
+    )
 
 
 def _main_name(main: ModuleType) -> str | None:

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox.capture.asgi import request_replayer
 from sandbox.capture.run import finish_manifest, make_run_id
+from sandbox.capture.served import request_replayer
 from sandbox.errors import (
     NetworkRefusedError,
     ReplayError,

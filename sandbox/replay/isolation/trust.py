@@ -24,7 +24,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sandbox.capture.asgi import captures
+from sandbox.capture.served import captures
 from sandbox.errors import UntrustedRunError
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 
