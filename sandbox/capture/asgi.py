@@ -36,8 +36,6 @@ replayed request is marked failed again.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -54,12 +52,11 @@ from sandbox.capture.inbound import (
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
-from sandbox.capture.whereis import import_path, own_attributes
+from sandbox.capture.whereis import app_entrypoint, own_attributes
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
 from sandbox.seam.apploop import run_in_app_loop
 from sandbox.snapshot.events import StateTransition
-from sandbox.snapshot.manifest import Entrypoint
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -158,18 +155,11 @@ class CaptureMiddleware:
         on stderr: its runs' replay would run the server's command again."""
         self._found = True
         app = scope.get("app")
-        try:
-            where = import_path(app if captures(app) else self)
-        except Exception:  # capture fails open: its runs keep the command line
-            where = None
-        if where is None:
-            sys.stderr.write(
-                "sandbox: CaptureMiddleware cannot find its app at a module's top level: "
-                "give it entrypoint=Entrypoint(kind='callable', target='module:replay') with "
-                "def replay(): return replay_request(app), or its requests cannot be replayed\n"
-            )
-            return
-        self.settings["entrypoint"] = Entrypoint(kind="callable", target=where, cwd=os.getcwd())
+        found = app_entrypoint(
+            app if captures(app) else self, "CaptureMiddleware", "replay_request"
+        )
+        if found is not None:
+            self.settings["entrypoint"] = found
 
 
 def captures(app: object) -> bool:

@@ -378,11 +378,15 @@ class HTTPAdapter:
         if edited == body:
             return
         data = json.dumps(edited).encode()
+        self.send_instead(data)
+        self.body = data
+        self.parsed = None  # read again from the body sent
+
+    def send_instead(self, data: bytes) -> None:
+        """Make the request (not sent yet) send ``data`` as its body."""
         self.request.headers["content-length"] = str(len(data))
         self.request.stream = self.module.ByteStream(data)
         self.request._content = data
-        self.body = data
-        self.parsed = None  # read again from the body sent
 
     def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
         assert isinstance(event, HTTPExchange)

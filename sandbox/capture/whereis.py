@@ -1,4 +1,5 @@
-"""Where an object lives: the ``module:name`` a replay imports to find it again."""
+"""Where an object lives: the ``module:name`` a replay imports to find it again (an app a
+middleware captures: :func:`app_entrypoint`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from sandbox.snapshot.manifest import Entrypoint
 
 
 def import_path(obj: object) -> str | None:
@@ -55,3 +58,22 @@ def _main_name(main: ModuleType) -> str | None:
     if where and Path(where).resolve().parent == Path(os.getcwd()).resolve():
         return Path(where).stem
     return None
+
+
+def app_entrypoint(app: object, middleware: str, replay: str) -> Entrypoint | None:
+    """The entrypoint of the runs of a web ``app`` whose ``middleware`` was given none: the
+    app, where a module holds it (its replay sends the recorded request through it). None
+    found, said on stderr (call it once): the runs' replay would run the server's command
+    again. Fails open."""
+    try:
+        where = import_path(app)
+    except Exception:
+        where = None
+    if where is None:
+        sys.stderr.write(
+            f"sandbox: {middleware} cannot find its app at a module's top level: give it "
+            "entrypoint=Entrypoint(kind='callable', target='module:replay') with "
+            f"def replay(): return {replay}(app), or its requests cannot be replayed\n"
+        )
+        return None
+    return Entrypoint(kind="callable", target=where, cwd=os.getcwd())

@@ -22,7 +22,6 @@ request through it (:func:`replay_wsgi_request`); or give it an entrypoint that 
 from __future__ import annotations
 
 import io
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -34,11 +33,10 @@ from sandbox.capture.inbound import NOT_SENT, RequestTee, body_bytes, origin, re
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
-from sandbox.capture.whereis import import_path, own_attributes
+from sandbox.capture.whereis import app_entrypoint, own_attributes
 from sandbox.errors import CaptureError
 from sandbox.seam import boundary
 from sandbox.snapshot.events import StateTransition
-from sandbox.snapshot.manifest import Entrypoint
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -180,19 +178,11 @@ class CaptureWSGIMiddleware:
         """As :meth:`sandbox.capture.asgi.CaptureMiddleware._entrypoint`: the app, where a
         module holds it (a Flask object whose ``wsgi_app`` this wraps, or this)."""
         self._found = True
-        try:
-            where = import_path(_holder(self) or self)
-        except Exception:  # capture fails open: its runs keep the command line
-            where = None
-        if where is None:
-            sys.stderr.write(
-                "sandbox: CaptureWSGIMiddleware cannot find its app at a module's top level: "
-                "give it entrypoint=Entrypoint(kind='callable', target='module:replay') with "
-                "def replay(): return replay_wsgi_request(app), or its requests cannot be "
-                "replayed\n"
-            )
-            return
-        self.settings["entrypoint"] = Entrypoint(kind="callable", target=where, cwd=os.getcwd())
+        found = app_entrypoint(
+            _holder(self) or self, "CaptureWSGIMiddleware", "replay_wsgi_request"
+        )
+        if found is not None:
+            self.settings["entrypoint"] = found
 
 
 def _holder(middleware: CaptureWSGIMiddleware) -> object | None:
