@@ -392,14 +392,7 @@ class HTTPAdapter:
         assert isinstance(event, HTTPExchange)
         if event.error is not None and event.status is None:
             raise RecordedError(event.error)
-        if event.response_blob is not None:
-            content = blobs(event.response_blob.sha256)
-        elif isinstance(event.response_body, str):
-            content = event.response_body.encode()
-        elif event.response_body is None:
-            content = b""
-        else:
-            content = json.dumps(event.response_body).encode()
+        content = recorded_content(event, blobs)
         headers = {
             k: v
             for k, v in event.response_headers.items()
@@ -408,6 +401,17 @@ class HTTPAdapter:
         return self.module.Response(
             event.status or 200, headers=headers, content=content, request=self.request
         )
+
+
+def recorded_content(event: HTTPExchange, blobs: BlobReader) -> bytes:
+    """The response body a recorded exchange holds, as the bytes a replay answers with."""
+    if event.response_blob is not None:
+        return blobs(event.response_blob.sha256)
+    if isinstance(event.response_body, str):
+        return event.response_body.encode()
+    if event.response_body is None:
+        return b""
+    return json.dumps(event.response_body).encode()
 
 
 class _Tee:

@@ -16,14 +16,19 @@ from __future__ import annotations
 import contextlib
 import datetime
 import io
-import json
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import httpx
 
-from sandbox.capture.http import STREAMED, HTTPAdapter, crossing, warn_uncaptured
+from sandbox.capture.http import (
+    STREAMED,
+    HTTPAdapter,
+    crossing,
+    recorded_content,
+    warn_uncaptured,
+)
 from sandbox.capture.onimport import when_imported
 from sandbox.capture.origin import asker
 from sandbox.capture.shared import Shared
@@ -142,14 +147,7 @@ def _response(prepared: Any, connection: Any, event: HTTPExchange, blobs: BlobRe
     from requests.structures import CaseInsensitiveDict
     from requests.utils import get_encoding_from_headers
 
-    if event.response_blob is not None:
-        content = blobs(event.response_blob.sha256)
-    elif isinstance(event.response_body, str):
-        content = event.response_body.encode()
-    elif event.response_body is None:
-        content = b""
-    else:
-        content = json.dumps(event.response_body).encode()
+    content = recorded_content(event, blobs)
     response = Response()
     response.status_code = event.status or 200
     response.headers = CaseInsensitiveDict(
