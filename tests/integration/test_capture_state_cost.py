@@ -48,9 +48,10 @@ PIDS: list[int] = []
 
 def _wait(conn):
     PIDS.append(conn.info.backend_pid)
-    if BARRIER is not None:
-        BARRIER.wait(timeout=60)  # every run is inside its block
-        BARRIER.wait(timeout=60)  # the sessions are counted
+    barrier = BARRIER  # read once: the test lets go of it between the two waits
+    if barrier is not None:
+        barrier.wait(timeout=60)  # every run is inside its block
+        barrier.wait(timeout=60)  # the sessions are counted
 
 
 @capture.run("look", store={store!r}, keep="failed")
