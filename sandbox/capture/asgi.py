@@ -42,21 +42,12 @@ from typing import Any
 from asgi_lifespan import LifespanManager, LifespanNotSupported
 
 from sandbox.capture import envreads
-from sandbox.capture.inbound import (
-    NOT_SENT,
-    RequestTee,
-    body_bytes,
-    origin,
-    recorded_request,
-)
-from sandbox.capture.markers import active
-from sandbox.capture.recorder import Recorder
+from sandbox.capture.inbound import RequestTee
+from sandbox.capture.middleware import ServiceCapture, answered, to_replay
 from sandbox.capture.run import run
-from sandbox.capture.whereis import app_entrypoint, own_attributes
-from sandbox.errors import CaptureError
+from sandbox.capture.whereis import own_attributes
 from sandbox.seam import boundary
 from sandbox.seam.apploop import run_in_app_loop
-from sandbox.snapshot.events import StateTransition
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -64,10 +55,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-METHOD, PATH, QUERY = "http.method", "http.path", "http.query"
-"""The labels holding a captured request's line."""
-FAILED_STATUS = "http.failed_status"
-"""The label holding the status from which the middleware marked a request failed."""
 FULL_MATCH = 2
 """``starlette.routing.Match.FULL``: a route that matches the request's method and path."""
 
@@ -91,28 +78,16 @@ def route_name(scope: Scope) -> str:
     return f"{method} {scope.get('path', '/')}"
 
 
-class CaptureMiddleware:
+class CaptureMiddleware(ServiceCapture):
     """Capture each HTTP request of ``app`` as a run (see the module documentation)."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        name: Callable[[Scope], str] = route_name,
-        failed_status: int = 500,
-        **settings: Any,
-    ) -> None:
-        self.app = app
-        self.name = name
-        self.failed_status = failed_status
-        self.settings = settings
-        self._found = "entrypoint" in settings
-        """Whether the entrypoint is settled (given, or looked for: :meth:`_entrypoint`)."""
+    replay_with = "replay_request"
+    route_name = staticmethod(route_name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") == "lifespan":  # the app starting: its settings count for its runs
-            if not self._found and boundary.installed() is None:  # not in a replay's app
-                self._entrypoint(scope)  # its module imported by now: off any request
+            if not self._found:  # its module imported by now: looked for off any request
+                self._settle(self._app_of(scope))
             with envreads.starting():
                 await self.app(scope, receive, send)
             return
@@ -126,15 +101,13 @@ class CaptureMiddleware:
                 status.append(int(message.get("status", 200)))
             await send(message)
 
-        if not self._found and boundary.installed() is None:
-            self._entrypoint(scope)
-        labels = {
-            **self.settings.get("labels", {}),
-            METHOD: str(scope.get("method", "GET")),
-            PATH: str(scope.get("path", "/")),
-            QUERY: bytes(scope.get("query_string", b"")).decode("latin-1"),
-            FAILED_STATUS: str(self.failed_status),
-        }
+        if not self._found:
+            self._settle(self._app_of(scope))
+        labels = self.labels(
+            str(scope.get("method", "GET")),
+            str(scope.get("path", "/")),
+            bytes(scope.get("query_string", b"")).decode("latin-1"),
+        )
         async with run(self.name(scope), **{**self.settings, "labels": labels}) as rec:
             if rec.replaying:  # a replay sends the recorded request itself: it records it
                 await self.app(scope, receive, watched)
@@ -148,18 +121,11 @@ class CaptureMiddleware:
             if status:
                 answered(rec, status[0], self.failed_status)
 
-    def _entrypoint(self, scope: Scope) -> None:
-        """With no entrypoint given, the app itself, found where a module holds it (as the
-        app starts, else at its first request): its replay sends the recorded request
-        through it (:func:`sandbox.capture.served.request_replayer`). Not found, said once
-        on stderr: its runs' replay would run the server's command again."""
-        self._found = True
+    def _app_of(self, scope: Scope) -> object:
+        """The app to replay requests through: the one that set ``scope["app"]`` (Starlette,
+        FastAPI) when it holds this middleware, else this middleware."""
         app = scope.get("app")
-        found = app_entrypoint(
-            app if captures(app) else self, "CaptureMiddleware", "replay_request"
-        )
-        if found is not None:
-            self.settings["entrypoint"] = found
+        return app if captures(app) else self
 
 
 def captures(app: object) -> bool:
@@ -173,15 +139,6 @@ def captures(app: object) -> bool:
     )
 
 
-def answered(recorder: Recorder, status: int, failed_status: int) -> None:
-    """What a request's answer records, captured or replayed alike: ``{"status": N}`` as its
-    result (unless the app set one), and, at or above ``failed_status``, the run marked
-    failed (unless the app marked it: its own reason and predicate stand)."""
-    recorder.offer_result({"status": status})
-    if status >= failed_status and recorder.failure is None:
-        recorder.mark_failed(f"HTTP {status} from {recorder.writer.manifest.name}")
-
-
 def replay_request(app: ASGIApp, *, lifespan: bool = True) -> int:
     """Send the request of the run being replayed (its labels' request line, its recorded
     headers and body) through ``app`` again; return the status it answered. Called as (or
@@ -193,33 +150,19 @@ def replay_request(app: ASGIApp, *, lifespan: bool = True) -> int:
     ``app`` need not be the captured app (a kept 5xx then reproduces, a fixed one is gone)."""
     import httpx
 
-    recorder = active()
-    labels = recorder.writer.manifest.labels if recorder is not None else {}
-    if recorder is None or METHOD not in labels or PATH not in labels:
-        raise CaptureError("no captured HTTP request is being replayed (no http.* labels)")
-    url = labels[PATH] + (f"?{labels[QUERY]}" if labels.get(QUERY) else "")
-    inbound = recorded_request(recorder)
-    data = inbound.data if inbound is not None else {}
-    body = body_bytes(data, recorder.unredacted)
-    recorded_headers = data.get("headers")
-    headers = [
-        (name, recorder.unredacted(str(value)))
-        for name, value in (recorded_headers if isinstance(recorded_headers, dict) else {}).items()
-        if name not in NOT_SENT
-    ]
-    if inbound is not None:
-        recorder.emit(StateTransition, None, name=inbound.name, target="request", data=data)
+    request = to_replay()
 
     async def send() -> int:
         async with _started(app, lifespan) as served:
             transport = httpx.ASGITransport(app=served, raise_app_exceptions=True)
-            async with httpx.AsyncClient(transport=transport, base_url=origin(data)) as client:
-                answer = await client.request(labels[METHOD], url, headers=headers, content=body)
+            async with httpx.AsyncClient(transport=transport, base_url=request.origin) as client:
+                answer = await client.request(
+                    request.method, request.url, headers=request.headers, content=request.body
+                )
                 return answer.status_code
 
     status = run_in_app_loop(send())  # on the loop every replayed request runs on
-    failed = labels.get(FAILED_STATUS, "500")
-    answered(recorder, status, int(failed) if failed.isdigit() else 500)  # as captured
+    request.answered(status)  # as captured
     return status
 
 

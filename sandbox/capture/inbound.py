@@ -1,11 +1,11 @@
 """What an HTTP request brings into a captured service run: its headers and its body, as
-one ``state`` event (:data:`~sandbox.names.REQUEST_EVENT`) of the run, and that request
-made again on replay.
+one ``state`` event (:data:`~sandbox.names.REQUEST_EVENT`) of the run, and its body made
+bytes again for a replay to send (:func:`sandbox.capture.middleware.to_replay`).
 
-The middleware (:mod:`sandbox.capture.asgi`) tees the body as the application reads it
-(streaming stays streaming) and writes the event once it is whole, or when the request
-ends with the body not read to the end. Headers are redacted as an HTTP call's are
-(``authorization``, cookies, credentials' names: placeholders, and their values secrets
+The middlewares (:mod:`sandbox.capture.asgi`, :mod:`sandbox.capture.wsgi`) tee the body as
+the application reads it (streaming stays streaming) and write the event once it is whole,
+or when the request ends with the body not read to the end. Headers are redacted as an HTTP
+call's are (``authorization``, cookies, credentials' names: placeholders, and their values secrets
 everywhere in the run); the body is JSON when its type says JSON and it parses (then
 redacted field by field with the rest of the event), else text, else base64. A body over
 :data:`BODY_LIMIT` bytes is left out (its size kept): its replay cannot send it and says so.
@@ -175,8 +175,3 @@ class RequestTee:
         if not self._whole:
             data["whole"] = False
         return {"name": REQUEST_EVENT, "target": "request", "data": data}
-
-
-def recorded_request(recorder: Recorder) -> StateTransition | None:
-    """The request event of the run ``recorder`` replays, if it recorded one."""
-    return recorder.recorded_state(REQUEST_EVENT)

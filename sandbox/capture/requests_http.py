@@ -46,21 +46,18 @@ class _Headers:
     """What :class:`HTTPAdapter` reads of a set of headers (httpx's shape), made from
     ``requests``' own (text names and values)."""
 
-    __slots__ = ("_encoding", "_values", "raw")
+    __slots__ = ("_values", "raw")
+    encoding = _encoding = "latin-1"
+    """How the raw names and values are encoded (httpx's two spellings of it)."""
 
     def __init__(self, headers: Any, left_out: frozenset[str] = frozenset()) -> None:
         self._values = {str(k).lower(): str(v) for k, v in headers.items()}
         for name in left_out:
             self._values.pop(name, None)
-        self._encoding = "latin-1"
         self.raw = [
             (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
             for k, v in self._values.items()
         ]
-
-    @property
-    def encoding(self) -> str:
-        return self._encoding
 
     def get(self, name: str, default: Any = None) -> Any:
         return self._values.get(name.lower(), default)

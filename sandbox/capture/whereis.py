@@ -12,14 +12,15 @@ from typing import Any
 from sandbox.snapshot.manifest import Entrypoint
 
 
-def import_path(obj: object) -> str | None:
-    """``module:name`` of a top-level name of an imported module bound to ``obj`` (the
-    module first in name order when several hold it: any of them gives it back), else
-    ``None``. A script's (``__main__``) is named by the module it was run as
-    (``python -m chat``) or, for a file in the working directory, by the file's stem."""
+def import_path(obj: object, via: str | None = None) -> str | None:
+    """``module:name`` of a top-level name of an imported module bound to ``obj``, or with
+    ``via`` to an object whose own attribute ``via`` is ``obj`` (the module first in name
+    order when several hold it: any of them gives it back), else ``None``. A script's
+    (``__main__``) is named by the module it was run as (``python -m chat``) or, for a file
+    in the working directory, by the file's stem."""
     found: list[str] = []
     for name, module in list(sys.modules.items()):
-        attr = _holding(module, obj)
+        attr = _holding(module, obj, via)
         if attr is None:
             continue
         if name == "__main__":
@@ -42,12 +43,13 @@ def own_attributes(obj: object) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _holding(module: ModuleType | None, obj: object) -> str | None:
-    names = own_attributes(module)
-    return next(
-        (k for k, v in list(names.items()) if v is obj and isinstance(k, str) and k.isidentifier()),
-        None,
-    )
+def _holding(module: ModuleType | None, obj: object, via: str | None) -> str | None:
+    for key, value in list(own_attributes(module).items()):
+        if not (isinstance(key, str) and key.isidentifier()):
+            continue
+        if value is obj or (via is not None and own_attributes(value).get(via) is obj):
+            return key
+    return None
 
 
 def _main_name(main: ModuleType) -> str | None:
@@ -60,13 +62,15 @@ def _main_name(main: ModuleType) -> str | None:
     return None
 
 
-def app_entrypoint(app: object, middleware: str, replay: str) -> Entrypoint | None:
+def app_entrypoint(
+    app: object, middleware: str, replay: str, via: str | None = None
+) -> Entrypoint | None:
     """The entrypoint of the runs of a web ``app`` whose ``middleware`` was given none: the
-    app, where a module holds it (its replay sends the recorded request through it). None
-    found, said on stderr (call it once): the runs' replay would run the server's command
-    again. Fails open."""
+    app, where a module holds it (:func:`import_path`; its replay sends the recorded request
+    through it). None found, said on stderr (call it once): the runs' replay would run the
+    server's command again. Fails open."""
     try:
-        where = import_path(app)
+        where = import_path(app, via)
     except Exception:
         where = None
     if where is None:

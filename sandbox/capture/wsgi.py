@@ -28,15 +28,11 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import Any
 
-from sandbox.capture.asgi import FAILED_STATUS, METHOD, PATH, QUERY, answered
-from sandbox.capture.inbound import NOT_SENT, RequestTee, body_bytes, origin, recorded_request
-from sandbox.capture.markers import active
+from sandbox.capture.inbound import RequestTee
+from sandbox.capture.middleware import Replayed, ServiceCapture, answered, to_replay
 from sandbox.capture.recorder import Recorder
 from sandbox.capture.run import run
-from sandbox.capture.whereis import app_entrypoint, own_attributes
-from sandbox.errors import CaptureError
-from sandbox.seam import boundary
-from sandbox.snapshot.events import StateTransition
+from sandbox.capture.whereis import own_attributes
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -124,34 +120,21 @@ class _Answer:
             self._finish(None)
 
 
-class CaptureWSGIMiddleware:
+class CaptureWSGIMiddleware(ServiceCapture):
     """Capture each HTTP request of the WSGI ``app`` as a run (see the module
     documentation)."""
 
-    def __init__(
-        self,
-        app: WSGIApp,
-        *,
-        name: Callable[[Environ], str] = route_name,
-        failed_status: int = 500,
-        **settings: Any,
-    ) -> None:
-        self.app = app
-        self.name = name
-        self.failed_status = failed_status
-        self.settings = settings
-        self._found = "entrypoint" in settings
+    replay_with = "replay_wsgi_request"
+    route_name = staticmethod(route_name)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if not self._found and boundary.installed() is None:
-            self._entrypoint()
-        labels = {
-            **self.settings.get("labels", {}),
-            METHOD: str(environ.get("REQUEST_METHOD", "GET")),
-            PATH: str(environ.get("PATH_INFO", "/") or "/"),
-            QUERY: str(environ.get("QUERY_STRING", "")),
-            FAILED_STATUS: str(self.failed_status),
-        }
+        if not self._found:  # the app, or a Flask object whose wsgi_app this is
+            self._settle(self, via="wsgi_app")
+        labels = self.labels(
+            str(environ.get("REQUEST_METHOD", "GET")),
+            str(environ.get("PATH_INFO", "/") or "/"),
+            str(environ.get("QUERY_STRING", "")),
+        )
         capture = run(self.name(environ), **{**self.settings, "labels": labels})
         rec = capture.__enter__()
         status: list[int] = []
@@ -173,26 +156,6 @@ class CaptureWSGIMiddleware:
             finish(exc)
             raise
         return _Answer(result, finish)
-
-    def _entrypoint(self) -> None:
-        """As :meth:`sandbox.capture.asgi.CaptureMiddleware._entrypoint`: the app, where a
-        module holds it (a Flask object whose ``wsgi_app`` this wraps, or this)."""
-        self._found = True
-        found = app_entrypoint(
-            _holder(self) or self, "CaptureWSGIMiddleware", "replay_wsgi_request"
-        )
-        if found is not None:
-            self.settings["entrypoint"] = found
-
-
-def _holder(middleware: CaptureWSGIMiddleware) -> object | None:
-    """A Flask app (any object) whose own ``wsgi_app`` is ``middleware``, held by a module."""
-    for module in list(sys.modules.values()):
-        for value in list(own_attributes(module).values()):
-            if own_attributes(value).get("wsgi_app") is middleware:
-                found: object = value
-                return found
-    return None
 
 
 class _Finish:
@@ -243,23 +206,14 @@ def replay_wsgi_request(app: WSGIApp) -> int:
     request line, scheme, host, headers and body); return the status it answered, which
     marks the replayed run failed at or above the middleware's failed status, as
     :func:`sandbox.capture.asgi.replay_request` does."""
-    recorder = active()
-    labels = recorder.writer.manifest.labels if recorder is not None else {}
-    if recorder is None or METHOD not in labels or PATH not in labels:
-        raise CaptureError("no captured HTTP request is being replayed (no http.* labels)")
-    inbound = recorded_request(recorder)
-    data = inbound.data if inbound is not None else {}
-    body = body_bytes(data, recorder.unredacted)
-    if inbound is not None:
-        recorder.emit(StateTransition, None, name=inbound.name, target="request", data=data)
-    environ = _environ(labels, data, body, recorder.unredacted)
+    request = to_replay()
     status: list[int] = []
 
     def start_response(line: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], None]:
         status[:] = [int(str(line).split(" ", 1)[0])]
         return lambda _data: None
 
-    answer = app(environ, start_response)
+    answer = app(_environ(request), start_response)
     try:
         for _ in answer:
             pass
@@ -268,41 +222,35 @@ def replay_wsgi_request(app: WSGIApp) -> int:
         if close is not None:
             close()
     code = status[0] if status else 500
-    failed = labels.get(FAILED_STATUS, "500")
-    answered(recorder, code, int(failed) if failed.isdigit() else 500)
+    request.answered(code)
     return code
 
 
-def _environ(
-    labels: dict[str, str], data: dict[str, Any], body: bytes, text: Callable[[str], str]
-) -> Environ:
-    scheme, _, host = origin(data).partition("://")
+def _environ(request: Replayed) -> Environ:
+    scheme, _, host = request.origin.partition("://")
     name, _, port = host.partition(":")
     environ: Environ = {
-        "REQUEST_METHOD": labels[METHOD],
+        "REQUEST_METHOD": request.method,
         "SCRIPT_NAME": "",
-        "PATH_INFO": labels[PATH],
-        "QUERY_STRING": labels.get(QUERY, ""),
+        "PATH_INFO": request.path,
+        "QUERY_STRING": request.query,
         "SERVER_NAME": name,
         "SERVER_PORT": port or ("443" if scheme == "https" else "80"),
         "SERVER_PROTOCOL": "HTTP/1.1",
         "REMOTE_ADDR": "127.0.0.1",
-        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_LENGTH": str(len(request.body)),
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scheme,
-        "wsgi.input": io.BytesIO(body),
+        "wsgi.input": io.BytesIO(request.body),
         "wsgi.errors": sys.stderr,
         "wsgi.multithread": False,
         "wsgi.multiprocess": False,
         "wsgi.run_once": False,
+        "HTTP_HOST": host,
     }
-    headers = data.get("headers")
-    for key, value in (headers if isinstance(headers, dict) else {}).items():
-        if key in NOT_SENT:
-            continue
+    for key, value in request.headers:
         if key == "content-type":
-            environ["CONTENT_TYPE"] = text(str(value))
+            environ["CONTENT_TYPE"] = value
         else:
-            environ["HTTP_" + key.upper().replace("-", "_")] = text(str(value))
-    environ["HTTP_HOST"] = host
+            environ["HTTP_" + key.upper().replace("-", "_")] = value
     return environ

@@ -37,7 +37,7 @@ import collections
 import contextlib
 import json
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Literal, TypeVar
 
@@ -147,6 +147,7 @@ class ReplayBoundary(Recorder):
         fork: ForkEdits | None = None,
         inject_faults: bool = True,
         seed: int | None = None,
+        supplied: Mapping[str, str] | None = None,
     ) -> None:
         # The store's placeholder key: a replayed secret reads as the recorded one did, so
         # a recorded message (an exception's, with a placeholder) is found in the replay's.
@@ -198,8 +199,9 @@ class ReplayBoundary(Recorder):
         """Service -> the commands it answered within the run's block (:meth:`answered`)."""
         self._state_lock = threading.Lock()
         self._mcp_servers = RecordedServers(prepared)
-        self.supplied: dict[str, str] = {}
-        """Placeholder -> the secret the user supplied for it (:func:`supplied_secrets`)."""
+        self.supplied = dict(supplied or {})
+        """Placeholder -> the secret the user supplied for it
+        (:func:`~sandbox.replay.isolation.environment.supplied_secrets`)."""
         self._states: dict[str, StateTransition] = {}
         for e in reversed(prepared):
             if isinstance(e, StateTransition):

@@ -265,8 +265,8 @@ class ReplaySession:
                 fork=options.fork,
                 inject_faults=options.inject_faults,
                 seed=original.seeds.get("run"),
+                supplied=supplied_secrets(original, os.environ),
             )
-            self.rec.supplied = supplied_secrets(original, os.environ)
             if block is not None:
                 self.rec.window.opening, self.rec.window.call = block.opening, block.call
             self._undo.append(seam.install(self.rec))

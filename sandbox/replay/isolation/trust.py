@@ -9,9 +9,9 @@ looked up by the path finder, the way the replay would import it. Once that modu
 project's own code) is imported, the callable must be a function defined there under the
 recorded name (its ``__module__`` a project module, its ``__qualname__`` the attribute path):
 ``examples.orders:os.getppid`` reaches a function of another module through an attribute of a
-project module, and is refused as well. An ASGI app that captures its requests, at the top
-level of a project module (``chat:app``, what the middleware records when given no
-entrypoint), may be sent the run's request.
+project module, and is refused as well. A web app that captures its requests (ASGI or
+WSGI), at the top level of a project module (``chat:app``, what the middlewares record when
+given no entrypoint), may be sent the run's request.
 """
 
 from __future__ import annotations

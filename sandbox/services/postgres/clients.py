@@ -319,9 +319,10 @@ def _asyncpg_where(conn: Any) -> tuple[object, object, object]:
 
 
 def _sqlalchemy(router: Router, undo: list[Callable[[], None]]) -> None:
-    """psycopg2 under SQLAlchemy: its cursors are C and cannot be watched, so a connection
-    of an engine's pool opened by an earlier run is seen by the run that checks it out
-    (``engine_connect``, from the engine's URL). On a replay the engines' pools are dropped
+    """psycopg2 under SQLAlchemy: a connection of an engine's pool opened by an earlier run
+    is seen by the run that checks it out (``engine_connect``, from the engine's URL), even
+    when its cursors are not watched (its class makes cursors of its own: see
+    :mod:`.psycopg2_cursors`). On a replay the engines' pools are dropped
     before each run (:mod:`sandbox.replay.isolation.pools`) and psycopg2's connections are
     routed where they are opened."""
     event = importlib.import_module("sqlalchemy.event")

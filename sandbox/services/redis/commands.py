@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.seam import boundary
@@ -32,8 +32,9 @@ _ROUTED = OncePerRun()
 """The databases each run was made to see."""
 
 
-def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> Any:
-    """Note ``commands`` for the run in context, and return it (``None``: no run, or the
+def _before(client: Any, commands: Commands, args: tuple[object, ...], seen: Seen) -> Any:
+    """Note the commands a client's call with ``args`` sends (``commands`` tells them, only
+    when a pin keeps them) for the run in context, and return it (``None``: no run, or the
     pins' own commands)."""
     if touched.inside():
         return None
@@ -54,8 +55,8 @@ def _before(client: Any, commands: Iterable[Sequence[object]], seen: Seen) -> An
             pin = touched.pin_for(run, where)
             if pin is None:
                 return run
-        for args in commands:
-            pin.touch_command(args)
+        for command in commands(client, args):
+            pin.touch_command(command)
     except Exception:  # capture fails open: the agent's command goes on
         pass
     return run
@@ -80,7 +81,7 @@ def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> N
         if asynchronous:
 
             async def sent_async(self: Any, *args: Any, **kwargs: Any) -> Any:
-                run = _before(self, commands(self, args), seen)
+                run = _before(self, commands, args, seen)
                 value = await original(self, *args, **kwargs)
                 answered(run, "Redis")
                 return value
@@ -88,7 +89,7 @@ def patch_commands(module: str, seen: Seen, undo: list[Callable[[], None]]) -> N
             return sent_async
 
         def sent(self: Any, *args: Any, **kwargs: Any) -> Any:
-            run = _before(self, commands(self, args), seen)
+            run = _before(self, commands, args, seen)
             value = original(self, *args, **kwargs)
             answered(run, "Redis")
             return value
