@@ -26,8 +26,8 @@ from examples.refund_load import serve
 from sandbox import capture
 from sandbox.capture.asgi import CaptureMiddleware
 from sandbox.containers import RestoreSpec, bring_up
-from sandbox.replay import replay
 from sandbox.snapshot.store import DirectoryStore
+from tests.replayed import reproduced_then_gone
 
 pytestmark = pytest.mark.docker
 
@@ -169,17 +169,11 @@ def test_the_kept_request_reproduces_with_everything_stopped_and_is_gone_once_fi
 ) -> None:
     """Replayed with the model server and Postgres stopped (the recorded DSN leads nowhere:
     the pool the lifespan makes is sent to the sandbox), the token the user supplies is
-    sent where the request held it: the division by zero reproduces 2/2 having made the
-    recorded model call; fixed, it answers 402 having read the restored table: gone."""
+    sent where the request held it: the division by zero reproduces 2/2, with no
+    divergence, having made the recorded model call; fixed, it answers 402 having read the
+    restored table: gone."""
     store, run_id = kept
     monkeypatch.setenv("CHAT_SERVICE_TOKEN", "any-token-the-user-gives")
-    buggy = replay(run_id, store=store, times=2)
-    assert buggy.verdict.reproduced == 2, buggy.describe()
+    buggy, fixed = reproduced_then_gone(run_id, store, FIXED)
     assert "recorded calls made: 1/1" in buggy.describe()
-    FIXED["on"] = True
-    try:
-        fixed = replay(run_id, store=store, times=1)
-    finally:
-        FIXED["on"] = False
-    assert fixed.verdict.gone == 1, fixed.describe()
     assert "postgres read table public.users" in fixed.describe()

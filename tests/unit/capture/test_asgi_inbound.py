@@ -28,6 +28,7 @@ from sandbox.names import REQUEST_EVENT
 from sandbox.replay import replay
 from sandbox.snapshot import DirectoryStore
 from sandbox.snapshot.manifest import Entrypoint
+from tests.replayed import bytes_on_disk, reproduced_then_gone
 
 TOKEN_ENV = "INBOUND_TEST_TOKEN"
 TOKEN = "tok-live-5f4e3d2c1b0a99887766"
@@ -132,7 +133,7 @@ def test_a_requests_body_and_headers_are_recorded_redacted_and_sent_again(
     store = tmp_path / "store"
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     run_id = _captured(store, {"item": "book", "qty": 7, "password": PASSWORD})
-    on_disk = b"".join(p.read_bytes() for p in store.rglob("*") if p.is_file())
+    on_disk = bytes_on_disk(store)
     assert TOKEN.encode() not in on_disk and PASSWORD.encode() not in on_disk
     event = _request_event(store, run_id)
     assert event["json"]["item"] == "book" and event["json"]["qty"] == 7
@@ -147,15 +148,7 @@ def test_a_requests_body_and_headers_are_recorded_redacted_and_sent_again(
     with pytest.raises(MissingEnvironmentError, match=TOKEN_ENV):
         replay(run_id, store=store, times=1)
     monkeypatch.setenv(TOKEN_ENV, "any-value-the-user-gives")
-    buggy = replay(run_id, store=store, times=2)
-    assert buggy.verdict.reproduced == 2, buggy.describe()
-    assert buggy.divergences == [None, None], buggy.describe()
-    FIXED["on"] = True
-    try:
-        fixed = replay(run_id, store=store, times=1)
-    finally:
-        FIXED["on"] = False
-    assert fixed.verdict.gone == 1, fixed.describe()
+    reproduced_then_gone(run_id, store, FIXED)
 
 
 def test_a_body_over_the_limit_is_left_out_and_its_replay_cannot_be_judged(

@@ -23,6 +23,7 @@ from sandbox.replay import replay
 from sandbox.snapshot.events import HTTPExchange
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
+from tests.replayed import bytes_on_disk, reproduced_then_gone
 
 SECRET = "wx-live-7f6e5d4c3b2a19085566"
 URL_ENV = "REQUESTS_TEST_URL"
@@ -112,17 +113,8 @@ def test_requests_exchanges_are_recorded_and_replay_with_the_server_stopped(
     assert "content-encoding" not in exchanges[1].response_headers
     assert exchanges[0].request_headers["authorization"].startswith("Bearer <redacted:")
     assert exchanges[2].request_body == {"city": "paris"}
-    on_disk = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
-    assert SECRET.encode() not in on_disk
-    buggy = replay(rec.run_id, store=store, times=2)
-    assert buggy.verdict.reproduced == 2, buggy.describe()
-    assert buggy.divergences == [None, None], buggy.describe()
-    FIXED["on"] = True
-    try:
-        fixed = replay(rec.run_id, store=store, times=1)
-    finally:
-        FIXED["on"] = False
-    assert fixed.verdict.gone == 1, fixed.describe()
+    assert SECRET.encode() not in bytes_on_disk(tmp_path / "store")
+    reproduced_then_gone(rec.run_id, store, FIXED)
 
 
 def refused() -> str:

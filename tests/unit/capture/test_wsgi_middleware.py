@@ -25,6 +25,7 @@ from sandbox.replay import replay
 from sandbox.snapshot.events import StateTransition, ToolCall
 from sandbox.snapshot.manifest import Manifest
 from sandbox.snapshot.store import DirectoryStore
+from tests.replayed import bytes_on_disk, reproduced_then_gone
 
 TOKEN_ENV = "WSGI_TEST_TOKEN"
 TOKEN = "tok-live-0a9b8c7d6e5f44332211"
@@ -117,18 +118,9 @@ def test_a_failed_flask_request_is_kept_and_replays_through_the_app_itself(
     assert inbound.data["json"] == {"item": "ink", "qty": 9}
     headers = inbound.data["headers"]
     assert isinstance(headers, dict) and str(headers["authorization"]).startswith("Bearer <red")
-    on_disk = b"".join(p.read_bytes() for p in store.rglob("*") if p.is_file())
-    assert TOKEN.encode() not in on_disk
+    assert TOKEN.encode() not in bytes_on_disk(store)
     monkeypatch.setenv(TOKEN_ENV, "another-token-the-user-gives")
-    buggy = replay(manifest.run_id, store=store, times=2)
-    assert buggy.verdict.reproduced == 2, buggy.describe()
-    assert buggy.divergences == [None, None], buggy.describe()
-    FIXED["on"] = True
-    try:
-        fixed = replay(manifest.run_id, store=store, times=1)
-    finally:
-        FIXED["on"] = False
-    assert fixed.verdict.gone == 1, fixed.describe()
+    reproduced_then_gone(manifest.run_id, store, FIXED)
 
 
 def test_a_streamed_answer_is_the_runs_until_the_server_closes_it(
