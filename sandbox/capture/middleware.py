@@ -5,6 +5,7 @@ sends again."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -49,6 +50,7 @@ class ServiceCapture:
         self.settings = settings
         self._found = "entrypoint" in settings
         """Whether the entrypoint is settled (given, or looked for: :meth:`_settle`)."""
+        self._settling = threading.Lock()
 
     def labels(self, method: str, path: str, query: str) -> dict[str, str]:
         """A request's labels: the settings' own, its line and the failed status."""
@@ -63,13 +65,15 @@ class ServiceCapture:
     def _settle(self, app: object, via: str | None = None) -> None:
         """With no entrypoint given, the app (``app``, or what holds it as its ``via``
         attribute: a Flask object's ``wsgi_app``), where a module holds it: its replay sends
-        the recorded request through it. Looked for once, and not in a replay's app."""
-        if self._found or boundary.installed() is not None:
-            return
-        self._found = True
-        found = app_entrypoint(app, type(self).__name__, self.replay_with, via=via)
-        if found is not None:
-            self.settings["entrypoint"] = found
+        the recorded request through it. Looked for once, and not in a replay's app; the
+        first requests, served at once, wait for it (their runs replay through it too)."""
+        with self._settling:
+            if self._found or boundary.installed() is not None:
+                return
+            found = app_entrypoint(app, type(self).__name__, self.replay_with, via=via)
+            if found is not None:
+                self.settings["entrypoint"] = found
+            self._found = True
 
 
 def answered(recorder: Recorder, status: int, failed_status: int) -> None:

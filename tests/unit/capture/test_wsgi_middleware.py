@@ -123,6 +123,36 @@ def test_a_failed_flask_request_is_kept_and_replays_through_the_app_itself(
     reproduced_then_gone(manifest.run_id, store, FIXED)
 
 
+def test_the_first_requests_served_at_once_all_replay_through_the_app(
+    served: tuple[str, Path],
+) -> None:
+    """Eight failing requests sent together as the app's first: every kept run's entrypoint
+    is the app (the first ones wait while it is looked for; before, those served during
+    the look kept the server's command line, and their replay never reached them)."""
+    base, store = served
+    start = threading.Barrier(8)
+    codes: list[int] = []
+
+    def post() -> None:
+        start.wait(10)
+        answer = httpx.post(
+            f"{base}/orders",
+            json={"item": "ink", "qty": 9},
+            headers={"authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+        codes.append(answer.status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert codes == [500] * 8
+    runs = _kept(store, 8)
+    assert {m.entrypoint.target if m.entrypoint else None for m in runs} == {f"{__name__}:APP"}
+
+
 def test_a_streamed_answer_is_the_runs_until_the_server_closes_it(
     served: tuple[str, Path],
 ) -> None:
