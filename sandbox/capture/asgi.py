@@ -81,7 +81,6 @@ def route_name(scope: Scope) -> str:
 class CaptureMiddleware(ServiceCapture):
     """Capture each HTTP request of ``app`` as a run (see the module documentation)."""
 
-    replay_with = "replay_request"
     route_name = staticmethod(route_name)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

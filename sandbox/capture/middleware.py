@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from sandbox.capture.inbound import NOT_SENT, body_bytes, origin
 from sandbox.capture.markers import active
 from sandbox.capture.recorder import Recorder
-from sandbox.capture.whereis import app_entrypoint
+from sandbox.capture.whereis import AppFactory, app_entrypoint
 from sandbox.errors import CaptureError
 from sandbox.names import REQUEST_EVENT
 from sandbox.seam import boundary
@@ -32,9 +32,6 @@ class ServiceCapture:
 
     route_name: ClassVar[Callable[..., str]]
     """A request's run name, from the request (an ASGI scope, a WSGI environ)."""
-    replay_with: ClassVar[str]
-    """The name of the function a replay of its requests calls, for the message that asks
-    for an entrypoint."""
 
     def __init__(
         self,
@@ -50,6 +47,8 @@ class ServiceCapture:
         self.settings = settings
         self._found = "entrypoint" in settings
         """Whether the entrypoint is settled (given, or looked for: :meth:`_settle`)."""
+        self._factory = None if self._found else AppFactory.of_caller()
+        """The call making the app as this middleware is made, for an app no module holds."""
         self._settling = threading.Lock()
 
     def labels(self, method: str, path: str, query: str) -> dict[str, str]:
@@ -70,7 +69,7 @@ class ServiceCapture:
         with self._settling:
             if self._found or boundary.installed() is not None:
                 return
-            found = app_entrypoint(app, type(self).__name__, self.replay_with, via=via)
+            found = app_entrypoint(app, type(self).__name__, self._factory, via=via)
             if found is not None:
                 self.settings["entrypoint"] = found
             self._found = True

@@ -124,7 +124,6 @@ class CaptureWSGIMiddleware(ServiceCapture):
     """Capture each HTTP request of the WSGI ``app`` as a run (see the module
     documentation)."""
 
-    replay_with = "replay_wsgi_request"
     route_name = staticmethod(route_name)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:

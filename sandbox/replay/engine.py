@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.capture.run import finish_manifest, make_run_id
-from sandbox.capture.served import request_replayer
+from sandbox.capture.served import MADE, MadeApp, request_replayer
 from sandbox.errors import (
     NetworkRefusedError,
     ReplayError,
@@ -156,8 +156,11 @@ class _ImportedInRun:
 
 
 def _attribute(found: Any, attr: str, target: str) -> Callable[..., Any]:
-    """The callable at the dotted ``attr`` of a module."""
+    """The callable at the dotted ``attr`` of a module; for ``attr()``, what replays a
+    request through the app it makes (:class:`~sandbox.capture.served.MadeApp`)."""
     module_name = target.partition(":")[0]
+    if attr.endswith(MADE):
+        return MadeApp(_attribute(found, attr.removesuffix(MADE), target), target)
     for part in attr.split("."):
         found = getattr(found, part, None)
         if found is None:

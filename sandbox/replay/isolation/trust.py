@@ -11,7 +11,8 @@ recorded name (its ``__module__`` a project module, its ``__qualname__`` the att
 ``examples.orders:os.getppid`` reaches a function of another module through an attribute of a
 project module, and is refused as well. A web app that captures its requests (ASGI or
 WSGI), at the top level of a project module (``chat:app``, what the middlewares record when
-given no entrypoint), may be sent the run's request.
+given no entrypoint), may be sent the run's request, as may the app a function of the
+project makes (``shop:create_app()``: the function checked as any other).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sandbox.capture.served import captures
+from sandbox.capture.served import MADE, MadeApp, captures
 from sandbox.errors import UntrustedRunError
 from sandbox.snapshot.manifest import Entrypoint, Manifest
 
@@ -83,6 +84,8 @@ def defined_in_project(function: object, target: str, project: Path) -> str | No
     """``None`` when ``function`` is a function defined in a module of ``project`` under the
     name ``target`` gives it (``module:Qual.name``); otherwise what it is instead."""
     attr = target.partition(":")[2]
+    if isinstance(function, MadeApp):  # the project's function that makes the app
+        return defined_in_project(function.factory, target.removesuffix(MADE), project)
     if captures(function):  # an app that captured the run's request, at a module's top
         if "." in attr or not _inside_project(module_origin(target, project), project):
             return f"{target} (an app reached through another name, or outside the project)"
