@@ -58,6 +58,9 @@ URLLIB3_POOL = "urllib3.connectionpool"
 imported, as aiohttp's client is."""
 _URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
 STREAMED = "requests-stream"
+UNREAD_BODY = "botocore-body"
+"""What :func:`warn_uncaptured` names for a ``requests`` response streamed, and a botocore
+request body it cannot read (:mod:`sandbox.capture.botocore_http`)."""
 """What :func:`warn_uncaptured` names a ``requests`` exchange it does not record by (a
 streamed response, a body from a file: :mod:`sandbox.capture.requests_http`)."""
 
@@ -414,7 +417,7 @@ def recorded_content(event: HTTPExchange, blobs: BlobReader) -> bytes:
     return json.dumps(event.response_body).encode()
 
 
-class _Tee:
+class Tee:
     """What the tee streams of one response share: the body read so far, and writing the
     exchange's event once, when the body is finished or closed (or, still open, at the
     run's end)."""
@@ -450,11 +453,11 @@ class _Tee:
 
 
 @functools.cache
-def _sync_tee(module: Any) -> type[_Tee]:
+def _sync_tee(module: Any) -> type[Tee]:
     """The tee stream class of ``module`` (made once per module)."""
     base = module.SyncByteStream
 
-    class TeeStream(_Tee, base):  # type: ignore[misc, valid-type]
+    class TeeStream(Tee, base):  # type: ignore[misc, valid-type]
         def __iter__(self) -> Iterator[bytes]:
             chunks = self._chunks
             try:
@@ -476,11 +479,11 @@ def _sync_tee(module: Any) -> type[_Tee]:
 
 
 @functools.cache
-def _async_tee(module: Any) -> type[_Tee]:
+def _async_tee(module: Any) -> type[Tee]:
     """The async tee stream class of ``module`` (made once per module)."""
     base = module.AsyncByteStream
 
-    class AsyncTeeStream(_Tee, base):  # type: ignore[misc, valid-type]
+    class AsyncTeeStream(Tee, base):  # type: ignore[misc, valid-type]
         async def __aiter__(self) -> AsyncIterator[bytes]:
             chunks = self._chunks
             try:
@@ -630,6 +633,8 @@ def _uncaptured_client(library: str) -> str:
     tops = {name.partition(".")[0] for name in callers}
     if library == STREAMED:
         return f"requests {_version('requests')} with stream=True or a body from a file"
+    if library == UNREAD_BODY:
+        return f"botocore {_version('botocore')} with a body over 16 MiB or not rewindable"
     if library == "aiohttp":
         if any(name.startswith("google.genai") for name in callers):
             return f"google-genai {_version('google-genai')} async client (aiohttp)"
@@ -658,6 +663,8 @@ def warn_uncaptured(library: str) -> None:
         advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
         if library == STREAMED:
             advice = "read the response whole (stream=False), or use httpx"
+        if library == UNREAD_BODY:
+            advice = "send the body as bytes"
         sys.stderr.write(
             f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
         )

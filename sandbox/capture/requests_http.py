@@ -36,7 +36,7 @@ from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
 
-_SCHEMES = ("http://", "https://")
+SCHEMES = ("http://", "https://")
 """What is recorded: requests over the network (not ``http+docker://``, a unix socket's)."""
 _LEFT_OUT = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 """Response headers that describe the bytes on the wire, not the content recorded."""
@@ -51,7 +51,10 @@ class _Headers:
     """How the raw names and values are encoded (httpx's two spellings of it)."""
 
     def __init__(self, headers: Any, left_out: frozenset[str] = frozenset()) -> None:
-        self._values = {str(k).lower(): str(v) for k, v in headers.items()}
+        self._values = {
+            str(k).lower(): v.decode("latin-1") if isinstance(v, bytes) else str(v)
+            for k, v in headers.items()
+        }
         for name in left_out:
             self._values.pop(name, None)
         self.raw = [
@@ -66,17 +69,19 @@ class _Headers:
         return self._values.items()
 
 
-class _Answer:
-    """What :class:`HTTPAdapter` reads of a response: its status and headers."""
+class Answer:
+    """What :class:`HTTPAdapter` reads of a response: its status and headers (but those
+    ``left_out``: by default the ones about the bytes on the wire, ``requests`` giving the
+    content decoded)."""
 
     __slots__ = ("headers", "status_code")
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, response: Any, left_out: frozenset[str] = _LEFT_OUT) -> None:
         self.status_code = int(response.status_code)
-        self.headers = _Headers(response.headers, _LEFT_OUT)
+        self.headers = _Headers(response.headers, left_out)
 
 
-class _Request:
+class PreparedRequest:
     """What the seam and :class:`HTTPAdapter` read of a prepared request."""
 
     __slots__ = ("headers", "method", "url")
@@ -94,7 +99,7 @@ class RequestsExchange(HTTPAdapter):
     __slots__ = ("_connection", "_prepared")
 
     def __init__(
-        self, prepared: Any, request: _Request, body: bytes | None, parsed: Any, url: str
+        self, prepared: Any, request: PreparedRequest, body: bytes | None, parsed: Any, url: str
     ) -> None:
         super().__init__(None, request, body, False, parsed, url)
         self._prepared = prepared
@@ -104,7 +109,7 @@ class RequestsExchange(HTTPAdapter):
     def of(cls, prepared: Any, body: bytes | None, connection: Any) -> tuple[str, Any, Any]:
         """The crossing of ``prepared`` sent through the adapter ``connection``: its name,
         its normalized request and the exchange recording it."""
-        request = _Request(prepared)
+        request = PreparedRequest(prepared)
         name, normalized, parsed, url = crossing(request, body)
         exchange = cls(prepared, request, body, parsed, url)
         exchange._connection = connection
@@ -120,11 +125,11 @@ class RequestsExchange(HTTPAdapter):
         except Exception as exc:  # the body failed: the caller gets the same error
             self.emit_exchange(call, emitter, None, b"", boundary.error_info(exc))
             raise
-        self.emit_exchange(call, emitter, _Answer(response), content or b"", None)
+        self.emit_exchange(call, emitter, Answer(response), content or b"", None)
         return response
 
     def record_replayed(self, call: Call, value: Any, emitter: Any) -> Any:
-        self.emit_exchange(call, emitter, _Answer(value), value.content or b"", None)
+        self.emit_exchange(call, emitter, Answer(value), value.content or b"", None)
         return value
 
     def send_instead(self, data: bytes) -> None:
@@ -220,7 +225,7 @@ def patch(adapters: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
 
         now = boundary.current()
         url = str(request.url or "")
-        if now is None or not url.startswith(_SCHEMES) or asker(1) == "sandbox":
+        if now is None or not url.startswith(SCHEMES) or asker(1) == "sandbox":
             return perform()  # a unix socket's (the Docker SDK's), the sandbox's own
         whole, body = _body(request)
         if stream or not whole:

@@ -1,0 +1,234 @@
+"""Capture (and replay) of botocore, under boto3: each request a client sends through its
+HTTP session (``botocore.httpsession.URLLib3Session.send``, which every service's client
+goes through: S3, DynamoDB, SQS, a Bedrock model) crosses the seam as an ``http`` call,
+recorded as an httpx exchange is (:class:`~sandbox.capture.http.HTTPAdapter` makes its
+events: the same fields and redaction; the request's signature and security token are
+headers like any credential). A JSON API's operation, which its ``X-Amz-Target`` header
+names (DynamoDB's ``GetItem`` and ``DeleteItem`` send the same body to the same URL), is
+part of the crossing's name. A body botocore reads at once is recorded as it returns; one
+it hands over as a stream (an S3 object, a model's event stream) is teed as the caller
+reads it and recorded when read to the end or closed (or, still open, at the run's end).
+A request body from a file is read and rewound; one over 16 MiB, or that cannot be
+rewound, is not captured (named once on stderr, refused on replay). Replayed as an
+``AWSResponse`` over the recorded bytes. The sandbox's own requests (its S3 store) are not
+the run's.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+from sandbox.capture.http import (
+    UNREAD_BODY,
+    HTTPAdapter,
+    Tee,
+    crossing,
+    recorded_content,
+    warn_uncaptured,
+)
+from sandbox.capture.onimport import when_imported
+from sandbox.capture.origin import asker
+from sandbox.capture.requests_http import SCHEMES, Answer, PreparedRequest
+from sandbox.capture.shared import Shared
+from sandbox.seam import boundary
+from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
+from sandbox.snapshot.events import Event, HTTPExchange
+
+BODY_LIMIT = 16 * 1024 * 1024
+"""The largest request body read from a file to be recorded."""
+_DECODED = frozenset({"content-length", "content-encoding", "transfer-encoding"})
+"""The response headers a replay leaves out: the recorded content is decoded."""
+
+
+class RawTee(Tee):
+    """A streamed response's urllib3 body, teed as botocore's ``StreamingBody`` (``read``)
+    or event stream (``stream``) reads it; anything else is the body's own."""
+
+    def read(self, amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
+        try:
+            data: bytes = self._inner.read(amt, *args, **kwargs)
+        except BaseException as exc:
+            self.finish(boundary.error_info(exc))
+            raise
+        if data:
+            self._chunks.append(data)
+        if not data or amt is None:
+            self.finish()
+        return data
+
+    def stream(
+        self, amt: int | None = 2**16, decode_content: bool | None = None
+    ) -> Iterator[bytes]:
+        while data := self.read(amt, decode_content=decode_content):
+            yield data
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self.finish()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class BotocoreExchange(HTTPAdapter):
+    """One botocore exchange: recorded once its body is read, replayed as an
+    ``AWSResponse``."""
+
+    __slots__ = ("_prepared",)
+
+    def __init__(
+        self, prepared: Any, request: PreparedRequest, body: bytes | None, parsed: Any, url: str
+    ) -> None:
+        super().__init__(None, request, body, False, parsed, url)
+        self._prepared = prepared
+
+    @classmethod
+    def of(cls, prepared: Any, body: bytes | None) -> tuple[str, Any, Any]:
+        """The crossing of ``prepared``: its name (with the operation its
+        ``X-Amz-Target`` names), its normalized request and the exchange recording it."""
+        request = PreparedRequest(prepared)
+        name, normalized, parsed, url = crossing(request, body)
+        target = request.headers.get("x-amz-target")
+        return (
+            f"{name} {target}" if target else name,
+            normalized,
+            cls(prepared, request, body, parsed, url),
+        )
+
+    def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
+        if outcome.error is not None:
+            self.emit_exchange(call, emitter, None, b"", boundary.error_info(outcome.error))
+            return None
+        response: Any = outcome.value
+        answer = Answer(response, frozenset())
+        read = vars(response).get("_content")
+        if read is not None:  # read whole inside send (not a streamed output)
+            self.emit_exchange(call, emitter, answer, read, None)
+            return response
+        tee = RawTee(response.raw, self, call, emitter, answer)
+        response.raw = tee
+        emitter.defer(tee, tee.unfinished)
+        return response
+
+    def record_replayed(self, call: Call, value: Any, emitter: Any) -> Any:
+        content = vars(value).get("_content")
+        if content is None:
+            content = value.raw.read()
+            value.raw = _raw(content, value.status_code, dict(value.headers))
+        self.emit_exchange(call, emitter, Answer(value, frozenset()), content, None)
+        return value
+
+    def send_instead(self, data: bytes) -> None:
+        self._prepared.body = data
+        self._prepared.headers["Content-Length"] = str(len(data))
+
+    def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
+        assert isinstance(event, HTTPExchange)
+        if event.error is not None and event.status is None:
+            raise RecordedError(event.error)
+        from botocore.awsrequest import AWSResponse
+
+        content = recorded_content(event, blobs)
+        status = event.status or 200
+        headers: Any = {k: v for k, v in event.response_headers.items() if k not in _DECODED}
+        headers["content-length"] = str(len(content))
+        response = AWSResponse(self.url, status, headers, _raw(content, status, headers))
+        if not self._prepared.stream_output:
+            response.content  # noqa: B018 (read at once, as send does)
+        return response
+
+
+def _raw(content: bytes, status: int, headers: dict[str, str]) -> Any:
+    """A urllib3 response whose body is ``content``."""
+    from urllib3.response import HTTPResponse
+
+    return HTTPResponse(
+        body=io.BytesIO(content),
+        headers=headers,
+        status=status,
+        preload_content=False,
+        decode_content=False,
+    )
+
+
+def _body(prepared: Any) -> tuple[bool, bytes | None]:
+    """Whether the request's body can be recorded, and it as bytes (``None``: none); a
+    file's is read and the file rewound to where it was."""
+    body = prepared.body
+    if body is None or isinstance(body, bytes):
+        return True, body
+    if isinstance(body, (bytearray, memoryview)):
+        return True, bytes(body)
+    if isinstance(body, str):
+        return True, body.encode("utf-8")
+    try:
+        where = body.tell()
+        size = body.seek(0, io.SEEK_END) - where
+        body.seek(where)
+        if size > BODY_LIMIT:
+            return False, None
+        data = body.read()
+        body.seek(where)
+    except Exception:
+        return False, None
+    return True, data if isinstance(data, bytes) else str(data).encode("utf-8")
+
+
+MODULE = "botocore.httpsession"
+"""botocore's HTTP session, patched when the agent imports it (at once if it has)."""
+
+
+def _install() -> Callable[[], None]:
+    originals: list[tuple[type, str, Any]] = []
+    stop = when_imported({MODULE: lambda session: patch(session, originals)})
+
+    def undo() -> None:
+        stop()
+        for cls, attr, original in reversed(originals):
+            setattr(cls, attr, original)
+        originals.clear()
+
+    return undo
+
+
+_PATCHING = Shared(_install)
+
+
+def patch_botocore() -> Callable[[], None]:
+    """Capture (and replay) botocore from now on (installed once for every holder); return
+    the release."""
+    return _PATCHING.acquire()
+
+
+def patch(session: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
+    """Capture (and replay) ``session.URLLib3Session.send``; the original is appended to
+    ``originals`` (for the undo)."""
+    cls = session.URLLib3Session
+    original = cls.send
+
+    def send(self: Any, request: Any) -> Any:
+        def perform() -> Any:
+            return original(self, request)
+
+        now = boundary.current()
+        url = str(request.url or "")
+        if now is None or not url.startswith(SCHEMES) or asker(1) == "sandbox":
+            return perform()  # outside a run, the sandbox's own (its S3 store)
+        whole, body = _body(request)
+        if not whole:
+            warn_uncaptured(UNREAD_BODY)
+            with boundary.bypassed():  # named once: not again by urllib3's watch
+                return perform()
+        try:
+            name, normalized, exchange = BotocoreExchange.of(request, body)
+        except Exception:  # fails open (on replay the guard refuses what goes out)
+            return perform()
+        return boundary.through("http", name, normalized, perform, exchange)
+
+    cls.send = send
+    originals.append((cls, "send", original))
