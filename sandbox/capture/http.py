@@ -4,9 +4,11 @@
 ``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and of ``httpx2`` (which the
 official ``openai`` and ``anthropic`` SDKs use), so any client built on them is captured
 unchanged, and the aiohttp transport those SDKs ship (``DefaultAioHttpClient``) when aiohttp
-is installed, and ``requests``' HTTP adapter (:mod:`sandbox.capture.requests_http`). A
+is installed, litellm's own (its async calls'), ``requests``' HTTP adapter
+(:mod:`sandbox.capture.requests_http`) and botocore's session
+(:mod:`sandbox.capture.botocore_http`). A
 request an agent makes straight through an ``aiohttp.ClientSession`` (the async client of
-``google-genai``, say) is not captured, nor one through urllib3's own pools (botocore): the
+``google-genai``, say) is not captured, nor one through urllib3's own pools: the
 first one in a run, outside any recorded call, is named once on stderr with its version
 (:func:`warn_uncaptured`) so the gap shows at capture, not as a refused call at replay.
 Each exchange crosses the seam as an ``http`` call: the request (method, URL, body) is the
@@ -51,6 +53,8 @@ AIOHTTP_TRANSPORTS = frozenset(
     f"{sdk}._vendor.httpx_aiohttp.transport" for sdk in ("openai", "anthropic")
 )
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
+LITELLM_TRANSPORT = "litellm.llms.custom_httpx.aiohttp_transport"
+"""litellm's httpx transport over aiohttp (its async calls' default), patched when imported."""
 AIOHTTP_CLIENT = "aiohttp.client"
 """aiohttp's own client, watched (not captured) when imported: see :func:`warn_uncaptured`."""
 URLLIB3_POOL = "urllib3.connectionpool"
@@ -615,6 +619,12 @@ def _patch_aiohttp_transport(transport: ModuleType) -> None:
     _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
 
 
+def _patch_litellm_transport(transport: ModuleType) -> None:
+    """Patch litellm's transport over aiohttp (an httpx transport: its responses are
+    httpx's)."""
+    _PATCH.originals.append(_patch_async(transport.httpx, transport.LiteLLMAiohttpTransport))
+
+
 def _version(distribution: str) -> str:
     try:
         return importlib.metadata.version(distribution)
@@ -702,6 +712,7 @@ def _start_aiohttp_patches() -> Callable[[], None]:
     pools) when the agent imports them (at once if it has)."""
     patches: dict[str, Callable[[ModuleType], None]]
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
+    patches[LITELLM_TRANSPORT] = _patch_litellm_transport
     patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
     patches[URLLIB3_POOL] = _patch_urllib3
     return when_imported(patches)
