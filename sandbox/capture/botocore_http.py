@@ -8,14 +8,16 @@ names (DynamoDB's ``GetItem`` and ``DeleteItem`` send the same body to the same 
 part of the crossing's name. A body botocore reads at once is recorded as it returns; one
 it hands over as a stream (an S3 object, a model's event stream) is teed as the caller
 reads it and recorded when read to the end or closed (or, still open, at the run's end).
-A request body from a file is read and rewound; one over 16 MiB, or that cannot be
-rewound, is not captured (named once on stderr, refused on replay). Replayed as an
-``AWSResponse`` over the recorded bytes. The sandbox's own requests (its S3 store) are not
+A request body from a file is read and rewound (an s3transfer chunk's progress quiet
+meanwhile); one over 16 MiB, or that cannot be rewound, is not captured (named once on
+stderr, refused on replay). Replayed as an ``AWSResponse`` over the recorded bytes, a file
+body read to its end as sending it would. The sandbox's own requests (its S3 store) are not
 the run's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -133,6 +135,7 @@ class BotocoreExchange(HTTPAdapter):
             raise RecordedError(event.error)
         from botocore.awsrequest import AWSResponse
 
+        _sent(self._prepared.body)
         content = recorded_content(event, blobs)
         status = event.status or 200
         headers: Any = {k: v for k, v in event.response_headers.items() if k not in _DECODED}
@@ -141,6 +144,16 @@ class BotocoreExchange(HTTPAdapter):
         if not self._prepared.stream_output:
             response.content  # noqa: B018 (read at once, as send does)
         return response
+
+
+def _sent(body: Any) -> None:
+    """Read a file body to its end, as sending it would (what the file reports of its
+    progress, s3transfer's callbacks, is as at capture)."""
+    if body is None or isinstance(body, (bytes, bytearray, memoryview, str)):
+        return
+    with contextlib.suppress(Exception):
+        while body.read(64 * 1024):
+            pass
 
 
 def _raw(content: bytes, status: int, headers: dict[str, str]) -> Any:
@@ -157,8 +170,10 @@ def _raw(content: bytes, status: int, headers: dict[str, str]) -> Any:
 
 
 def _body(prepared: Any) -> tuple[bool, bytes | None]:
-    """Whether the request's body can be recorded, and it as bytes (``None``: none); a
-    file's is read and the file rewound to where it was."""
+    """Whether the request's body can be recorded, and it as bytes (``None``: none). A
+    file's is read and the file put back where it was, whatever happens; one that reports
+    its progress as it is read (s3transfer's chunks of an upload) is told it is not being
+    sent meanwhile, as botocore tells it when it reads the body to sign it."""
     body = prepared.body
     if body is None or isinstance(body, bytes):
         return True, body
@@ -168,14 +183,28 @@ def _body(prepared: Any) -> tuple[bool, bytes | None]:
         return True, body.encode("utf-8")
     try:
         where = body.tell()
-        size = body.seek(0, io.SEEK_END) - where
-        body.seek(where)
-        if size > BODY_LIMIT:
-            return False, None
-        data = body.read()
-        body.seek(where)
     except Exception:
         return False, None
+    quiet = getattr(body, "signal_not_transferring", None)
+    loud = getattr(body, "signal_transferring", None)
+    if not getattr(body, "_callbacks_enabled", True):  # quiet already: left so
+        quiet = loud = None
+    try:
+        if quiet is not None:
+            quiet()
+        body.seek(0, io.SEEK_END)
+        if body.tell() - where > BODY_LIMIT:
+            return False, None
+        body.seek(where)
+        data = body.read()
+    except Exception:
+        return False, None
+    finally:
+        with contextlib.suppress(Exception):
+            body.seek(where)
+        if loud is not None:
+            with contextlib.suppress(Exception):
+                loud()
     return True, data if isinstance(data, bytes) else str(data).encode("utf-8")
 
 

@@ -33,6 +33,7 @@ import random
 import re
 import secrets
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -727,6 +728,7 @@ def start_recording(
     replayed without that crossing (it would be one the recording lacks), the generators
     seeded quietly from the run's seed so that replays draw alike."""
     recorder.env_reads.update(read_before_runs())
+    tempfile.gettempdir()  # its first lookup in a process draws a name: the process's, not a run's
     with _seeding:  # no other run between the look and the add: it would seed again
         seeding = not _recording if generators is None else generators
         seeds = seed_generators(seed) if seeding else {}

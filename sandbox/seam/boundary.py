@@ -102,6 +102,9 @@ _context_boundary: contextvars.ContextVar[Boundary | object | None] = contextvar
 )
 _global_boundary: Boundary | None = None
 _AUTO_TASK_NAME = re.compile(r"Task-\d+")
+_AUTO_THREAD_NAME = re.compile(r"(?P<kind>ThreadPoolExecutor|Thread)-(?P<number>\d+)(?P<rest>.*)")
+"""A thread's default name: numbered across the process (an executor's by the executor, its
+workers ``_0``, ``_1``... within it; a thread's ``Thread-3 (target)``)."""
 
 
 @dataclass(eq=False)
@@ -112,6 +115,9 @@ class _TaskNumbers:
         default_factory=weakref.WeakKeyDictionary
     )
     counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    threads: dict[str, str] = field(default_factory=dict)
+    """A thread's numbered name (``ThreadPoolExecutor-7``, ``Thread-3``) and the one given."""
+    thread_counters: dict[str, Iterator[int]] = field(default_factory=dict)
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
@@ -440,8 +446,9 @@ def task_id() -> str:
     """Which task emits: a name set with :func:`task_scope`; ``main`` for the task (else
     thread) the run began in, wherever that was (a request's task, a worker's thread), so
     that a replay, which runs the run's code elsewhere, names it alike; else the asyncio
-    task name, else the thread name (``main`` for the main thread). Name tasks and threads
-    for ids that stay the same from run to run."""
+    task name, else the thread name (``main`` for the main thread); tasks, threads and
+    executors named by Python's own numbering are renumbered for each run. Name tasks and
+    threads for ids that stay the same from run to run."""
     named = _task_name.get()
     if named is not None:
         return named
@@ -456,7 +463,8 @@ def task_id() -> str:
     thread = threading.current_thread()
     if thread is threading.main_thread() or (root is not None and root() is thread):
         return "main"
-    return thread.name
+    found = _AUTO_THREAD_NAME.fullmatch(thread.name)
+    return _stable_thread_name(found) if found is not None else thread.name
 
 
 def _stable_task_name(task: asyncio.Task[Any]) -> str:
@@ -473,6 +481,23 @@ def _stable_task_name(task: asyncio.Task[Any]) -> str:
         with _numbers_lock:
             found = numbers.names.setdefault(task, f"Task-{next(numbers.counter)}")
     return found
+
+
+def _stable_thread_name(found: re.Match[str]) -> str:
+    """Python numbers threads and executors by default across the whole process, as asyncio
+    numbers tasks: renumbered from 1, each kind on its own, in the order they first cross
+    the boundary, for each boundary on its own (an executor's workers keep their ``_0``,
+    ``_1``; a thread its target's name)."""
+    owner: object = current() or _OUTSIDE
+    kind = found["kind"]
+    with _numbers_lock:
+        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+        key = f"{kind}-{found['number']}"
+        given = numbers.threads.get(key)
+        if given is None:
+            counter = numbers.thread_counters.setdefault(kind, itertools.count(1))
+            given = numbers.threads[key] = f"{kind}-{next(counter)}"
+    return given + found["rest"]
 
 
 @dataclass

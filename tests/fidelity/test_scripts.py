@@ -64,6 +64,29 @@ def test_a_script_that_draws_as_it_imports_replays_the_draws_of_its_run(tmp_path
     assert result.report["divergences"] == [None, None], result.report["divergences"]
 
 
+def test_a_scripts_thread_pool_temp_folder_and_text_body_replay_as_its_runs(
+    tmp_path: Path,
+) -> None:
+    """``pool_quotes.py``'s decorated ``main`` asks for its quotes through a thread pool,
+    writes a draft in a new temporary folder and posts its order as JSON in a plain-text
+    body. Replayed as its command with the suppliers stopped: reproduced 2/2 with no
+    divergence (before: the pool's requests were not the run's in the replayed program and
+    were refused; its first temporary folder drew a name the capture's process had drawn
+    before the run; the order, recorded as text, matched no request sent as JSON)."""
+
+    def suppliers(path: str, body: dict[str, object]) -> tuple[int, object]:
+        return 200, {"price": 0 if path.startswith("/south") else 12.5, "path": path}
+
+    with harness.service(suppliers, "suppliers") as url:
+        store, run = _run_script(tmp_path, "pool_quotes", SUPPLIER_URL=url)
+    assert "south quoted 0: ordered for nothing" in str(store.load_manifest(run).failure)
+
+    result = harness.replay(store, run, times=2)
+
+    harness.assert_reproduced_every_time(result, times=2)
+    assert result.report["divergences"] == [None, None], result.report["divergences"]
+
+
 @pytest.mark.parametrize("args", [("checkout_block.py",), ("-m", "checkout_block")])
 def test_context_manager_run_as_a_script_replays(tmp_path: Path, args: tuple[str, ...]) -> None:
     ids = itertools.count(1)

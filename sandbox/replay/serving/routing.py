@@ -9,7 +9,6 @@ events get the same canonical names and fingerprints (:func:`prepare_recording`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from sandbox.replay.judging.semantics import request_of
 from sandbox.seam import llm
 from sandbox.seam.boundary import Call
 from sandbox.snapshot.events import Event, HTTPExchange, LLMCall
+from sandbox.snapshot.hashing import read_json
 from sandbox.snapshot.normalize import normalize_url, request_fingerprint
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
@@ -69,10 +69,11 @@ def legacy_llm_fingerprint(event: Event) -> bool:
 
 def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) -> list[Event]:
     """The recorded events as the replay matches them: HTTP calls with loopback ports
-    dropped; model calls keep the fingerprint the capture took under the model's name (an
-    older snapshot's, taken under the API name or with a key now read as the request's
-    messages among its parameters (a Responses call's instructions), is dropped, and that key
-    with it: the matcher then fingerprints the recorded request)."""
+    dropped and their bodies read as the crossing reads a request's (JSON when it is JSON,
+    whatever type it was sent as); model calls keep the fingerprint the capture took under
+    the model's name (an older snapshot's, taken under the API name or with a key now read
+    as the request's messages among its parameters (a Responses call's instructions), is
+    dropped, and that key with it: the matcher then fingerprints the recorded request)."""
     out: list[Event] = []
     for event in events:
         if isinstance(event, LLMCall) and (
@@ -82,10 +83,12 @@ def prepare_recording(events: Sequence[Event], blobs: Callable[[str], bytes]) ->
             out.append(event.model_copy(update={"params": params, "fingerprint": None}))
         elif isinstance(event, HTTPExchange):
             body: Any = event.request_body
-            if event.request_blob is not None:
-                raw = blobs(event.request_blob.sha256)
+            raw = blobs(event.request_blob.sha256) if event.request_blob is not None else None
+            if raw is None and isinstance(body, str):
+                raw = body.encode("utf-8")  # recorded as text (not sent as JSON): read as sent
+            if raw is not None:
                 try:
-                    body = json.loads(raw)
+                    body = read_json(raw)
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
             name = canonical_http_name(event.name)

@@ -194,3 +194,41 @@ def test_a_failed_connection_retried_by_botocore_is_raised_again_on_replay(
     assert report.verdict.reproduced == 1, report.describe()
     assert report.divergences == [None], report.describe()
     assert not [n for n in report.notes if "stand-in" in n], report.describe()
+
+
+def upload(path: str) -> int:
+    """The agent: uploads a file with s3transfer (a chunk of the file as the body, read in a
+    worker thread, reporting its progress), then fails on what it counted."""
+    s3, _ = _clients()
+    sent: list[int] = []
+    s3.upload_file(path, "catalog", "reports/r1.json", Callback=sent.append)
+    if sum(sent) != Path(path).stat().st_size:
+        raise AssertionError(f"progress {sum(sent)} for {Path(path).stat().st_size} bytes")
+    raise ValueError(f"uploaded {sum(sent)} bytes")
+
+
+def test_an_upload_from_a_file_is_sent_whole_recorded_and_replayed(
+    tmp_path: Path, endpoint: ThreadedMotoServer
+) -> None:
+    """``upload_file``: the object arrives whole and its progress adds up to its size (the
+    capture read the chunk and put it back, its progress quiet meanwhile; before, the chunk
+    was left read to its end and the upload hung); the PUT holds the file's bytes; with the
+    endpoint stopped the replay reproduces, no divergence."""
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"rows": list(range(40))}))
+    store = DirectoryStore(tmp_path / "store")
+    entry = Entrypoint(kind="callable", target=f"{__name__}:upload", args=[str(report)])
+    with (
+        pytest.raises(ValueError, match=f"uploaded {report.stat().st_size} bytes"),
+        capture.run("upload", store=store, entrypoint=entry, packages=False) as rec,
+    ):
+        upload(str(report))
+    s3, _ = _clients()
+    arrived = s3.get_object(Bucket="catalog", Key="reports/r1.json")["Body"].read()
+    assert arrived == report.read_bytes()
+    endpoint.stop()
+    (put,) = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert put.method == "PUT" and put.request_body == report.read_text()
+    replayed = replay(rec.run_id, store=store, times=1)
+    assert replayed.verdict.reproduced == 1, replayed.describe()
+    assert replayed.divergences == [None], replayed.describe()

@@ -7,6 +7,7 @@ import json
 import random
 import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -289,6 +290,35 @@ def test_threads_get_their_own_task_ids(store: DirectoryStore) -> None:
     assert [(e.task, e.output) for e in done] == [("t2", 2), ("t1", 1)]
     seqs = [e.seq for e in store.load_events(rec.run_id)]
     assert seqs == list(range(len(seqs)))
+
+
+def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore) -> None:
+    """Executors and threads with Python's default names (numbered across the process)
+    are named from 1 in each run, in the order they first cross, each kind on its own: two
+    runs doing the same work, one after the other, hold the same task ids."""
+
+    @capture.tool
+    def work(n: int) -> int:
+        return n
+
+    def run_once() -> list[str]:
+        ThreadPoolExecutor().shutdown()  # one more executor in the process
+        threading.Thread(target=lambda: None).start()  # and one more thread
+        with capture.run("numbered", store=store, seed=1) as rec:
+            for _ in range(2):
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    pool.submit(work, 1).result()
+            thread = threading.Thread(target=work, args=(2,))
+            thread.start()
+            thread.join()
+        return [e.task for e in _events(store, rec.run_id, ToolCall)]
+
+    first, second = run_once(), run_once()
+    assert first == second == [
+        "ThreadPoolExecutor-1_0",
+        "ThreadPoolExecutor-2_0",
+        "Thread-1 (work)",
+    ]
 
 
 def test_nested_calls_record_their_parent_span(store: DirectoryStore) -> None:

@@ -85,8 +85,8 @@ def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
 def test_a_urllib3_call_in_a_decorated_run_is_named_with_its_version(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """urllib3's own requests (botocore's too) are not recorded (``requests``' are:
-    ``test_capture_requests.py``)."""
+    """urllib3's own requests are not recorded (``requests``' and botocore's, which go
+    through it, are: ``test_capture_requests.py``, ``test_capture_botocore.py``)."""
     import urllib3
 
     url, stop = serve_model(_refunds.script)
