@@ -31,10 +31,9 @@ from sandbox.capture.http import (
     recorded_content,
     warn_uncaptured,
 )
-from sandbox.capture.onimport import when_imported
+from sandbox.capture.onimport import Originals, class_patches
 from sandbox.capture.origin import asker
 from sandbox.capture.requests_http import SCHEMES, Answer, PreparedRequest
-from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
@@ -212,29 +211,13 @@ MODULE = "botocore.httpsession"
 """botocore's HTTP session, patched when the agent imports it (at once if it has)."""
 
 
-def _install() -> Callable[[], None]:
-    originals: list[tuple[type, str, Any]] = []
-    stop = when_imported({MODULE: lambda session: patch(session, originals)})
-
-    def undo() -> None:
-        stop()
-        for cls, attr, original in reversed(originals):
-            setattr(cls, attr, original)
-        originals.clear()
-
-    return undo
-
-
-_PATCHING = Shared(_install)
-
-
 def patch_botocore() -> Callable[[], None]:
     """Capture (and replay) botocore from now on (installed once for every holder); return
     the release."""
     return _PATCHING.acquire()
 
 
-def patch(session: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
+def patch(session: ModuleType, originals: Originals) -> None:
     """Capture (and replay) ``session.URLLib3Session.send``; the original is appended to
     ``originals`` (for the undo)."""
     cls = session.URLLib3Session
@@ -261,3 +244,6 @@ def patch(session: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
 
     cls.send = send
     originals.append((cls, "send", original))
+
+
+_PATCHING = class_patches(MODULE, patch)

@@ -4,7 +4,8 @@ the capture or the replay.
 
 ``when_imported({"psycopg": patch})`` calls ``patch(module)`` at once for a module already
 imported, and right after the module's own code has run for one imported later; the returned
-function stops watching (undoing the patches is the caller's business).
+function stops watching (undoing the patches is the caller's business). :func:`class_patches`
+does both for the patches a client's module gets, held once for every run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from sandbox.capture.shared import Shared
+
 Patch = Callable[[ModuleType], None]
+Originals = list[tuple[type, str, Any]]
+"""``(class, attribute, original)`` of each attribute a patch replaced."""
 
 
 class _Watcher(importlib.abc.MetaPathFinder):
@@ -65,3 +70,23 @@ def when_imported(patches: Mapping[str, Patch]) -> Callable[[], None]:
             sys.meta_path.remove(watcher)
 
     return stop
+
+
+def class_patches(module: str, patch: Callable[[ModuleType, Originals], None]) -> Shared:
+    """``patch(module, originals)`` when the agent imports ``module`` (at once if it has),
+    held once for every holder: ``patch`` appends what it replaced to ``originals``, put
+    back, last first, when the last holder lets go."""
+
+    def install() -> Callable[[], None]:
+        originals: Originals = []
+        stop = when_imported({module: lambda found: patch(found, originals)})
+
+        def undo() -> None:
+            stop()
+            for cls, attr, original in reversed(originals):
+                setattr(cls, attr, original)
+            originals.clear()
+
+        return undo
+
+    return Shared(install)

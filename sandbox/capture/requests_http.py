@@ -29,9 +29,8 @@ from sandbox.capture.http import (
     recorded_content,
     warn_uncaptured,
 )
-from sandbox.capture.onimport import when_imported
+from sandbox.capture.onimport import Originals, class_patches
 from sandbox.capture.origin import asker
-from sandbox.capture.shared import Shared
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
@@ -191,29 +190,13 @@ MODULE = "requests.adapters"
 """``requests``' HTTP adapters, patched when the agent imports them (at once if it has)."""
 
 
-def _install() -> Callable[[], None]:
-    originals: list[tuple[type, str, Any]] = []
-    stop = when_imported({MODULE: lambda adapters: patch(adapters, originals)})
-
-    def undo() -> None:
-        stop()
-        for cls, attr, original in reversed(originals):
-            setattr(cls, attr, original)
-        originals.clear()
-
-    return undo
-
-
-_PATCHING = Shared(_install)
-
-
 def patch_requests() -> Callable[[], None]:
     """Capture (and replay) ``requests`` from now on (installed once for every holder);
     return the release."""
     return _PATCHING.acquire()
 
 
-def patch(adapters: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
+def patch(adapters: ModuleType, originals: Originals) -> None:
     """Capture (and replay) ``adapters.HTTPAdapter.send``; the original is appended to
     ``originals`` (for the undo)."""
     cls = adapters.HTTPAdapter
@@ -240,3 +223,6 @@ def patch(adapters: ModuleType, originals: list[tuple[type, str, Any]]) -> None:
 
     cls.send = send
     originals.append((cls, "send", original))
+
+
+_PATCHING = class_patches(MODULE, patch)
