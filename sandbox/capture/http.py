@@ -62,11 +62,11 @@ URLLIB3_POOL = "urllib3.connectionpool"
 imported, as aiohttp's client is."""
 _URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
 STREAMED = "requests-stream"
-UNREAD_BODY = "botocore-body"
-"""What :func:`warn_uncaptured` names for a ``requests`` response streamed, and a botocore
-request body it cannot read (:mod:`sandbox.capture.botocore_http`)."""
 """What :func:`warn_uncaptured` names a ``requests`` exchange it does not record by (a
 streamed response, a body from a file: :mod:`sandbox.capture.requests_http`)."""
+UNREAD_BODY = "botocore-body"
+"""What :func:`warn_uncaptured` names a botocore request by whose body it cannot read (over
+16 MiB, or not rewindable: :mod:`sandbox.capture.botocore_http`)."""
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):

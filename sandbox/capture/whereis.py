@@ -1,6 +1,6 @@
 """Where an object lives: the ``module:name`` a replay imports to find it again (an app a
 middleware captures: :func:`app_entrypoint`), or the ``module:factory()`` that makes it
-(:func:`app_factory`)."""
+(:class:`AppFactory`)."""
 
 from __future__ import annotations
 

@@ -489,14 +489,16 @@ def _stable_thread_name(found: re.Match[str]) -> str:
     the boundary, for each boundary on its own (an executor's workers keep their ``_0``,
     ``_1``; a thread its target's name)."""
     owner: object = current() or _OUTSIDE
-    kind = found["kind"]
-    with _numbers_lock:
-        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-        key = f"{kind}-{found['number']}"
-        given = numbers.threads.get(key)
-        if given is None:
-            counter = numbers.thread_counters.setdefault(kind, itertools.count(1))
-            given = numbers.threads[key] = f"{kind}-{next(counter)}"
+    kind, key = found["kind"], f"{found['kind']}-{found['number']}"
+    numbers = _task_numbers.get(owner)
+    given = numbers.threads.get(key) if numbers is not None else None
+    if given is None:
+        with _numbers_lock:
+            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+            given = numbers.threads.get(key)
+            if given is None:
+                counter = numbers.thread_counters.setdefault(kind, itertools.count(1))
+                given = numbers.threads[key] = f"{kind}-{next(counter)}"
     return given + found["rest"]
 
 

@@ -22,9 +22,11 @@ def main():
         quotes = list(pool.map(quote, ["north", "south"]))
     supplier, price = min(quotes, key=lambda q: q[1])
     order = {"supplier": supplier, "qty": 4, "price": price}
-    with tempfile.TemporaryDirectory() as folder:
-        with open(os.path.join(folder, "draft.json"), "w") as draft:
-            json.dump(order, draft)
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        open(os.path.join(folder, "draft.json"), "w") as draft,
+    ):
+        json.dump(order, draft)
     headers = {"content-type": "text/plain"}
     httpx.post(f"{os.environ['SUPPLIER_URL']}/order", content=json.dumps(order), headers=headers)
     if price <= 0:
