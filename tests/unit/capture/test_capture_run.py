@@ -314,11 +314,15 @@ def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore)
         return [e.task for e in _events(store, rec.run_id, ToolCall)]
 
     first, second = run_once(), run_once()
-    assert first == second == [
-        "ThreadPoolExecutor-1_0",
-        "ThreadPoolExecutor-2_0",
-        "Thread-1 (work)",
-    ]
+    assert (
+        first
+        == second
+        == [
+            "ThreadPoolExecutor-1_0",
+            "ThreadPoolExecutor-2_0",
+            "Thread-1 (work)",
+        ]
+    )
 
 
 def test_nested_calls_record_their_parent_span(store: DirectoryStore) -> None:
