@@ -122,7 +122,10 @@ def _on_stack(frame: FrameType, top: FrameType | None) -> bool:
 
 def _uvicorn_factory(frame: FrameType) -> str | None:
     """The factory a uvicorn server's config names, for a call of a method of that config
-    or of an object holding it (its lifespan's, where Starlette makes its middleware)."""
+    or of an object holding it (its lifespan's, where Starlette makes its middleware).
+    Only uvicorn's own frames have their locals read."""
+    if not str(frame.f_globals.get("__name__", "")).startswith("uvicorn."):
+        return None
     holder = frame.f_locals.get("self")
     config = own_attributes(holder).get("config", holder)
     if type(config).__module__ != "uvicorn.config":
