@@ -46,6 +46,9 @@ INTEGRATIONS: Mapping[str, str] = {
     "langgraph": "langgraph",
     "openai-agents": "agents",
     "pydantic-ai": "pydantic_ai",
+    "smolagents": "smolagents",
+    "litellm": "litellm",
+    "boto3": "botocore",
 }
 """Optional integrations agents are built with (model clients, MCP, frameworks): the name
 one installs, and the module that is there once it is (``pydantic-ai`` comes as

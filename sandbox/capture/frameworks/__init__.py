@@ -9,13 +9,14 @@ recorded or live per tool (``--recorded tool:NAME`` / ``--live tool:NAME``) like
 
 from __future__ import annotations
 
-from sandbox.capture.frameworks import langchain, openai_agents, pydantic_ai
+from sandbox.capture.frameworks import langchain, openai_agents, pydantic_ai, smolagents
 from sandbox.capture.imports import ImportPatch, Undo, undo_all
 
 INTEGRATIONS: dict[str, ImportPatch] = {
     "langchain": langchain.PATCH,
     "openai_agents": openai_agents.PATCH,
     "pydantic_ai": pydantic_ai.PATCH,
+    "smolagents": smolagents.PATCH,
 }
 """Framework integrations by name."""
 

@@ -25,13 +25,21 @@ RAN: list[str] = []
 
 
 def lookup(order_id: int) -> dict[str, Any]:
-    """Look an order up."""
+    """Look an order up.
+
+    Args:
+        order_id: the order's number
+    """
     RAN.append("lookup")
     return {"order_id": order_id, "status": "delivered"}
 
 
 def broken(order_id: int) -> str:
-    """Always fails."""
+    """Always fails.
+
+    Args:
+        order_id: the order's number
+    """
     RAN.append("broken")
     raise ValueError(f"no order {order_id}")
 
@@ -93,10 +101,18 @@ def _pydantic_ai() -> Harness:
     return Harness(lambda fn: fn, call)
 
 
+def _smolagents() -> Harness:
+    from smolagents import tool
+
+    # as a ToolCallingAgent runs a tool the model called (execute_tool_call)
+    return Harness(tool, lambda found, args: found(**args, sanitize_inputs_outputs=True))
+
+
 HARNESSES: dict[str, Callable[[], Harness]] = {
     "langchain": _langchain,
     "openai_agents": _openai_agents,
     "pydantic_ai": _pydantic_ai,
+    "smolagents": _smolagents,
 }
 
 
@@ -123,6 +139,10 @@ def agent_openai_agents() -> dict[str, Any]:
 
 def agent_pydantic_ai() -> dict[str, Any]:
     return agent("pydantic_ai")
+
+
+def agent_smolagents() -> dict[str, Any]:
+    return agent("smolagents")
 
 
 def test_every_integration_has_a_contract_harness() -> None:
