@@ -7,6 +7,7 @@ its parent's."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,6 +49,18 @@ def _sessions(endpoint: str) -> list[tuple[int, str]]:
     return sorted((int(p), str(s)) for p, s in rows)
 
 
+def _settled(endpoint: str, most: int) -> list[tuple[int, str]]:
+    """:func:`_sessions` once at most ``most`` are left, or as they are after 10 s: a
+    closed or ended session's backend leaves ``pg_stat_activity`` a moment after its client
+    let go (seen in CI, under load)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = _sessions(endpoint)
+        if len(found) <= most or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
 def test_the_next_capture_reads_on_the_same_session_as_it_was(db: str) -> None:
     kind = get_kind("postgres")
     first = kind.capture(db)
@@ -68,7 +81,7 @@ def test_a_session_the_server_ended_is_replaced(db: str) -> None:
         conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     after = kind.capture(db)
     assert after.state_hash == before.state_hash
-    (now,) = _sessions(db)
+    (now,) = _settled(db, 1)
     assert now[0] != pid
 
 
@@ -88,15 +101,15 @@ def test_at_most_idle_max_are_kept_none_longer_than_idle_s(db: str) -> None:
         pids = {a.info.backend_pid, b.info.backend_pid, c.info.backend_pid}
         assert readers.pids() == pids  # in use: the capture's own sessions
     assert len(readers.pids()) == pgreaders.IDLE_MAX == 2
-    assert len(_sessions(db)) == 2  # the third was closed
+    assert len(_settled(db, 2)) == 2  # the third was closed
     with readers.connection(key, _opener(db)) as again:
         assert again.info.backend_pid in pids
     now[0] += pgreaders.IDLE_S + 1
     with readers.connection(key, _opener(db)) as fresh:
         assert fresh.info.backend_pid not in pids  # the kept ones had sat idle too long
-    assert [p for p, _ in _sessions(db)] == [fresh.info.backend_pid]
+    assert [p for p, _ in _settled(db, 1)] == [fresh.info.backend_pid]
     readers.close()
-    assert _sessions(db) == []
+    assert _settled(db, 0) == []
 
 
 def test_a_connection_left_in_a_transaction_is_not_kept(db: str) -> None:
@@ -105,7 +118,7 @@ def test_a_connection_left_in_a_transaction_is_not_kept(db: str) -> None:
     with readers.connection(key, _opener(db)) as conn:
         conn.autocommit = False
         conn.execute("SELECT 1")  # a transaction is open
-    assert readers.pids() == set() and _sessions(db) == []
+    assert readers.pids() == set() and _settled(db, 0) == []
 
 
 def test_a_forked_child_opens_its_own(db: str) -> None:
