@@ -23,25 +23,15 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
-from sandbox.capture.http import (
-    UNREAD_BODY,
-    HTTPAdapter,
-    Tee,
-    crossing,
-    recorded_content,
-    warn_uncaptured,
-)
+from sandbox.capture.http import Tee, Uncaptured, recorded_content
 from sandbox.capture.onimport import Originals, class_patches
-from sandbox.capture.origin import asker
-from sandbox.capture.requests_http import SCHEMES, Answer, PreparedRequest
+from sandbox.capture.prepared import WIRE, Answer, PreparedExchange
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
 
 BODY_LIMIT = 16 * 1024 * 1024
 """The largest request body read from a file to be recorded."""
-_DECODED = frozenset({"content-length", "content-encoding", "transfer-encoding"})
-"""The response headers a replay leaves out: the recorded content is decoded."""
 
 
 class RawTee(Tee):
@@ -76,30 +66,24 @@ class RawTee(Tee):
         return getattr(self._inner, name)
 
 
-class BotocoreExchange(HTTPAdapter):
+class BotocoreExchange(PreparedExchange):
     """One botocore exchange: recorded once its body is read, replayed as an
     ``AWSResponse``."""
 
-    __slots__ = ("_prepared",)
+    __slots__ = ()
 
-    def __init__(
-        self, prepared: Any, request: PreparedRequest, body: bytes | None, parsed: Any, url: str
-    ) -> None:
-        super().__init__(None, request, body, False, parsed, url)
-        self._prepared = prepared
+    uncaptured = Uncaptured(
+        "botocore", "with a body over 16 MiB or not rewindable", "send the body as bytes"
+    )
 
-    @classmethod
-    def of(cls, prepared: Any, body: bytes | None) -> tuple[str, Any, Any]:
-        """The crossing of ``prepared``: its name (with the operation its
-        ``X-Amz-Target`` names), its normalized request and the exchange recording it."""
-        request = PreparedRequest(prepared)
-        name, normalized, parsed, url = crossing(request, body)
-        target = request.headers.get("x-amz-target")
-        return (
-            f"{name} {target}" if target else name,
-            normalized,
-            cls(prepared, request, body, parsed, url),
-        )
+    @staticmethod
+    def body_of(prepared: Any) -> tuple[bool, bytes | None]:
+        return _body(prepared)
+
+    def crossing_name(self, name: str) -> str:
+        """With the operation a JSON API's ``X-Amz-Target`` names."""
+        target = self.request_headers.get("x-amz-target")
+        return f"{name} {target}" if target else name
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
         if outcome.error is not None:
@@ -124,10 +108,6 @@ class BotocoreExchange(HTTPAdapter):
         self.emit_exchange(call, emitter, Answer(value, frozenset()), content, None)
         return value
 
-    def send_instead(self, data: bytes) -> None:
-        self._prepared.body = data
-        self._prepared.headers["Content-Length"] = str(len(data))
-
     def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
         assert isinstance(event, HTTPExchange)
         if event.error is not None and event.status is None:
@@ -137,7 +117,7 @@ class BotocoreExchange(HTTPAdapter):
         _sent(self._prepared.body)
         content = recorded_content(event, blobs)
         status = event.status or 200
-        headers: Any = {k: v for k, v in event.response_headers.items() if k not in _DECODED}
+        headers: Any = {k: v for k, v in event.response_headers.items() if k not in WIRE}
         headers["content-length"] = str(len(content))
         response = AWSResponse(self.url, status, headers, _raw(content, status, headers))
         if not self._prepared.stream_output:
@@ -224,23 +204,7 @@ def patch(session: ModuleType, originals: Originals) -> None:
     original = cls.send
 
     def send(self: Any, request: Any) -> Any:
-        def perform() -> Any:
-            return original(self, request)
-
-        now = boundary.current()
-        url = str(request.url or "")
-        if now is None or not url.startswith(SCHEMES) or asker(1) == "sandbox":
-            return perform()  # outside a run, the sandbox's own (its S3 store)
-        whole, body = _body(request)
-        if not whole:
-            warn_uncaptured(UNREAD_BODY)
-            with boundary.bypassed():  # named once: not again by urllib3's watch
-                return perform()
-        try:
-            name, normalized, exchange = BotocoreExchange.of(request, body)
-        except Exception:  # fails open (on replay the guard refuses what goes out)
-            return perform()
-        return boundary.through("http", name, normalized, perform, exchange)
+        return BotocoreExchange.send(request, lambda: original(self, request))
 
     cls.send = send
     originals.append((cls, "send", original))

@@ -33,6 +33,7 @@ import sys
 import threading
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -61,12 +62,17 @@ URLLIB3_POOL = "urllib3.connectionpool"
 """urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
 imported, as aiohttp's client is."""
 _URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
-STREAMED = "requests-stream"
-"""What :func:`warn_uncaptured` names a ``requests`` exchange it does not record by (a
-streamed response, a body from a file: :mod:`sandbox.capture.requests_http`)."""
-UNREAD_BODY = "botocore-body"
-"""What :func:`warn_uncaptured` names a botocore request by whose body it cannot read (over
-16 MiB, or not rewindable: :mod:`sandbox.capture.botocore_http`)."""
+
+
+@dataclass(frozen=True)
+class Uncaptured:
+    """A use of a captured client that its capture does not record (a streamed ``requests``
+    response, a botocore body it cannot read), for :func:`warn_uncaptured` to name: the
+    client's distribution, the use, and what to do instead."""
+
+    distribution: str
+    use: str
+    advice: str
 
 
 class HTTPEmitter(boundary.Emitter, Protocol):
@@ -590,9 +596,9 @@ class _Patch:
         self.count = 0
         self.originals: list[tuple[type, str, Any]] = []
         self.stop_on_import: Callable[[], None] = lambda: None
-        self.warned: set[str] = set()
-        """The uncaptured clients (``aiohttp``, ``urllib3``) already named (once per
-        process each)."""
+        self.warned: set[str | Uncaptured] = set()
+        """The uncaptured clients (``aiohttp``, ``urllib3``) and uses already named (once
+        per process each)."""
 
 
 _PATCH = _Patch()
@@ -641,10 +647,6 @@ def _uncaptured_client(library: str) -> str:
         callers.add(str(frame.f_globals.get("__name__", "")))
         frame = frame.f_back
     tops = {name.partition(".")[0] for name in callers}
-    if library == STREAMED:
-        return f"requests {_version('requests')} with stream=True or a body from a file"
-    if library == UNREAD_BODY:
-        return f"botocore {_version('botocore')} with a body over 16 MiB or not rewindable"
     if library == "aiohttp":
         if any(name.startswith("google.genai") for name in callers):
             return f"google-genai {_version('google-genai')} async client (aiohttp)"
@@ -653,11 +655,12 @@ def _uncaptured_client(library: str) -> str:
     return f"{top} {_version(top)}"
 
 
-def warn_uncaptured(library: str) -> None:
+def warn_uncaptured(library: str | Uncaptured, depth: int = 2) -> None:
     """Say once per process, on stderr, that a run made a request through ``library``
-    (``aiohttp``, ``urllib3``) that nothing records (its reply will be refused on replay).
-    The sandbox's own requests (the Docker engine's, an object store's) are not the run's.
-    Fails open: never raises into the agent."""
+    (``aiohttp``, ``urllib3``, or a use of a captured client) that nothing records (its
+    reply will be refused on replay). The sandbox's own requests (the Docker engine's, an
+    object store's) are not the run's: whose the request is is read ``depth`` frames
+    above this function's caller. Fails open: never raises into the agent."""
     with contextlib.suppress(Exception):
         now = boundary.current()
         if (
@@ -665,16 +668,16 @@ def warn_uncaptured(library: str) -> None:
             or now is None
             or getattr(now, "replaying", False)
             or boundary.current_span() is not None  # inside a recorded call: replayed whole
-            or asker(2) == "sandbox"
+            or asker(depth) == "sandbox"
         ):
             return
         _PATCH.warned.add(library)
-        name = _uncaptured_client(library)
-        advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
-        if library == STREAMED:
-            advice = "read the response whole (stream=False), or use httpx"
-        if library == UNREAD_BODY:
-            advice = "send the body as bytes"
+        if isinstance(library, Uncaptured):
+            name = f"{library.distribution} {_version(library.distribution)} {library.use}"
+            advice = library.advice
+        else:
+            name = _uncaptured_client(library)
+            advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
         sys.stderr.write(
             f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
         )

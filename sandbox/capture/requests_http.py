@@ -20,99 +20,37 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-import httpx
-
-from sandbox.capture.http import (
-    STREAMED,
-    HTTPAdapter,
-    crossing,
-    recorded_content,
-    warn_uncaptured,
-)
+from sandbox.capture.http import Uncaptured, recorded_content
 from sandbox.capture.onimport import Originals, class_patches
-from sandbox.capture.origin import asker
+from sandbox.capture.prepared import WIRE, Answer, PreparedExchange, PreparedRequest
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
 
-SCHEMES = ("http://", "https://")
-"""What is recorded: requests over the network (not ``http+docker://``, a unix socket's)."""
-_LEFT_OUT = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-"""Response headers that describe the bytes on the wire, not the content recorded."""
 
-
-class _Headers:
-    """What :class:`HTTPAdapter` reads of a set of headers (httpx's shape), made from
-    ``requests``' own (text names and values)."""
-
-    __slots__ = ("_values", "raw")
-    encoding = _encoding = "latin-1"
-    """How the raw names and values are encoded (httpx's two spellings of it)."""
-
-    def __init__(self, headers: Any, left_out: frozenset[str] = frozenset()) -> None:
-        self._values = {
-            str(k).lower(): v.decode("latin-1") if isinstance(v, bytes) else str(v)
-            for k, v in headers.items()
-        }
-        for name in left_out:
-            self._values.pop(name, None)
-        self.raw = [
-            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
-            for k, v in self._values.items()
-        ]
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self._values.get(name.lower(), default)
-
-    def items(self) -> Any:
-        return self._values.items()
-
-
-class Answer:
-    """What :class:`HTTPAdapter` reads of a response: its status and headers (but those
-    ``left_out``: by default the ones about the bytes on the wire, ``requests`` giving the
-    content decoded)."""
-
-    __slots__ = ("headers", "status_code")
-
-    def __init__(self, response: Any, left_out: frozenset[str] = _LEFT_OUT) -> None:
-        self.status_code = int(response.status_code)
-        self.headers = _Headers(response.headers, left_out)
-
-
-class PreparedRequest:
-    """What the seam and :class:`HTTPAdapter` read of a prepared request."""
-
-    __slots__ = ("headers", "method", "url")
-
-    def __init__(self, prepared: Any) -> None:
-        self.method = str(prepared.method or "GET").upper()
-        self.url = httpx.URL(str(prepared.url))
-        self.headers = _Headers(prepared.headers)
-
-
-class RequestsExchange(HTTPAdapter):
+class RequestsExchange(PreparedExchange):
     """One ``requests`` exchange: recorded once its content is read, replayed as a
-    ``requests.Response``."""
+    ``requests.Response`` of the adapter ``connection``."""
 
-    __slots__ = ("_connection", "_prepared")
+    __slots__ = ("_connection",)
+
+    uncaptured = Uncaptured(
+        "requests",
+        "with stream=True or a body from a file",
+        "read the response whole (stream=False), or use httpx",
+    )
 
     def __init__(
-        self, prepared: Any, request: PreparedRequest, body: bytes | None, parsed: Any, url: str
+        self,
+        prepared: Any,
+        request: PreparedRequest,
+        body: bytes | None,
+        parsed: Any,
+        url: str,
+        connection: Any = None,
     ) -> None:
-        super().__init__(None, request, body, False, parsed, url)
-        self._prepared = prepared
-        self._connection: Any = None
-
-    @classmethod
-    def of(cls, prepared: Any, body: bytes | None, connection: Any) -> tuple[str, Any, Any]:
-        """The crossing of ``prepared`` sent through the adapter ``connection``: its name,
-        its normalized request and the exchange recording it."""
-        request = PreparedRequest(prepared)
-        name, normalized, parsed, url = crossing(request, body)
-        exchange = cls(prepared, request, body, parsed, url)
-        exchange._connection = connection
-        return name, normalized, exchange
+        super().__init__(prepared, request, body, parsed, url)
+        self._connection = connection
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
         if outcome.error is not None:
@@ -124,16 +62,12 @@ class RequestsExchange(HTTPAdapter):
         except Exception as exc:  # the body failed: the caller gets the same error
             self.emit_exchange(call, emitter, None, b"", boundary.error_info(exc))
             raise
-        self.emit_exchange(call, emitter, Answer(response), content or b"", None)
+        self.emit_exchange(call, emitter, Answer(response, WIRE), content or b"", None)
         return response
 
     def record_replayed(self, call: Call, value: Any, emitter: Any) -> Any:
-        self.emit_exchange(call, emitter, Answer(value), value.content or b"", None)
+        self.emit_exchange(call, emitter, Answer(value, WIRE), value.content or b"", None)
         return value
-
-    def send_instead(self, data: bytes) -> None:
-        self._prepared.body = data
-        self._prepared.headers["Content-Length"] = str(len(data))
 
     def replay(self, call: Call, event: Event, blobs: BlobReader) -> Any:
         assert isinstance(event, HTTPExchange)
@@ -152,7 +86,7 @@ def _response(prepared: Any, connection: Any, event: HTTPExchange, blobs: BlobRe
     response = Response()
     response.status_code = event.status or 200
     response.headers = CaseInsensitiveDict(
-        {k: v for k, v in event.response_headers.items() if k not in _LEFT_OUT}
+        {k: v for k, v in event.response_headers.items() if k not in WIRE}
     )
     response.headers["content-length"] = str(len(content))
     response._content = content
@@ -175,17 +109,6 @@ def _reason(status: int) -> str:
     return ""
 
 
-def _body(prepared: Any) -> tuple[bool, bytes | None]:
-    """Whether the request's body can be recorded (not one sent from a file or a
-    generator), and it as bytes (``None``: none)."""
-    body = prepared.body
-    if body is None or isinstance(body, bytes):
-        return True, body
-    if isinstance(body, str):
-        return True, body.encode("utf-8")
-    return False, None
-
-
 MODULE = "requests.adapters"
 """``requests``' HTTP adapters, patched when the agent imports them (at once if it has)."""
 
@@ -206,20 +129,7 @@ def patch(adapters: ModuleType, originals: Originals) -> None:
         def perform() -> Any:
             return original(self, request, stream=stream, **kwargs)
 
-        now = boundary.current()
-        url = str(request.url or "")
-        if now is None or not url.startswith(SCHEMES) or asker(1) == "sandbox":
-            return perform()  # a unix socket's (the Docker SDK's), the sandbox's own
-        whole, body = _body(request)
-        if stream or not whole:
-            warn_uncaptured(STREAMED)  # refused on replay, as urllib3's own requests are
-            with boundary.bypassed():  # named once: not again by urllib3's watch
-                return perform()
-        try:
-            name, normalized, exchange = RequestsExchange.of(request, body, self)
-        except Exception:  # fails open (on replay the guard refuses what goes out)
-            return perform()
-        return boundary.through("http", name, normalized, perform, exchange)
+        return RequestsExchange.send(request, perform, unrecorded=stream, connection=self)
 
     cls.send = send
     originals.append((cls, "send", original))

@@ -43,6 +43,11 @@ def route_name(environ: Environ) -> str:
     return f"{environ.get('REQUEST_METHOD', 'GET')} {environ.get('PATH_INFO', '/') or '/'}"
 
 
+def _code(status_line: str) -> int:
+    """The status code of a WSGI status line (``"500 INTERNAL SERVER ERROR"``)."""
+    return int(str(status_line).split(" ", 1)[0])
+
+
 def _headers(environ: Environ) -> list[tuple[bytes, bytes]]:
     """The request's headers as ASGI gives them (lower-case names, latin-1 bytes)."""
     out = []
@@ -139,7 +144,7 @@ class CaptureWSGIMiddleware(ServiceCapture):
         status: list[int] = []
 
         def watched(line: str, headers: Any, exc_info: Any = None) -> Any:
-            status[:] = [int(str(line).split(" ", 1)[0])]
+            status[:] = [_code(line)]
             return start_response(line, headers, exc_info)
 
         tee: RequestTee | None = None
@@ -209,7 +214,7 @@ def replay_wsgi_request(app: WSGIApp) -> int:
     status: list[int] = []
 
     def start_response(line: str, headers: Any, exc_info: Any = None) -> Callable[[bytes], None]:
-        status[:] = [int(str(line).split(" ", 1)[0])]
+        status[:] = [_code(line)]
         return lambda _data: None
 
     answer = app(_environ(request), start_response)

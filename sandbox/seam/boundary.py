@@ -101,23 +101,22 @@ _context_boundary: contextvars.ContextVar[Boundary | object | None] = contextvar
     "sandbox_boundary", default=None
 )
 _global_boundary: Boundary | None = None
-_AUTO_TASK_NAME = re.compile(r"Task-\d+")
+_AUTO_TASK_NAME = re.compile(r"(?P<kind>Task)-(?P<number>\d+)(?P<rest>)")
+"""An asyncio task's default name, numbered across the process (``Task-7``)."""
 _AUTO_THREAD_NAME = re.compile(r"(?P<kind>ThreadPoolExecutor|Thread)-(?P<number>\d+)(?P<rest>.*)")
-"""A thread's default name: numbered across the process (an executor's by the executor, its
-workers ``_0``, ``_1``... within it; a thread's ``Thread-3 (target)``)."""
+"""A thread's default name, numbered across the process too (an executor's by the
+executor, its workers ``_0``, ``_1``... within it; a thread's ``Thread-3 (target)``)."""
 
 
 @dataclass(eq=False)
 class _TaskNumbers:
-    """The automatic task names one boundary hands out (see :func:`_stable_task_name`)."""
+    """The numbers one boundary gives the tasks, threads and executors Python numbered
+    (see :func:`_stable_name`)."""
 
-    names: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = field(
-        default_factory=weakref.WeakKeyDictionary
-    )
-    counter: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    threads: dict[str, str] = field(default_factory=dict)
-    """A thread's numbered name (``ThreadPoolExecutor-7``, ``Thread-3``) and the one given."""
-    thread_counters: dict[str, Iterator[int]] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)
+    """A numbered name (``Task-7``, ``ThreadPoolExecutor-3``) and the one given."""
+    counters: dict[str, Iterator[int]] = field(default_factory=dict)
+    """Each kind's next number."""
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
@@ -459,46 +458,32 @@ def task_id() -> str:
         if root is not None and root() is task:
             return "main"
         name = task.get_name()
-        return _stable_task_name(task) if _AUTO_TASK_NAME.fullmatch(name) else name
+        found = _AUTO_TASK_NAME.fullmatch(name)
+        return _stable_name(found) if found is not None else name
     thread = threading.current_thread()
     if thread is threading.main_thread() or (root is not None and root() is thread):
         return "main"
     found = _AUTO_THREAD_NAME.fullmatch(thread.name)
-    return _stable_thread_name(found) if found is not None else thread.name
+    return _stable_name(found) if found is not None else thread.name
 
 
-def _stable_task_name(task: asyncio.Task[Any]) -> str:
-    """asyncio numbers unnamed tasks (``Task-7``) across the whole process, so a replay in
-    the capturing process would see other numbers: they are renumbered from ``Task-1`` in
-    the order they first cross the boundary, for each boundary (each run) on its own."""
+def _stable_name(found: re.Match[str]) -> str:
+    """asyncio numbers unnamed tasks (``Task-7``), and Python threads and executors
+    (``ThreadPoolExecutor-3_0``, ``Thread-5 (work)``), across the whole process, so a
+    replay in the capturing process would see other numbers: each kind is renumbered from
+    1 in the order they first cross the boundary, for each boundary (each run) on its own;
+    an executor's workers keep their ``_0``, ``_1``, a thread its target's name."""
     owner: object = current() or _OUTSIDE
+    key = f"{found['kind']}-{found['number']}"
     numbers = _task_numbers.get(owner)
-    if numbers is None:
-        with _numbers_lock:
-            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-    found = numbers.names.get(task)
-    if found is None:
-        with _numbers_lock:
-            found = numbers.names.setdefault(task, f"Task-{next(numbers.counter)}")
-    return found
-
-
-def _stable_thread_name(found: re.Match[str]) -> str:
-    """Python numbers threads and executors by default across the whole process, as asyncio
-    numbers tasks: renumbered from 1, each kind on its own, in the order they first cross
-    the boundary, for each boundary on its own (an executor's workers keep their ``_0``,
-    ``_1``; a thread its target's name)."""
-    owner: object = current() or _OUTSIDE
-    kind, key = found["kind"], f"{found['kind']}-{found['number']}"
-    numbers = _task_numbers.get(owner)
-    given = numbers.threads.get(key) if numbers is not None else None
+    given = numbers.names.get(key) if numbers is not None else None
     if given is None:
         with _numbers_lock:
             numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-            given = numbers.threads.get(key)
+            given = numbers.names.get(key)
             if given is None:
-                counter = numbers.thread_counters.setdefault(kind, itertools.count(1))
-                given = numbers.threads[key] = f"{kind}-{next(counter)}"
+                counter = numbers.counters.setdefault(found["kind"], itertools.count(1))
+                given = numbers.names[key] = f"{found['kind']}-{next(counter)}"
     return given + found["rest"]
 
 

@@ -1,0 +1,138 @@
+"""An exchange of a client that prepares its request before it sends it, over urllib3
+(``requests``' HTTP adapter: :mod:`sandbox.capture.requests_http`; botocore's session:
+:mod:`sandbox.capture.botocore_http`): what :class:`~sandbox.capture.http.HTTPAdapter` reads
+of the prepared request and of the response, in httpx's shape, and the crossing of one
+request (:meth:`PreparedExchange.send`), the same for both clients: a request outside any
+run, over a unix socket or made by the sandbox itself is sent as it is; one whose body the
+client's exchange cannot record is named once on stderr and sent past the seam (refused on
+replay); any other crosses the seam as an ``http`` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import httpx
+
+from sandbox.capture.http import HTTPAdapter, Uncaptured, crossing, warn_uncaptured
+from sandbox.capture.origin import asker
+from sandbox.seam import boundary
+
+SCHEMES = ("http://", "https://")
+"""What is recorded: requests over the network (not ``http+docker://``, a unix socket's)."""
+WIRE = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+"""Response headers that describe the bytes on the wire, not a content recorded decoded."""
+
+
+class Headers:
+    """What :class:`HTTPAdapter` reads of a set of headers (httpx's shape), made from a
+    client's own (text or bytes values)."""
+
+    __slots__ = ("_values", "raw")
+    encoding = _encoding = "latin-1"
+    """How the raw names and values are encoded (httpx's two spellings of it)."""
+
+    def __init__(self, headers: Any, left_out: frozenset[str] = frozenset()) -> None:
+        self._values = {
+            str(k).lower(): v.decode("latin-1") if isinstance(v, bytes) else str(v)
+            for k, v in headers.items()
+        }
+        for name in left_out:
+            self._values.pop(name, None)
+        self.raw = [
+            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in self._values.items()
+        ]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name.lower(), default)
+
+    def items(self) -> Any:
+        return self._values.items()
+
+
+class Answer:
+    """What :class:`HTTPAdapter` reads of a response: its status and headers, but those
+    ``left_out`` (:data:`WIRE` for a client that gives the content decoded)."""
+
+    __slots__ = ("headers", "status_code")
+
+    def __init__(self, response: Any, left_out: frozenset[str]) -> None:
+        self.status_code = int(response.status_code)
+        self.headers = Headers(response.headers, left_out)
+
+
+class PreparedRequest:
+    """What the seam and :class:`HTTPAdapter` read of a prepared request."""
+
+    __slots__ = ("headers", "method", "url")
+
+    def __init__(self, prepared: Any) -> None:
+        self.method = str(prepared.method or "GET").upper()
+        self.url = httpx.URL(str(prepared.url))
+        self.headers = Headers(prepared.headers)
+
+
+class PreparedExchange(HTTPAdapter):
+    """One exchange of a prepared request: a client's subclass records its response and
+    rebuilds one on replay; :meth:`send` crosses the seam with it."""
+
+    __slots__ = ("_prepared",)
+
+    uncaptured: ClassVar[Uncaptured]
+    """What is named on stderr for a request whose body is not recorded."""
+
+    def __init__(
+        self, prepared: Any, request: PreparedRequest, body: bytes | None, parsed: Any, url: str
+    ) -> None:
+        super().__init__(None, request, body, False, parsed, url)
+        self._prepared = prepared
+
+    @staticmethod
+    def body_of(prepared: Any) -> tuple[bool, bytes | None]:
+        """Whether the request's body can be recorded (not one sent from a file or a
+        generator), and it as bytes (``None``: none)."""
+        body = prepared.body
+        if body is None or isinstance(body, bytes):
+            return True, body
+        if isinstance(body, str):
+            return True, body.encode("utf-8")
+        return False, None
+
+    def crossing_name(self, name: str) -> str:
+        """The crossing's name, from the one every HTTP exchange gets (``METHOD URL``)."""
+        return name
+
+    def send_instead(self, data: bytes) -> None:
+        self._prepared.body = data
+        self._prepared.headers["Content-Length"] = str(len(data))
+
+    @classmethod
+    def send(
+        cls,
+        prepared: Any,
+        perform: Callable[[], Any],
+        *,
+        unrecorded: bool = False,
+        **fields: Any,
+    ) -> Any:
+        """``perform()`` (the client's own send of ``prepared``) across the seam, the
+        exchange made with ``fields`` too; ``unrecorded``: a request the client's exchange
+        does not record whatever its body (a streamed ``requests`` response)."""
+        url = str(prepared.url or "")
+        if boundary.current() is None or not url.startswith(SCHEMES) or asker(2) == "sandbox":
+            return perform()  # outside a run, a unix socket's (the Docker SDK's), ours
+        whole, body = cls.body_of(prepared)
+        if unrecorded or not whole:
+            warn_uncaptured(cls.uncaptured, depth=3)  # refused on replay: named at capture
+            with boundary.bypassed():  # named once: not again by urllib3's watch
+                return perform()
+        try:
+            request = PreparedRequest(prepared)
+            name, normalized, parsed, full_url = crossing(request, body)
+            exchange = cls(prepared, request, body, parsed, full_url, **fields)
+            name = exchange.crossing_name(name)
+        except Exception:  # fails open (on replay the guard refuses what goes out)
+            return perform()
+        return boundary.through("http", name, normalized, perform, exchange)
