@@ -106,6 +106,9 @@ _AUTO_TASK_NAME = re.compile(r"(?P<kind>Task)-(?P<number>\d+)(?P<rest>)")
 _AUTO_THREAD_NAME = re.compile(r"(?P<kind>ThreadPoolExecutor|Thread)-(?P<number>\d+)(?P<rest>.*)")
 """A thread's default name, numbered across the process too (an executor's by the
 executor, its workers ``_0``, ``_1``... within it; a thread's ``Thread-3 (target)``)."""
+_FIRST_NUMBER = {"ThreadPoolExecutor": 0}
+"""The number Python gives the first of a kind (1 but for executors): a run's names are
+then those a new process gives, as at a capture that ran in one."""
 
 
 @dataclass(eq=False)
@@ -470,9 +473,10 @@ def task_id() -> str:
 def _stable_name(found: re.Match[str]) -> str:
     """asyncio numbers unnamed tasks (``Task-7``), and Python threads and executors
     (``ThreadPoolExecutor-3_0``, ``Thread-5 (work)``), across the whole process, so a
-    replay in the capturing process would see other numbers: each kind is renumbered from
-    1 in the order they first cross the boundary, for each boundary (each run) on its own;
-    an executor's workers keep their ``_0``, ``_1``, a thread its target's name."""
+    replay in the capturing process would see other numbers: each kind is numbered again
+    from its first number (:data:`_FIRST_NUMBER`) in the order they first cross the
+    boundary, for each boundary (each run) on its own; an executor's workers keep their
+    ``_0``, ``_1``, a thread its target's name."""
     owner: object = current() or _OUTSIDE
     key = f"{found['kind']}-{found['number']}"
     numbers = _task_numbers.get(owner)
@@ -482,7 +486,8 @@ def _stable_name(found: re.Match[str]) -> str:
             numbers = _task_numbers.setdefault(owner, _TaskNumbers())
             given = numbers.names.get(key)
             if given is None:
-                counter = numbers.counters.setdefault(found["kind"], itertools.count(1))
+                first = _FIRST_NUMBER.get(found["kind"], 1)
+                counter = numbers.counters.setdefault(found["kind"], itertools.count(first))
                 given = numbers.names[key] = f"{found['kind']}-{next(counter)}"
     return given + found["rest"]
 

@@ -6,10 +6,12 @@ disk nowhere, and a tool-calling agent's failure reproduced with the model stopp
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +84,10 @@ async def ledger(sync_first: bool) -> str:
             "api_base": os.environ[URL_ENV],
             "temperature": 0,
         }
-        if (turn == 0) == sync_first:
-            answer = await asyncio.to_thread(litellm.completion, **settings)
+        if (turn == 0) == sync_first:  # on a pool of its own: litellm uses asyncio's
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                call = functools.partial(litellm.completion, **settings)
+                answer = await asyncio.get_running_loop().run_in_executor(pool, call)
         else:
             answer = await litellm.acompletion(**settings)
         message = answer.choices[0].message
