@@ -19,51 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from sandbox.capture.http import Tee, Uncaptured, recorded_content
+from sandbox.capture.http import Uncaptured, recorded_content
 from sandbox.capture.onimport import Originals, class_patches
-from sandbox.capture.prepared import WIRE, Answer, PreparedExchange
+from sandbox.capture.prepared import WIRE, Answer, PreparedExchange, RawTee
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
 
 BODY_LIMIT = 16 * 1024 * 1024
 """The largest request body read from a file to be recorded."""
-
-
-class RawTee(Tee):
-    """A streamed response's urllib3 body, teed as botocore's ``StreamingBody`` (``read``)
-    or event stream (``stream``) reads it; anything else is the body's own."""
-
-    def read(self, amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
-        try:
-            data: bytes = self._inner.read(amt, *args, **kwargs)
-        except BaseException as exc:
-            self.finish(boundary.error_info(exc))
-            raise
-        if data:
-            self._chunks.append(data)
-        if not data or amt is None:
-            self.finish()
-        return data
-
-    def stream(
-        self, amt: int | None = 2**16, decode_content: bool | None = None
-    ) -> Iterator[bytes]:
-        while data := self.read(amt, decode_content=decode_content):
-            yield data
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self.finish()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 class BotocoreExchange(PreparedExchange):

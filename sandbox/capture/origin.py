@@ -8,9 +8,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 Origin = Literal["stdlib", "sandbox", "library", "agent"]
+F = TypeVar("F", bound=Callable[..., Any])
 _LIBRARY_DIRS = ("/site-packages/", "/dist-packages/")
 _SCRIPT_DIRS = tuple(
     {os.path.join(prefix, "bin") + os.sep for prefix in (sys.prefix, sys.exec_prefix)}
@@ -26,8 +28,23 @@ def origin(frame: Any) -> Origin:
     return _origin_of(frame.f_code, frame.f_globals.get("__name__", ""))
 
 
+_PASSED_THROUGH: set[Any] = set()
+"""The code of the sandbox's functions that only run the code handed to them (see
+:func:`passed_through`)."""
+
+
+def passed_through(fn: F) -> F:
+    """Mark ``fn``, a function of the sandbox that only runs the code it is handed (in a
+    pool's worker thread, say), as no one's: a stack walk goes past its frames (as the
+    standard library's) to the code that asked, not taking it for the sandbox's own."""
+    _PASSED_THROUGH.add(fn.__code__)
+    return fn
+
+
 @functools.lru_cache(maxsize=4096)
 def _origin_of(code: Any, module: Any) -> Origin:
+    if code in _PASSED_THROUGH:
+        return "stdlib"
     name = str(module)
     if name.split(".")[0] in sys.stdlib_module_names:
         return "stdlib"

@@ -10,12 +10,12 @@ replay); any other crosses the seam as an ``http`` call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import httpx
 
-from sandbox.capture.http import HTTPAdapter, Uncaptured, crossing, warn_uncaptured
+from sandbox.capture.http import HTTPAdapter, Tee, Uncaptured, crossing, warn_uncaptured
 from sandbox.capture.origin import asker
 from sandbox.seam import boundary
 
@@ -74,6 +74,39 @@ class PreparedRequest:
         self.headers = Headers(prepared.headers)
 
 
+class RawTee(Tee):
+    """A streamed response's urllib3 body, teed as the client reads it (``read``: botocore's
+    ``StreamingBody``; ``stream``: botocore's event stream, ``requests``' ``iter_content``);
+    anything else is the body's own."""
+
+    def read(self, amt: int | None = None, *args: Any, **kwargs: Any) -> bytes:
+        try:
+            data: bytes = self._inner.read(amt, *args, **kwargs)
+        except BaseException as exc:
+            self.finish(boundary.error_info(exc))
+            raise
+        if data:
+            self._chunks.append(data)
+        if not data or amt is None:
+            self.finish()
+        return data
+
+    def stream(
+        self, amt: int | None = 2**16, decode_content: bool | None = None
+    ) -> Iterator[bytes]:
+        while data := self.read(amt, decode_content=decode_content):
+            yield data
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self.finish()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class PreparedExchange(HTTPAdapter):
     """One exchange of a prepared request: a client's subclass records its response and
     rebuilds one on replay; :meth:`send` crosses the seam with it."""
@@ -109,22 +142,14 @@ class PreparedExchange(HTTPAdapter):
         self._prepared.headers["Content-Length"] = str(len(data))
 
     @classmethod
-    def send(
-        cls,
-        prepared: Any,
-        perform: Callable[[], Any],
-        *,
-        unrecorded: bool = False,
-        **fields: Any,
-    ) -> Any:
+    def send(cls, prepared: Any, perform: Callable[[], Any], **fields: Any) -> Any:
         """``perform()`` (the client's own send of ``prepared``) across the seam, the
-        exchange made with ``fields`` too; ``unrecorded``: a request the client's exchange
-        does not record whatever its body (a streamed ``requests`` response)."""
+        exchange made with ``fields`` too."""
         url = str(prepared.url or "")
         if boundary.current() is None or not url.startswith(SCHEMES) or asker(2) == "sandbox":
             return perform()  # outside a run, a unix socket's (the Docker SDK's), ours
         whole, body = cls.body_of(prepared)
-        if unrecorded or not whole:
+        if not whole:
             warn_uncaptured(cls.uncaptured, depth=3)  # refused on replay: named at capture
             with boundary.bypassed():  # named once: not again by urllib3's watch
                 return perform()

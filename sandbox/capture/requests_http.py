@@ -5,10 +5,12 @@ httpx exchange is (:class:`~sandbox.capture.http.HTTPAdapter` makes its events: 
 fields, redaction and model-API recognition), and replayed as a ``requests.Response``
 rebuilt from the recording. The body is read where ``requests`` reads it, once the adapter
 answered (its content as ``requests`` gives it: decoded, so the recorded headers leave the
-content encoding out). Not captured, and named once on stderr (their replies are refused on
-replay): a response asked for as a stream (``stream=True``) and a body sent from a file or
-a generator. The sandbox's own requests and those over a unix socket (the Docker SDK's,
-``http+docker://``) are not the run's.
+content encoding out); a response asked for as a stream (``stream=True``: a download, a
+model's streamed lines) is teed as the caller reads it (``iter_content``, ``iter_lines``)
+and recorded when read to the end or closed (or, still open, at the run's end), and its
+replay streams the recorded bytes. Not captured, and named once on stderr (its reply is
+refused on replay): a body sent from a file or a generator. The sandbox's own requests and
+those over a unix socket (the Docker SDK's, ``http+docker://``) are not the run's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from sandbox.capture.http import Uncaptured, recorded_content
 from sandbox.capture.onimport import Originals, class_patches
-from sandbox.capture.prepared import WIRE, Answer, PreparedExchange, PreparedRequest
+from sandbox.capture.prepared import WIRE, Answer, PreparedExchange, PreparedRequest, RawTee
 from sandbox.seam import boundary
 from sandbox.seam.boundary import BlobReader, Call, Outcome, RecordedError
 from sandbox.snapshot.events import Event, HTTPExchange
@@ -32,12 +34,10 @@ class RequestsExchange(PreparedExchange):
     """One ``requests`` exchange: recorded once its content is read, replayed as a
     ``requests.Response`` of the adapter ``connection``."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_connection", "_stream")
 
     uncaptured = Uncaptured(
-        "requests",
-        "with stream=True or a body from a file",
-        "read the response whole (stream=False), or use httpx",
+        "requests", "with a body from a file or a generator", "send the body as bytes"
     )
 
     def __init__(
@@ -48,15 +48,22 @@ class RequestsExchange(PreparedExchange):
         parsed: Any,
         url: str,
         connection: Any = None,
+        stream: bool = False,
     ) -> None:
         super().__init__(prepared, request, body, parsed, url)
         self._connection = connection
+        self._stream = stream
 
     def record(self, call: Call, outcome: Outcome[Any], emitter: Any) -> Any:
         if outcome.error is not None:
             self.emit_exchange(call, emitter, None, b"", boundary.error_info(outcome.error))
             return None
         response: Any = outcome.value
+        if self._stream:  # read by the caller, as it likes: teed as it reads
+            tee = RawTee(response.raw, self, call, emitter, Answer(response, WIRE))
+            response.raw = tee
+            emitter.defer(tee, tee.unfinished)
+            return response
         try:
             content = response.content  # as Session.send reads it next, for a non-stream
         except Exception as exc:  # the body failed: the caller gets the same error
@@ -129,7 +136,7 @@ def patch(adapters: ModuleType, originals: Originals) -> None:
         def perform() -> Any:
             return original(self, request, stream=stream, **kwargs)
 
-        return RequestsExchange.send(request, perform, unrecorded=stream, connection=self)
+        return RequestsExchange.send(request, perform, connection=self, stream=stream)
 
     cls.send = send
     originals.append((cls, "send", original))

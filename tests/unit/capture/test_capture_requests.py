@@ -1,7 +1,8 @@
 """``requests`` captured at its HTTP adapter against a real local server: exchanges recorded
 (redacted, decoded) and replayed as ``requests.Response`` objects with the server stopped;
-a failed connection recorded and raised again; what is not recorded (a streamed response)
-named once on stderr; the sandbox's own requests not the run's."""
+a failed connection recorded and raised again; a streamed response recorded as it is read
+and streamed again on replay; what is not recorded (a body from a file) named once on
+stderr; the sandbox's own requests not the run's."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ class _Weather(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.path == "/api/chat":  # a local model's streamed answer, a JSON object a line
+            words = ["It", " is", " -3", " C", " in", " Oslo."]
+            lines = [{"message": {"content": w}, "done": False} for w in words]
+            data = b"".join(json.dumps(x).encode() + b"\n" for x in [*lines, {"done": True}])
+            self._answer(gzip.compress(data), **{"content-encoding": "gzip"})
+            return
         self._answer(json.dumps({"booked": body["city"], "by": self.headers["x-agent"]}).encode())
 
 
@@ -142,24 +149,81 @@ def test_a_failed_connection_is_recorded_and_raised_again_on_replay(
     assert report.divergences == [None], report.describe()
 
 
-def test_a_streamed_response_is_named_once_and_not_recorded(
+def chat() -> str:
+    """The agent: asks a local model (``stream=True``, its answer read line by line as it
+    comes, as people call Ollama's API); it fails on a temperature below zero."""
+    url = os.environ[URL_ENV] + "/api/chat"
+    words = []
+    with requests.post(url, json={"model": "llama", "stream": True}, stream=True) as answer:
+        for line in answer.iter_lines():
+            part = json.loads(line)
+            if not part["done"]:
+                words.append(part["message"]["content"])
+    text = "".join(words)
+    if "-" in text and not FIXED["on"]:
+        raise ValueError(f"no advice below zero: {text}")
+    return text
+
+
+def test_a_streamed_response_is_recorded_as_read_and_streams_again_on_replay(
+    tmp_path: Path, server: ThreadingHTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A response asked for as a stream and read line by line is recorded whole (decoded
+    from its gzip, the encoding left out of its headers), nothing named on stderr; with the
+    server stopped its replay streams the same lines: reproduced 2/2 with no divergence,
+    gone once fixed."""
+    store = DirectoryStore(tmp_path / "store")
+    entry = Entrypoint(kind="callable", target=f"{__name__}:chat")
+    with (
+        pytest.raises(ValueError, match=r"below zero: It is -3 C in Oslo\."),
+        capture.run("chat", store=store, entrypoint=entry, packages=False) as rec,
+    ):
+        chat()
+    server.shutdown()
+    (exchange,) = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert exchange.url.endswith("/api/chat") and exchange.error is None
+    assert isinstance(exchange.response_body, str)
+    assert [json.loads(x)["done"] for x in exchange.response_body.splitlines()] == [
+        *[False] * 6,
+        True,
+    ]
+    assert "content-encoding" not in exchange.response_headers
+    assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    reproduced_then_gone(rec.run_id, store, FIXED)
+
+
+def test_a_stream_left_unread_is_recorded_as_read_so_far_at_the_runs_end(
+    tmp_path: Path, server: ThreadingHTTPServer
+) -> None:
+    """A streamed response read in part and never closed is recorded at the run's end with
+    what was read, and the error that says the body was not read to its end."""
+    store = DirectoryStore(tmp_path / "store")
+    url = os.environ[URL_ENV] + "/api/chat"
+    with capture.run("unread", store=store, packages=False) as rec:
+        answer = requests.post(url, json={"model": "llama"}, stream=True)
+        first = next(answer.iter_lines())
+    answer.close()
+    (exchange,) = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert exchange.error is not None and exchange.error.type == "IncompleteRead"
+    assert exchange.status == 200 and str(exchange.response_body).startswith(first.decode())
+
+
+def test_a_body_from_a_file_is_named_once_and_not_recorded(
     tmp_path: Path, server: ThreadingHTTPServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = DirectoryStore(tmp_path / "store")
-    base = os.environ[URL_ENV]
-    with capture.run("stream", store=store, packages=False) as rec:
+    url = os.environ[URL_ENV] + "/book"
+    (tmp_path / "booking.json").write_text('{"city": "paris"}')
+    with capture.run("file", store=store, packages=False) as rec:
         for _ in range(2):
-            with requests.get(f"{base}/v1/paris", stream=True, timeout=5) as answer:
-                assert json.loads(b"".join(answer.iter_content(4))) == {
-                    "city": "paris",
-                    "temp_c": 21,
-                }
+            with (tmp_path / "booking.json").open("rb") as body:
+                answer = requests.post(url, data=body, headers={"x-agent": "f"}, timeout=5)
+            assert answer.json() == {"booked": "paris", "by": "f"}
     assert not [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
     assert lines == [
-        f"sandbox: requests {requests.__version__} with stream=True or a body from a file is "
-        "not captured: its calls will be refused on replay; read the response whole "
-        "(stream=False), or use httpx"
+        f"sandbox: requests {requests.__version__} with a body from a file or a generator is "
+        "not captured: its calls will be refused on replay; send the body as bytes"
     ]
 
 
