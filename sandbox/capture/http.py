@@ -22,6 +22,7 @@ tools, assembled response, usage, provider metadata).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import importlib
 import importlib.abc
@@ -56,8 +57,6 @@ AIOHTTP_TRANSPORTS = frozenset(
 """The aiohttp transports (``DefaultAioHttpClient``) the SDKs ship, patched when imported."""
 LITELLM_TRANSPORT = "litellm.llms.custom_httpx.aiohttp_transport"
 """litellm's httpx transport over aiohttp (its async calls' default), patched when imported."""
-AIOHTTP_CLIENT = "aiohttp.client"
-"""aiohttp's own client, watched (not captured) when imported: see :func:`warn_uncaptured`."""
 URLLIB3_POOL = "urllib3.connectionpool"
 """urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
 imported, as aiohttp's client is."""
@@ -604,31 +603,54 @@ class _Patch:
 _PATCH = _Patch()
 
 
-def _patch_async(module: Any, async_cls: type) -> tuple[type, str, Any]:
-    """Capture (and replay) ``async_cls.handle_async_request``, a transport of ``module``."""
+def _patch_async(
+    module: Any, async_cls: type, *, over_aiohttp: bool = False
+) -> tuple[type, str, Any]:
+    """Capture (and replay) ``async_cls.handle_async_request``, a transport of ``module``
+    (``over_aiohttp``: one that sends through aiohttp, see :func:`within_sdk_transport`)."""
     async_orig = async_cls.handle_async_request  # type: ignore[attr-defined]
 
     async def handle_async_request(self: Any, request: Any) -> Any:
         if boundary.current() is None:
             return await async_orig(self, request)
         name, normalized, adapter = _cross(module, request, await _aread_body(request), True)
-        return await boundary.athrough(
-            "http", name, normalized, lambda: async_orig(self, request), adapter
-        )
+        token = _sdk_transport.set(True) if over_aiohttp else None
+        try:
+            return await boundary.athrough(
+                "http", name, normalized, lambda: async_orig(self, request), adapter
+            )
+        finally:
+            if token is not None:
+                _sdk_transport.reset(token)
 
     async_cls.handle_async_request = handle_async_request  # type: ignore[attr-defined]
     return (async_cls, "handle_async_request", async_orig)
 
 
+_sdk_transport: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "sandbox_sdk_transport", default=False
+)
+
+
+def within_sdk_transport() -> bool:
+    """Whether an SDK's transport over aiohttp is sending the current request, recording it
+    itself: aiohttp's own capture (:mod:`sandbox.capture.aiohttp_http`) leaves it be."""
+    return _sdk_transport.get()
+
+
 def _patch_aiohttp_transport(transport: ModuleType) -> None:
     """Patch the aiohttp transport of an SDK (an httpx2 transport over aiohttp)."""
-    _PATCH.originals.append(_patch_async(transport.httpx, transport.AiohttpTransport))
+    _PATCH.originals.append(
+        _patch_async(transport.httpx, transport.AiohttpTransport, over_aiohttp=True)
+    )
 
 
 def _patch_litellm_transport(transport: ModuleType) -> None:
     """Patch litellm's transport over aiohttp (an httpx transport: its responses are
     httpx's)."""
-    _PATCH.originals.append(_patch_async(transport.httpx, transport.LiteLLMAiohttpTransport))
+    _PATCH.originals.append(
+        _patch_async(transport.httpx, transport.LiteLLMAiohttpTransport, over_aiohttp=True)
+    )
 
 
 def _version(distribution: str) -> str:
@@ -639,25 +661,21 @@ def _version(distribution: str) -> str:
 
 
 def _uncaptured_client(library: str) -> str:
-    """The client making an uncaptured request through ``library`` (``aiohttp`` or
-    ``urllib3``), read off the caller's stack, with its version."""
+    """The client making an uncaptured request through ``library`` (``urllib3``), read off
+    the caller's stack, with its version."""
     callers: set[str] = set()
     frame: Any = sys._getframe(1)
     while frame is not None:
         callers.add(str(frame.f_globals.get("__name__", "")))
         frame = frame.f_back
     tops = {name.partition(".")[0] for name in callers}
-    if library == "aiohttp":
-        if any(name.startswith("google.genai") for name in callers):
-            return f"google-genai {_version('google-genai')} async client (aiohttp)"
-        return f"aiohttp {_version('aiohttp')} ClientSession request"
     top = next((name for name in _URLLIB3_CALLERS if name in tops), "urllib3")
     return f"{top} {_version(top)}"
 
 
 def warn_uncaptured(library: str | Uncaptured, depth: int = 2) -> None:
     """Say once per process, on stderr, that a run made a request through ``library``
-    (``aiohttp``, ``urllib3``, or a use of a captured client) that nothing records (its
+    (``urllib3``, or a use of a captured client) that nothing records (its
     reply will be refused on replay). The sandbox's own requests (the Docker engine's, an
     object store's) are not the run's: whose the request is is read ``depth`` frames
     above this function's caller. Fails open: never raises into the agent."""
@@ -677,23 +695,10 @@ def warn_uncaptured(library: str | Uncaptured, depth: int = 2) -> None:
             advice = library.advice
         else:
             name = _uncaptured_client(library)
-            advice = "use the sync client" if name.startswith("google-genai") else "use httpx"
+            advice = "use httpx"
         sys.stderr.write(
             f"sandbox: {name} is not captured: its calls will be refused on replay; {advice}\n"
         )
-
-
-def _patch_aiohttp_client(client: ModuleType) -> None:
-    """Watch ``aiohttp.ClientSession._request`` for requests made inside a run."""
-    session = client.ClientSession
-    original = session._request
-
-    async def _request(self: Any, *args: Any, **kwargs: Any) -> Any:
-        warn_uncaptured("aiohttp")
-        return await original(self, *args, **kwargs)
-
-    session._request = _request
-    _PATCH.originals.append((session, "_request", original))
 
 
 def _patch_urllib3(pool: ModuleType) -> None:
@@ -711,12 +716,11 @@ def _patch_urllib3(pool: ModuleType) -> None:
 
 
 def _start_aiohttp_patches() -> Callable[[], None]:
-    """Patch the SDKs' aiohttp transports (and watch aiohttp's own client and urllib3's
+    """Patch the SDKs' aiohttp transports (and watch urllib3's
     pools) when the agent imports them (at once if it has)."""
     patches: dict[str, Callable[[ModuleType], None]]
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
     patches[LITELLM_TRANSPORT] = _patch_litellm_transport
-    patches[AIOHTTP_CLIENT] = _patch_aiohttp_client
     patches[URLLIB3_POOL] = _patch_urllib3
     return when_imported(patches)
 

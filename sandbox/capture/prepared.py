@@ -1,19 +1,22 @@
-"""An exchange of a client that prepares its request before it sends it, over urllib3
-(``requests``' HTTP adapter: :mod:`sandbox.capture.requests_http`; botocore's session:
-:mod:`sandbox.capture.botocore_http`): what :class:`~sandbox.capture.http.HTTPAdapter` reads
-of the prepared request and of the response, in httpx's shape, and the crossing of one
-request (:meth:`PreparedExchange.send`), the same for both clients: a request outside any
-run, over a unix socket or made by the sandbox itself is sent as it is; one whose body the
-client's exchange cannot record is named once on stderr and sent past the seam (refused on
-replay); any other crosses the seam as an ``http`` call.
+"""An exchange of a client that prepares its request before it sends it (over urllib3:
+``requests``' HTTP adapter, :mod:`sandbox.capture.requests_http`, and botocore's session,
+:mod:`sandbox.capture.botocore_http`; aiohttp's ``ClientRequest``,
+:mod:`sandbox.capture.aiohttp_http`): what :class:`~sandbox.capture.http.HTTPAdapter` reads
+of the prepared request and of the response, in httpx's shape, a streamed urllib3 body's
+tee, and how one request crosses (:meth:`PreparedExchange.plan`), the same for every such
+client: a request outside any run, over a unix socket or made by the sandbox itself is sent
+as it is; one whose body the client's exchange cannot record is named once on stderr and
+sent past the seam (refused on replay); any other crosses the seam as an ``http`` call.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import httpx
+from pydantic import JsonValue
 
 from sandbox.capture.http import HTTPAdapter, Tee, Uncaptured, crossing, warn_uncaptured
 from sandbox.capture.origin import asker
@@ -107,6 +110,18 @@ class RawTee(Tee):
         return getattr(self._inner, name)
 
 
+class Route(enum.Enum):
+    """How a request goes when it does not cross the seam (see
+    :meth:`PreparedExchange.plan`)."""
+
+    SEND = "sent as it is"
+    UNCAPTURED = "its body not recorded"
+
+
+E = TypeVar("E", bound="PreparedExchange")
+Plan = Route | tuple[str, JsonValue, E]
+
+
 class PreparedExchange(HTTPAdapter):
     """One exchange of a prepared request: a client's subclass records its response and
     rebuilds one on replay; :meth:`send` crosses the seam with it."""
@@ -142,22 +157,37 @@ class PreparedExchange(HTTPAdapter):
         self._prepared.headers["Content-Length"] = str(len(data))
 
     @classmethod
-    def send(cls, prepared: Any, perform: Callable[[], Any], **fields: Any) -> Any:
-        """``perform()`` (the client's own send of ``prepared``) across the seam, the
-        exchange made with ``fields`` too."""
+    def plan(cls, prepared: Any, depth: int, **fields: Any) -> Plan[Self]:
+        """How ``prepared`` crosses the seam: :attr:`Route.SEND` as it is (outside a run, a unix
+        socket's (the Docker SDK's), the sandbox's own: whose the request is is read
+        ``depth`` frames above this method's caller; or the exchange could not be made:
+        it fails open, and on replay the guard refuses what goes out), :attr:`Route.UNCAPTURED`
+        (a body the client's exchange cannot record: named once on stderr, sent past the
+        seam, refused on replay), else its crossing's name and request, and the exchange
+        made with ``fields`` too."""
         url = str(prepared.url or "")
-        if boundary.current() is None or not url.startswith(SCHEMES) or asker(2) == "sandbox":
-            return perform()  # outside a run, a unix socket's (the Docker SDK's), ours
+        if boundary.current() is None or not url.startswith(SCHEMES) or asker(depth) == "sandbox":
+            return Route.SEND
         whole, body = cls.body_of(prepared)
         if not whole:
-            warn_uncaptured(cls.uncaptured, depth=3)  # refused on replay: named at capture
-            with boundary.bypassed():  # named once: not again by urllib3's watch
-                return perform()
+            warn_uncaptured(cls.uncaptured, depth=depth + 1)
+            return Route.UNCAPTURED
         try:
             request = PreparedRequest(prepared)
             name, normalized, parsed, full_url = crossing(request, body)
             exchange = cls(prepared, request, body, parsed, full_url, **fields)
-            name = exchange.crossing_name(name)
-        except Exception:  # fails open (on replay the guard refuses what goes out)
+            return exchange.crossing_name(name), normalized, exchange
+        except Exception:
+            return Route.SEND
+
+    @classmethod
+    def send(cls, prepared: Any, perform: Callable[[], Any], **fields: Any) -> Any:
+        """``perform()`` (the client's own send of ``prepared``) as :meth:`plan` says."""
+        plan = cls.plan(prepared, 3, **fields)
+        if plan is Route.SEND:
             return perform()
+        if isinstance(plan, Route):  # named once: not again by urllib3's watch
+            with boundary.bypassed():
+                return perform()
+        name, normalized, exchange = plan
         return boundary.through("http", name, normalized, perform, exchange)

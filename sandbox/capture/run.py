@@ -45,6 +45,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sandbox.capture import finisher
+from sandbox.capture.aiohttp_http import patch_aiohttp
 from sandbox.capture.botocore_http import patch_botocore
 from sandbox.capture.children import follow_captured_children
 from sandbox.capture.clients import endpoint_key
@@ -694,6 +695,7 @@ def _install_patches(*, http: bool, ids: bool, entropy: bool) -> Callable[[], No
         if http:
             undo.append(patch_httpx())
             undo.append(patch_requests())
+            undo.append(patch_aiohttp())
             undo.append(patch_botocore())
             undo.append(patch_mcp())
             undo.append(patch_frameworks())

@@ -1,7 +1,8 @@
 """A client the capture does not record says so at capture time, in one stderr line naming
-it and its version: google-genai's async client (over aiohttp) against the scripted model,
-aiohttp's own ``ClientSession``, urllib3's own pools, also in a decorated function;
-the sandbox's own requests (the Docker engine's) say nothing."""
+it and its version: aiohttp's ``ClientSession`` sending a body it streams, urllib3's own
+pools, also in a decorated function; the sandbox's own requests (the Docker engine's) say
+nothing; google-genai's async client (over aiohttp), against the scripted model, is
+recorded and says nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from examples import _refunds
 from examples._model import serve_model
 from sandbox import capture
 from sandbox.capture import http
+from sandbox.snapshot.events import HTTPExchange
 from sandbox.snapshot.store import DirectoryStore
 
 
@@ -32,16 +34,19 @@ def _client(url: str) -> genai.Client:
     return genai.Client(api_key="k", http_options=types.HttpOptions(base_url=url))
 
 
-def test_genai_async_client_is_named_once_on_stderr_at_capture(
+def test_genai_async_client_is_recorded_at_aiohttp_and_says_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """google-genai's async client runs on aiohttp: its calls are recorded as ``http``
+    events there (aiohttp's capture: ``test_capture_aiohttp.py``), nothing named."""
     url, stop = serve_model(_refunds.script)
+    store = DirectoryStore(tmp_path)
     try:
-        with capture.run("genai-aio", store=DirectoryStore(tmp_path), packages=False):
+        with capture.run("genai-aio", store=store, packages=False) as rec:
 
             async def ask() -> None:
                 client = _client(url)
-                for _ in range(2):  # the second call says nothing more
+                for _ in range(2):
                     reply = await client.aio.models.generate_content(
                         model="gemini-2.5-flash", contents="Refund window for order 17?"
                     )
@@ -50,35 +55,39 @@ def test_genai_async_client_is_named_once_on_stderr_at_capture(
             asyncio.run(ask())
     finally:
         stop()
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
-    version = importlib.metadata.version("google-genai")
-    assert lines == [
-        f"sandbox: google-genai {version} async client (aiohttp) is not captured: its calls "
-        "will be refused on replay; use the sync client"
-    ]
+    assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
+    posts = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
+    assert [e.url.rsplit(":", 1)[-1] for e in posts] == ["generateContent"] * 2
+    assert all(e.status == 200 and e.response_body for e in posts)
 
 
-def test_plain_aiohttp_request_in_a_run_is_named_with_aiohttp_version(
+def test_an_aiohttp_body_from_a_file_is_named_once_with_aiohttp_version(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """aiohttp's requests are recorded but one whose body aiohttp streams (a file)."""
     url, stop = serve_model(_refunds.script)
+    (tmp_path / "question.json").write_text('{"q": "refund?"}')
 
-    async def get() -> None:
-        async with aiohttp.ClientSession() as session, session.get(url) as response:
-            await response.read()
+    async def post() -> None:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(2):  # the second says nothing more
+                with (tmp_path / "question.json").open("rb") as body:
+                    async with session.post(url, data=body) as response:
+                        await response.read()
 
     try:
-        asyncio.run(get())  # outside a run: nothing to say
+        asyncio.run(post())  # outside a run: nothing to say
         assert "sandbox:" not in capsys.readouterr().err
-        with capture.run("aiohttp", store=DirectoryStore(tmp_path), packages=False):
-            asyncio.run(get())
+        with capture.run("aiohttp", store=DirectoryStore(tmp_path / "store"), packages=False):
+            asyncio.run(post())
     finally:
         stop()
     version = importlib.metadata.version("aiohttp")
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
     assert lines == [
-        f"sandbox: aiohttp {version} ClientSession request is not captured: its calls will be "
-        "refused on replay; use httpx"
+        f"sandbox: aiohttp {version} with a body from a file, a generator or a form, or a "
+        "websocket is not captured: its calls will be refused on replay; send the body as "
+        "bytes or JSON"
     ]
 
 

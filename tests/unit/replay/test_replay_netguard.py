@@ -2,12 +2,14 @@
 live gets a refusal naming host, port and policy, and the replay is inconclusive, never
 "gone", even when the agent swallows the error; a model call the recording has no answer for
 goes where it was sent under ``--miss live``. The model calls of the ``openai`` client on
-its aiohttp transport are captured and served from the recording.
+its aiohttp transport, and aiohttp's own requests, are captured and served from the
+recording.
 
 A real HTTP server on 127.0.0.1 plays the model provider and the stock service; the agent
-reaches it with urllib3's own pool, aiohttp, a raw socket (none of them recorded) and the
+reaches it with urllib3's own pool, a raw socket (neither recorded), aiohttp and the
 aiohttp-based ``openai`` client (recorded); ``requests`` is recorded (its replay:
-``tests/unit/capture/test_capture_requests.py``)."""
+``tests/unit/capture/test_capture_requests.py``; aiohttp's:
+``tests/unit/capture/test_capture_aiohttp.py``)."""
 
 from __future__ import annotations
 
@@ -158,7 +160,7 @@ def _capture(store: DirectoryStore, reach: str) -> str:
     return rec.run_id
 
 
-@pytest.mark.parametrize("reach", sorted(set(REACH) - {"openai-aiohttp"}))
+@pytest.mark.parametrize("reach", sorted(set(REACH) - {"openai-aiohttp", "aiohttp"}))
 def test_a_reach_outside_the_sandbox_is_refused_and_the_replay_is_inconclusive(
     tmp_path: Path, reach: str
 ) -> None:
