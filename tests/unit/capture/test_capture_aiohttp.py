@@ -6,13 +6,10 @@ stderr and not recorded."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import os
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ from sandbox.capture import http
 from sandbox.snapshot.events import HTTPExchange, ToolCall
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
+from tests import weather_server
 from tests.replayed import bytes_on_disk, reproduced_then_gone
 
 SECRET = "wx-live-aio-7f6e5d4c3b2a1908"
@@ -31,58 +29,11 @@ URL_ENV = "AIOHTTP_TEST_URL"
 FIXED = {"on": False}
 
 
-class _Weather(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-    def _answer(self, data: bytes, **headers: str) -> None:
-        self.send_response(200)
-        for name, value in {"content-type": "application/json", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        city = self.path.rsplit("/", 1)[-1]
-        data = json.dumps({"city": city, "temp_c": -3 if city == "oslo" else 21}).encode()
-        if "gz" in self.path:
-            self._answer(gzip.compress(data), **{"content-encoding": "gzip"})
-        elif "stream" in self.path:  # a JSON object a line, sent in pieces
-            lines = [
-                json.dumps({"hour": h, "temp_c": t}).encode() + b"\n"
-                for h, t in enumerate([2, -1, -3])
-            ]
-            self.send_response(200)
-            self.send_header("content-type", "application/x-ndjson")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for n, line in enumerate(lines):
-                if n == len(lines) - 1:
-                    time.sleep(0.3)  # the last hour comes later
-                self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
-        else:
-            self._answer(data)
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        self._answer(json.dumps({"booked": body["city"], "by": self.headers["x-agent"]}).encode())
-
-
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Weather)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{srv.server_address[1]}")
-    try:
+    with weather_server.serving() as (srv, url):
+        monkeypatch.setenv(URL_ENV, url)
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.fixture(autouse=True)
@@ -133,9 +84,8 @@ def test_aiohttp_exchanges_are_recorded_and_replay_with_the_server_stopped(
 ) -> None:
     """Four exchanges recorded (the gzipped body decoded, the streamed one whole, the
     bearer token a placeholder and on disk nowhere, the last inside a tool's call), nothing
-    named on stderr; with the
-    server stopped the replay answers each from the recording: the failure reproduces
-    2/2 with no divergence, and is gone once fixed."""
+    named on stderr; with the server stopped the replay answers each from the recording:
+    the failure reproduces 2/2 with no divergence, and is gone once fixed."""
     store = DirectoryStore(tmp_path / "store")
     entry = Entrypoint(kind="callable", target=f"{__name__}:trip")
     with (
@@ -144,7 +94,6 @@ def test_aiohttp_exchanges_are_recorded_and_replay_with_the_server_stopped(
     ):
         trip()
     server.shutdown()
-    server.server_close()
     exchanges = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
     assert [(e.method, e.url.rsplit("/", 1)[-1], e.status) for e in exchanges] == [
         ("GET", "paris", 200),

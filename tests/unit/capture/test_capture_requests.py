@@ -6,12 +6,10 @@ stderr; the sandbox's own requests not the run's."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,53 +22,18 @@ from sandbox.replay import replay
 from sandbox.snapshot.events import HTTPExchange
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
+from tests import weather_server
 from tests.replayed import bytes_on_disk, reproduced_then_gone
 
 SECRET = "wx-live-7f6e5d4c3b2a19085566"
 URL_ENV = "REQUESTS_TEST_URL"
 
 
-class _Weather(BaseHTTPRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        return None
-
-    def _answer(self, data: bytes, **headers: str) -> None:
-        self.send_response(200)
-        for name, value in {"content-type": "application/json", **headers}.items():
-            self.send_header(name, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        city = self.path.rsplit("/", 1)[-1]
-        data = json.dumps({"city": city, "temp_c": -3 if city == "oslo" else 21}).encode()
-        if "gz" in self.path:
-            self._answer(gzip.compress(data), **{"content-encoding": "gzip"})
-        else:
-            self._answer(data)
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        if self.path == "/api/chat":  # a local model's streamed answer, a JSON object a line
-            words = ["It", " is", " -3", " C", " in", " Oslo."]
-            lines = [{"message": {"content": w}, "done": False} for w in words]
-            data = b"".join(json.dumps(x).encode() + b"\n" for x in [*lines, {"done": True}])
-            self._answer(gzip.compress(data), **{"content-encoding": "gzip"})
-            return
-        self._answer(json.dumps({"booked": body["city"], "by": self.headers["x-agent"]}).encode())
-
-
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Weather)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{srv.server_address[1]}")
-    try:
+    with weather_server.serving() as (srv, url):
+        monkeypatch.setenv(URL_ENV, url)
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 @pytest.fixture(autouse=True)
