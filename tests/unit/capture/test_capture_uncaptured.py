@@ -2,12 +2,13 @@
 it and its version: aiohttp's ``ClientSession`` sending a body it streams, urllib3's own
 pools, also in a decorated function; the sandbox's own requests (the Docker engine's) say
 nothing; google-genai's async client (over aiohttp), against the scripted model, is
-recorded and says nothing."""
+recorded, says nothing and replays."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
 from pathlib import Path
 
 import aiohttp
@@ -21,7 +22,9 @@ from examples import _refunds
 from examples._model import serve_model
 from sandbox import capture
 from sandbox.capture import http
+from sandbox.replay import replay
 from sandbox.snapshot.events import HTTPExchange
+from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
 
 
@@ -34,31 +37,50 @@ def _client(url: str) -> genai.Client:
     return genai.Client(api_key="k", http_options=types.HttpOptions(base_url=url))
 
 
-def test_genai_async_client_is_recorded_at_aiohttp_and_says_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+GENAI_URL = "GENAI_TEST_URL"
+
+
+async def _ask_twice() -> None:
+    client = _client(os.environ[GENAI_URL])
+    for _ in range(2):
+        reply = await client.aio.models.generate_content(
+            model="gemini-2.5-flash", contents="Refund window for order 17?"
+        )
+        assert reply.candidates
+
+
+def ask_twice() -> None:
+    """The agent: two model calls with google-genai's async client; it fails on any."""
+    asyncio.run(_ask_twice())
+    raise ValueError("asked twice")
+
+
+def test_genai_async_client_is_recorded_at_aiohttp_and_replays_with_the_model_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """google-genai's async client runs on aiohttp: its calls are recorded as ``http``
-    events there (aiohttp's capture: ``test_capture_aiohttp.py``), nothing named."""
+    events there (aiohttp's capture: ``test_capture_aiohttp.py``), nothing named; with
+    the model stopped the replay answers both from the recording, 1/1 with no
+    divergence."""
     url, stop = serve_model(_refunds.script)
+    monkeypatch.setenv(GENAI_URL, url)
     store = DirectoryStore(tmp_path)
+    entry = Entrypoint(kind="callable", target=f"{__name__}:ask_twice")
     try:
-        with capture.run("genai-aio", store=store, packages=False) as rec:
-
-            async def ask() -> None:
-                client = _client(url)
-                for _ in range(2):
-                    reply = await client.aio.models.generate_content(
-                        model="gemini-2.5-flash", contents="Refund window for order 17?"
-                    )
-                    assert reply.candidates
-
-            asyncio.run(ask())
+        with (
+            pytest.raises(ValueError, match="asked twice"),
+            capture.run("genai-aio", store=store, entrypoint=entry, packages=False) as rec,
+        ):
+            ask_twice()
     finally:
         stop()
     assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("sandbox:")]
     posts = [e for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
     assert [e.url.rsplit(":", 1)[-1] for e in posts] == ["generateContent"] * 2
     assert all(e.status == 200 and e.response_body for e in posts)
+    report = replay(rec.run_id, store=store, times=1)
+    assert report.verdict.reproduced == 1, report.describe()
+    assert report.divergences == [None], report.describe()
 
 
 def test_an_aiohttp_body_from_a_file_is_named_once_with_aiohttp_version(
