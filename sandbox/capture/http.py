@@ -59,7 +59,7 @@ LITELLM_TRANSPORT = "litellm.llms.custom_httpx.aiohttp_transport"
 """litellm's httpx transport over aiohttp (its async calls' default), patched when imported."""
 URLLIB3_POOL = "urllib3.connectionpool"
 """urllib3's connection pools (under ``requests`` and botocore), watched (not captured) when
-imported, as aiohttp's client is."""
+imported."""
 _URLLIB3_CALLERS = ("requests", "botocore", "urllib3")
 
 
@@ -675,10 +675,10 @@ def _uncaptured_client(library: str) -> str:
 
 def warn_uncaptured(library: str | Uncaptured, depth: int = 2) -> None:
     """Say once per process, on stderr, that a run made a request through ``library``
-    (``urllib3``, or a use of a captured client) that nothing records (its
-    reply will be refused on replay). The sandbox's own requests (the Docker engine's, an
-    object store's) are not the run's: whose the request is is read ``depth`` frames
-    above this function's caller. Fails open: never raises into the agent."""
+    (``urllib3``, or a use of a captured client) that nothing records (its reply will be
+    refused on replay). The sandbox's own requests (the Docker engine's, an object store's)
+    are not the run's: whose the request is is read ``depth`` frames above this function's
+    caller. Fails open: never raises into the agent."""
     with contextlib.suppress(Exception):
         now = boundary.current()
         if (
@@ -716,8 +716,8 @@ def _patch_urllib3(pool: ModuleType) -> None:
 
 
 def _start_aiohttp_patches() -> Callable[[], None]:
-    """Patch the SDKs' aiohttp transports (and watch urllib3's
-    pools) when the agent imports them (at once if it has)."""
+    """Patch the SDKs' aiohttp transports (and watch urllib3's pools) when the agent
+    imports them (at once if it has)."""
     patches: dict[str, Callable[[ModuleType], None]]
     patches = dict.fromkeys(AIOHTTP_TRANSPORTS, _patch_aiohttp_transport)
     patches[LITELLM_TRANSPORT] = _patch_litellm_transport
