@@ -262,9 +262,6 @@ class Recorder:
 
     replaying: ClassVar[bool] = False
     """A replay's recorder: ``capture.run`` inside the replay hands over to it."""
-    names_pool_work = True
-    """Work handed to a thread pool is named by its submission (a replay of a run captured
-    before names it by its worker thread, as the capture did)."""
 
     def __init__(
         self,

@@ -3,23 +3,20 @@ context runs in a copy of that context (as an asyncio task does), and so does ea
 handed to a ``concurrent.futures`` thread pool (``executor.submit``, ``loop.run_in_executor``;
 ``asyncio.to_thread`` copies it already). A pool's own worker threads are not the run's: they
 outlive it and serve whoever submits next, so each submitted function carries its own
-context instead, and its events are named by the pool and the order it was submitted in
-within the run (``asyncio#3``), not by whichever idle worker took it. Outside any run
-nothing changes. A replay serves its whole process, but which of the program's blocks is the
-run's is told by the context too (:mod:`sandbox.replay.window`): there every thread and
-submitted function carries its starter's context."""
+context instead. Outside any run nothing changes. A replay serves its whole process, but
+which of the program's blocks is the run's is told by the context too
+(:mod:`sandbox.replay.window`): there every thread and submitted function carries its
+starter's context.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import thread as pool_thread
 from typing import Any
 
-from sandbox.capture.origin import passed_through
 from sandbox.capture.shared import Shared, Undo
 from sandbox.seam import boundary
 
@@ -27,19 +24,6 @@ from sandbox.seam import boundary
 def _carried() -> bool:
     """Whether work started here carries this context: a run's, or a replay's."""
     return boundary.in_context() or boundary.installed() is not None
-
-
-_NOT_NUMBERED = (socket.getaddrinfo, socket.getnameinfo)
-"""Pool work not counted among a run's submissions: asyncio's name lookups
-(``loop.getaddrinfo``), which a client makes for each new connection, and a replay that
-serves its exchanges from the recording makes none of."""
-
-
-@passed_through  # a library's work that it runs is not taken for the sandbox's own
-def _run_as(name: str, context: contextvars.Context, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run submitted work in its submitter's ``context``, its events the task ``name``'s."""
-    with boundary.pool_work(name):
-        return context.run(fn, *args, **kwargs)
 
 
 def _inherit_context() -> Undo:
@@ -55,16 +39,9 @@ def _inherit_context() -> Undo:
         original_start(self)
 
     def submit(self: ThreadPoolExecutor, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if not _carried():
-            return original_submit(self, fn, *args, **kwargs)
-        context = contextvars.copy_context()
-        name = None
-        if not any(fn is lookup for lookup in _NOT_NUMBERED):  # fn may be unhashable
-            with contextlib.suppress(Exception):  # fails open: named by its worker then
-                name = boundary.pool_work_name(getattr(self, "_thread_name_prefix", "") or "pool")
-        if name is None:
-            return original_submit(self, context.run, fn, *args, **kwargs)
-        return original_submit(self, _run_as, name, context, fn, *args, **kwargs)
+        if _carried():
+            return original_submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
+        return original_submit(self, fn, *args, **kwargs)
 
     threading.Thread.start = start  # type: ignore[method-assign]
     ThreadPoolExecutor.submit = submit  # type: ignore[method-assign,assignment]

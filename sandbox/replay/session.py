@@ -267,7 +267,6 @@ class ReplaySession:
                 seed=original.seeds.get("run"),
                 supplied=supplied_secrets(original, os.environ),
             )
-            self.rec.names_pool_work = seam.names_pool_work(e.task for e in recording)
             if block is not None:
                 self.rec.window.opening, self.rec.window.call = block.opening, block.call
             self._undo.append(seam.install(self.rec))

@@ -67,7 +67,7 @@ import itertools
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
@@ -120,8 +120,6 @@ class _TaskNumbers:
     """A numbered name (``Task-7``, ``ThreadPoolExecutor-3``) and the one given."""
     counters: dict[str, Iterator[int]] = field(default_factory=dict)
     """Each kind's next number."""
-    submissions: dict[str, Iterator[int]] = field(default_factory=dict)
-    """Each thread pool's next submission number."""
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
@@ -266,11 +264,6 @@ class Boundary(Protocol):
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T: ...
-
-    names_pool_work: bool
-    """Whether work handed to a thread pool is named by its submission (see
-    :func:`pool_work_name`), else by the worker thread that runs it (the replay of a run
-    captured before, :func:`names_pool_work`)."""
 
 
 # --- installing a boundary -----------------------------------------------------------------
@@ -455,10 +448,9 @@ def task_id() -> str:
     """Which task emits: a name set with :func:`task_scope`; ``main`` for the task (else
     thread) the run began in, wherever that was (a request's task, a worker's thread), so
     that a replay, which runs the run's code elsewhere, names it alike; else the asyncio
-    task name; else, for work handed to a thread pool, its submission's name
-    (:func:`pool_work_name`); else the thread name (``main`` for the main thread); tasks,
-    threads and executors named by Python's own numbering are renumbered for each run. Name
-    tasks and threads for ids that stay the same from run to run."""
+    task name, else the thread name (``main`` for the main thread); tasks, threads and
+    executors named by Python's own numbering are renumbered for each run. Name tasks and
+    threads for ids that stay the same from run to run."""
     named = _task_name.get()
     if named is not None:
         return named
@@ -474,9 +466,6 @@ def task_id() -> str:
     thread = threading.current_thread()
     if thread is threading.main_thread() or (root is not None and root() is thread):
         return "main"
-    work = _pool_work.name
-    if work is not None:
-        return work
     found = _AUTO_THREAD_NAME.fullmatch(thread.name)
     return _stable_name(found) if found is not None else thread.name
 
@@ -501,52 +490,6 @@ def _stable_name(found: re.Match[str]) -> str:
                 counter = numbers.counters.setdefault(found["kind"], itertools.count(first))
                 given = numbers.names[key] = f"{found['kind']}-{next(counter)}"
     return given + found["rest"]
-
-
-class _PoolWork(threading.local):
-    name: str | None = None
-    """The name of the submitted work this pool worker thread runs (:func:`pool_work`)."""
-
-
-_pool_work = _PoolWork()
-
-
-def pool_work_name(prefix: str) -> str | None:
-    """The task name of a function handed now to the thread pool whose workers' names
-    begin with ``prefix`` (``asyncio``, ``ThreadPoolExecutor-3``): the pool's and which of
-    its submissions in this run it is (``asyncio#2``), not its worker's: which idle worker
-    takes it varies from run to run. ``None`` outside a boundary that names pool work so."""
-    owner = current()
-    if owner is None or not owner.names_pool_work:
-        return None
-    found = _AUTO_THREAD_NAME.fullmatch(prefix)
-    pool = _stable_name(found) if found is not None else prefix
-    with _numbers_lock:
-        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-        counter = numbers.submissions.setdefault(pool, itertools.count(1))
-        return f"{pool}#{next(counter)}"
-
-
-_POOL_WORK_NAME = re.compile(r".+#\d+")
-
-
-def names_pool_work(tasks: Iterable[str]) -> bool:
-    """Whether a recording whose events name ``tasks`` named work handed to thread pools
-    by its submission (:func:`pool_work_name`): one captured before named it by the worker
-    thread, and so does its replay (a recording with no pool work may do either)."""
-    return any(_POOL_WORK_NAME.fullmatch(task) for task in tasks)
-
-
-@contextlib.contextmanager
-def pool_work(name: str) -> Iterator[None]:
-    """The current thread (a pool's worker) runs the submitted work ``name`` in the block:
-    its events are that task's (see :func:`task_id`), whatever context the work switches
-    to (``asyncio.to_thread`` runs it in a copy of its own)."""
-    before, _pool_work.name = _pool_work.name, name
-    try:
-        yield
-    finally:
-        _pool_work.name = before
 
 
 @dataclass

@@ -295,9 +295,8 @@ def test_threads_get_their_own_task_ids(store: DirectoryStore) -> None:
 def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore) -> None:
     """Executors and threads with Python's default names (numbered across the process)
     are numbered again in each run, in the order they first cross, each kind on its own
-    and from the number a new process starts at (an executor's work named by it and the
-    order it was submitted in): two runs doing the same work, one after the other, hold
-    the ids a new process gives."""
+    and from the number a new process starts at: two runs doing the same work, one after
+    the other, hold the ids a new process gives."""
 
     @capture.tool
     def work(n: int) -> int:
@@ -320,8 +319,8 @@ def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore)
         first
         == second
         == [
-            "ThreadPoolExecutor-0#1",
-            "ThreadPoolExecutor-1#1",
+            "ThreadPoolExecutor-0_0",
+            "ThreadPoolExecutor-1_0",
             "Thread-1 (work)",
         ]
     )

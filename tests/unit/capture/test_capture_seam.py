@@ -29,8 +29,6 @@ T = TypeVar("T")
 class ServeRecorded:
     """Serves each crossing with the next recorded event of the same kind and fingerprint."""
 
-    names_pool_work = True
-
     def __init__(self, store: DirectoryStore, run_id: str) -> None:
         self.store = store
         self.spans = SpanAllocator()
