@@ -263,6 +263,12 @@ class Recorder:
     replaying: ClassVar[bool] = False
     """A replay's recorder: ``capture.run`` inside the replay hands over to it."""
 
+    @property
+    def names_by_origin(self) -> bool:
+        """Tasks are numbered as the run creates them and pool work named by its submission
+        (:attr:`sandbox.seam.boundary.Boundary.names_by_origin`)."""
+        return True
+
     def __init__(
         self,
         writer: RunWriter,

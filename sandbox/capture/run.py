@@ -85,6 +85,8 @@ from sandbox.capture.uuidutils import patch_uuid_utils
 from sandbox.errors import CaptureError
 from sandbox.names import (
     CALL_LABEL_MAX,
+    NAMING_BY_ORIGIN,
+    NAMING_LABEL,
     OPENED_IN_PROGRAM,
     OPENED_LABEL,
     OPENING_AFTER_LABEL,
@@ -253,6 +255,7 @@ class Capture:
             services=services,
             labels={
                 **self.labels,
+                NAMING_LABEL: NAMING_BY_ORIGIN,
                 **({OPENED_LABEL: OPENED_IN_PROGRAM} if self.entrypoint is None else {}),
                 **(
                     {

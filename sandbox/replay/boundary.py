@@ -132,6 +132,12 @@ class ReplayBoundary(Recorder):
 
     replaying = True
 
+    @property
+    def names_by_origin(self) -> bool:
+        """As the capture named tasks and pool work, inside the run's block; outside it,
+        where the capture had no run, as then."""
+        return self.origin_naming and not self.window.outside
+
     def __init__(
         self,
         writer: RunWriter,
@@ -161,6 +167,9 @@ class ReplayBoundary(Recorder):
         """Called the first time the program enters ``capture.run`` (see :meth:`hand_over`)."""
         self.window = Window()
         """Which ``capture.run`` block of the program is the run (see :class:`Window`)."""
+        self.origin_naming = True
+        """Whether the run was captured numbering its tasks as it created them and naming
+        its pool work by submission (its label says so: one captured before did not)."""
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)

@@ -21,6 +21,7 @@ from sandbox.capture.children import follow_children
 from sandbox.capture.entropy import URANDOM
 from sandbox.capture.run import start_recording
 from sandbox.errors import NetworkRefusedError, ReplayMismatchError
+from sandbox.names import NAMING_BY_ORIGIN, NAMING_LABEL
 from sandbox.replay.boundary import Drift, Injection, ReplayBoundary
 from sandbox.replay.conditions.clock import FrozenClock, LiveClock, ReplayClock
 from sandbox.replay.conditions.ordering import Turnstile
@@ -267,6 +268,7 @@ class ReplaySession:
                 seed=original.seeds.get("run"),
                 supplied=supplied_secrets(original, os.environ),
             )
+            self.rec.origin_naming = original.labels.get(NAMING_LABEL) == NAMING_BY_ORIGIN
             if block is not None:
                 self.rec.window.opening, self.rec.window.call = block.opening, block.call
             self._undo.append(seam.install(self.rec))

@@ -120,6 +120,8 @@ class _TaskNumbers:
     """A numbered name (``Task-7``, ``ThreadPoolExecutor-3``) and the one given."""
     counters: dict[str, Iterator[int]] = field(default_factory=dict)
     """Each kind's next number."""
+    submissions: dict[str, Iterator[int]] = field(default_factory=dict)
+    """Each submitting task's next submission number to each thread pool."""
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
@@ -264,6 +266,14 @@ class Boundary(Protocol):
     async def acall(
         self, call: Call, perform: Callable[[], Awaitable[T]], adapter: Adapter[T]
     ) -> T: ...
+
+    @property
+    def names_by_origin(self) -> bool:
+        """Whether, here and now, the asyncio tasks the run creates are numbered as it
+        creates them (:func:`task_created`) and the work it hands to thread pools is named
+        by its submission (:func:`pool_work_name`); else tasks are numbered as they first
+        cross and pool work is named by its worker thread (a run captured before this
+        naming, and what a replayed program does outside the run's block)."""
 
 
 # --- installing a boundary -----------------------------------------------------------------
@@ -448,9 +458,10 @@ def task_id() -> str:
     """Which task emits: a name set with :func:`task_scope`; ``main`` for the task (else
     thread) the run began in, wherever that was (a request's task, a worker's thread), so
     that a replay, which runs the run's code elsewhere, names it alike; else the asyncio
-    task name, else the thread name (``main`` for the main thread); tasks, threads and
-    executors named by Python's own numbering are renumbered for each run. Name tasks and
-    threads for ids that stay the same from run to run."""
+    task name; else, for work handed to a thread pool, its submission's name
+    (:func:`pool_work_name`); else the thread name (``main`` for the main thread); tasks,
+    threads and executors named by Python's own numbering are renumbered for each run. Name
+    tasks and threads for ids that stay the same from run to run."""
     named = _task_name.get()
     if named is not None:
         return named
@@ -466,6 +477,9 @@ def task_id() -> str:
     thread = threading.current_thread()
     if thread is threading.main_thread() or (root is not None and root() is thread):
         return "main"
+    work = _pool_work.name
+    if work is not None:
+        return work
     found = _AUTO_THREAD_NAME.fullmatch(thread.name)
     return _stable_name(found) if found is not None else thread.name
 
@@ -490,6 +504,72 @@ def _stable_name(found: re.Match[str]) -> str:
                 counter = numbers.counters.setdefault(found["kind"], itertools.count(first))
                 given = numbers.names[key] = f"{found['kind']}-{next(counter)}"
     return given + found["rest"]
+
+
+class _PoolWork(threading.local):
+    name: str | None = None
+    """The name of the submitted work this pool worker thread runs (:func:`pool_work`)."""
+
+
+_pool_work = _PoolWork()
+
+
+def pool_work_name(prefix: str) -> str | None:
+    """The task name of a function the current task hands now to the thread pool whose
+    workers' names begin with ``prefix`` (``asyncio``, ``ThreadPoolExecutor-3``): the
+    submitting task's, the pool's and which of that task's submissions to the pool in this
+    run it is (``Task-2/asyncio#1``), not the worker's: which idle worker takes it varies
+    from run to run, and so does the order in which concurrent tasks (a tool beside a
+    framework's callbacks) hand work to one pool, while each task's own order does not.
+    ``None`` outside a boundary that names pool work so."""
+    owner = current()
+    if owner is None or not owner.names_by_origin:
+        return None
+    submitter = task_id()
+    found = _AUTO_THREAD_NAME.fullmatch(prefix)
+    pool = _stable_name(found) if found is not None else prefix
+    key = f"{submitter}/{pool}"
+    with _numbers_lock:
+        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+        counter = numbers.submissions.setdefault(key, itertools.count(1))
+        return f"{key}#{next(counter)}"
+
+
+def task_created(task: asyncio.Task[Any]) -> None:
+    """``task`` was just created (unnamed: ``Task-57``) in this context: it is named now for
+    the run by the coroutine it runs and the order the run creates tasks of that coroutine
+    in (``fetch_rate-2``, ``Agent.run-1``, ``outer.inner-1`` for a nested function), not
+    by the order tasks first cross: tasks that run side by side (``gather``'s) cross in an
+    order that varies from run to run, while the code that creates them does so in its
+    own order; and a library's own tasks that a replay does not create (a subprocess's
+    pipes, a connection's reader: the replay serves their exchanges from the recording)
+    run other coroutines, so they do not shift the names of the run's. Nothing outside a
+    boundary that names tasks so."""
+    owner = current()
+    if owner is None or not owner.names_by_origin:
+        return
+    found = _AUTO_TASK_NAME.fullmatch(task.get_name())
+    coro = task.get_coro()
+    if found is None or coro is None:
+        return
+    made = str(getattr(coro, "__qualname__", "") or type(coro).__qualname__)
+    made = made.replace("<locals>.", "")  # ``outer.inner``
+    with _numbers_lock:
+        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+        counter = numbers.counters.setdefault(f"created {made}", itertools.count(1))
+        numbers.names[f"{found['kind']}-{found['number']}"] = f"{made}-{next(counter)}"
+
+
+@contextlib.contextmanager
+def pool_work(name: str) -> Iterator[None]:
+    """The current thread (a pool's worker) runs the submitted work ``name`` in the block:
+    its events are that task's (see :func:`task_id`), whatever context the work switches
+    to (``asyncio.to_thread`` runs it in a copy of its own)."""
+    before, _pool_work.name = _pool_work.name, name
+    try:
+        yield
+    finally:
+        _pool_work.name = before
 
 
 @dataclass

@@ -196,6 +196,7 @@ def test_each_run_labels_its_request_line(tmp_path: Path) -> None:
         "http.query": "full=1",
         "http.failed_status": "500",
         "sandbox.opened": "capture.run",  # its replay records from where the run began
+        "sandbox.naming": "origin",  # tasks numbered as created, pool work by submission
         "sandbox.opening": manifest.labels["sandbox.opening"],  # no other request was open
         "sandbox.opening.after_s": manifest.labels["sandbox.opening.after_s"],
     }

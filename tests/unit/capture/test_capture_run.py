@@ -127,6 +127,7 @@ def test_manifest_describes_the_run(store: DirectoryStore) -> None:
     assert m.pid is not None and m.host
     opening = m.labels.pop("sandbox.opening")  # its place among the process's blocks
     assert opening.isdigit() and float(m.labels.pop("sandbox.opening.after_s")) >= 0
+    assert m.labels.pop("sandbox.naming") == "origin"  # tasks and pool work named so
     assert m.labels == {"team": "a", "sandbox.opened": "capture.run"}  # opened in the program
     assert m.env["HOME"] == "/home/x"
     assert m.env["OPENAI_API_KEY"].startswith("<redacted:")
@@ -295,8 +296,9 @@ def test_threads_get_their_own_task_ids(store: DirectoryStore) -> None:
 def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore) -> None:
     """Executors and threads with Python's default names (numbered across the process)
     are numbered again in each run, in the order they first cross, each kind on its own
-    and from the number a new process starts at: two runs doing the same work, one after
-    the other, hold the ids a new process gives."""
+    and from the number a new process starts at (an executor's work named by its
+    submitter, the executor and the order it was submitted in): two runs doing the same
+    work, one after the other, hold the ids a new process gives."""
 
     @capture.tool
     def work(n: int) -> int:
@@ -319,8 +321,8 @@ def test_threads_python_numbers_are_numbered_for_each_run(store: DirectoryStore)
         first
         == second
         == [
-            "ThreadPoolExecutor-0_0",
-            "ThreadPoolExecutor-1_0",
+            "main/ThreadPoolExecutor-0#1",
+            "main/ThreadPoolExecutor-1#1",
             "Thread-1 (work)",
         ]
     )

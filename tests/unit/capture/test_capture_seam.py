@@ -29,6 +29,8 @@ T = TypeVar("T")
 class ServeRecorded:
     """Serves each crossing with the next recorded event of the same kind and fingerprint."""
 
+    names_by_origin = True
+
     def __init__(self, store: DirectoryStore, run_id: str) -> None:
         self.store = store
         self.spans = SpanAllocator()

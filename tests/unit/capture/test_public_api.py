@@ -74,6 +74,7 @@ def test_run_records_with_its_keyword_settings(tmp_path: Path) -> None:
     assert manifest.seeds["run"] == 7
     assert manifest.labels.pop("sandbox.opening").isdigit()
     assert float(manifest.labels.pop("sandbox.opening.after_s")) >= 0
+    assert manifest.labels.pop("sandbox.naming") == "origin"
     assert manifest.labels == {"team": "checkout", "sandbox.opened": "capture.run"}
 
 
