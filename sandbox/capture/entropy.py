@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -92,10 +93,14 @@ def _patch_entropy() -> Callable[[], None]:
     real_seed = random.Random.seed
 
     def urandom(size: int, /) -> bytes:
-        if boundary.current() is None or not_the_runs():
+        if boundary.current() is None:
             return real_urandom(size)
+        asked = time.perf_counter()
+        if not_the_runs():
+            return real_urandom(size)
+        lead = time.perf_counter() - asked  # the stack walk: the draw began before it
         return boundary.through(
-            "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER
+            "random", URANDOM, {"n": size}, lambda: real_urandom(size), _ADAPTER, lead=lead
         )
 
     def seed(self: random.Random, a: Any = None, version: int = 2) -> None:

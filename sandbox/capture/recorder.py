@@ -419,7 +419,12 @@ class Recorder:
         kind = _kind(event_type)
         with self._lock:
             seq = self._seq
-            line = _line(event_type, kind, base, (seq, self._time(), self._monotonic() - self.t0))
+            wall, mono = self._time(), self._monotonic() - self.t0
+            if call is not None and "duration" not in fields:
+                # An instant's crossing (a draw) is stamped as it began: where a replay's
+                # clock stands for what the program read just before it (see ReplayBoundary).
+                wall -= max(0.0, mono - call.started)
+            line = _line(event_type, kind, base, (seq, wall, mono))
             self.writer.append_pending(line, self.redactor.bytes)
             self._seq = seq + 1
             self._count(kind, base["parent_span"], failed=bool(fields.get("error")))

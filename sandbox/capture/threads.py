@@ -6,7 +6,7 @@ outlive it and serve whoever submits next, so each submitted function carries it
 context instead, and its events are named by the task that submitted it, the pool and the
 order that task submitted work to the pool in (``Task-2/asyncio#3``), not by whichever idle
 worker took it; so is the work handed to anyio's worker threads. The asyncio tasks a run
-creates (unnamed: ``Task-7``) are numbered for the run as it creates them
+creates are named for the run as it creates them
 (:func:`~sandbox.seam.boundary.task_created`). Outside any run nothing changes. A replay
 serves its whole process, but which of the program's blocks is the run's is told by the
 context too (:mod:`sandbox.replay.window`): there every thread and submitted function
@@ -106,28 +106,41 @@ def _inherit_context() -> Undo:
 
 
 def _number_tasks() -> Undo:
-    """Number each unnamed asyncio task a run creates (``loop.create_task``, which
+    """Name each asyncio task a run creates (``loop.create_task``, which
     ``asyncio.create_task``, ``gather`` and task groups go through) as it is created, in the
-    context it will run in."""
+    context it will run in (:func:`~sandbox.seam.boundary.task_created`)."""
     cls = asyncio.BaseEventLoop
     original = cls.create_task
 
     def create_task(self: Any, coro: Any, *args: Any, **kwargs: Any) -> Any:
         task = original(self, coro, *args, **kwargs)
-        if kwargs.get("name") is None:
-            context: contextvars.Context | None = kwargs.get("context")
-            with contextlib.suppress(Exception):  # fails open: numbered as it crosses then
-                if context is None:
-                    boundary.task_created(task)
-                else:
-                    context.run(boundary.task_created, task)
+        context: contextvars.Context | None = kwargs.get("context")
+        with contextlib.suppress(Exception):  # fails open: named as it crosses then
+            if context is None:
+                boundary.task_created(task)
+            else:
+                context.run(boundary.task_created, task)
         return task
 
     cls.create_task = create_task  # type: ignore[method-assign]
+    # Python 3.11's ``asyncio.create_task`` and task groups name the task after creating it.
+    set_name = getattr(asyncio.tasks, "_set_task_name", None)
+
+    def named(task: Any, name: Any) -> None:
+        assert set_name is not None
+        set_name(task, name)
+        if name is not None:
+            with contextlib.suppress(Exception):
+                boundary.task_created(task)
+
+    if set_name is not None:
+        setattr(asyncio.tasks, "_set_task_name", named)  # noqa: B010
 
     def undo() -> None:
         if cls.create_task is create_task:
             cls.create_task = original  # type: ignore[method-assign]
+        if set_name is not None and getattr(asyncio.tasks, "_set_task_name", None) is named:
+            setattr(asyncio.tasks, "_set_task_name", set_name)  # noqa: B010
 
     return undo
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -183,6 +184,7 @@ class ReplayBoundary(Recorder):
             prepared if inject_faults else [e for e in prepared if not timed_out(e)], on_miss=miss
         )
         self._counterparts = Matcher(prepared, on_miss=MissMode.LIVE)
+        self._next_start = _next_starts(prepared)
         self._http_by_span = {
             e.span: e for e in prepared if isinstance(e, HTTPExchange) and e.span is not None
         }
@@ -433,7 +435,15 @@ class ReplayBoundary(Recorder):
                 return adapter.record_replayed(call, value, self)  # type: ignore[no-any-return]
             return adapter.record(call, Outcome(value=value), self)
         finally:
-            self.replay_clock.reach(event.wall)
+            self.replay_clock.reach(self._after(event))
+
+    def _after(self, event: Event) -> float:
+        """Where the clock stands once the recorded ``event`` is served: at the start of the
+        event after it in the log (else at its own end), so that what the program reads
+        between the two is the time it read at the capture just before the next one (a
+        UUIDv7, say, whose draw depends on whether two ids fall in one millisecond), not
+        the previous event's time."""
+        return self._next_start.get(event.seq, event.wall)
 
     def _answer(self, where: Route, event: Event) -> Event:
         """The recorded event the adapter rebuilds the answer from: a model call made over
@@ -665,7 +675,7 @@ class _Live(Generic[T]):
 
     def _ends(self) -> None:
         if self.counterpart is not None:
-            self.boundary.replay_clock.reach(self.counterpart.wall)
+            self.boundary.replay_clock.reach(self.boundary._after(self.counterpart))
 
 
 _OUTCOME_KINDS = frozenset({"timeout", "retry"})
@@ -696,6 +706,16 @@ def _inside_attempts(events: Sequence[Event]) -> dict[int, list[Event]]:
 def timed_out(event: Event) -> bool:
     """A recorded answer that was a timeout: not served when faults are not injected."""
     return is_timeout_info(getattr(event, "error", None))
+
+
+def _next_starts(recording: Sequence[Event]) -> dict[int, float]:
+    """Each recorded event's seq -> when the event after it in the log began (its wall time
+    less its duration), for the events that have one after them."""
+    ordered = sorted(recording, key=lambda e: e.seq)
+    return {
+        event.seq: max(after.wall - _duration(after), event.wall)
+        for event, after in itertools.pairwise(ordered)
+    }
 
 
 def _duration(event: Event) -> float:

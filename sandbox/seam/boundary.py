@@ -378,13 +378,23 @@ def bypassed() -> contextlib.AbstractContextManager[None]:
 
 
 def through(
-    kind: str, name: str, request: JsonValue, perform: Callable[[], T], adapter: Adapter[T]
+    kind: str,
+    name: str,
+    request: JsonValue,
+    perform: Callable[[], T],
+    adapter: Adapter[T],
+    *,
+    lead: float = 0.0,
 ) -> T:
-    """Cross a boundary (sync): see the module docstring."""
+    """Cross a boundary (sync): see the module docstring. ``lead``: the seconds since the
+    program asked for the crossing (what the wrapper spent deciding to make it): the call
+    began that much earlier."""
     boundary = current()
     if boundary is None:
         return perform()
     call = boundary.open(kind, name, request)
+    if lead > 0:
+        call.__dict__["started"] = call.started - lead
     token = _current_span.set(call.span)
     try:
         return boundary.call(call, perform, adapter)
@@ -473,7 +483,9 @@ def task_id() -> str:
             return "main"
         name = task.get_name()
         found = _AUTO_TASK_NAME.fullmatch(name)
-        return _stable_name(found) if found is not None else name
+        if found is not None:
+            return _stable_name(found)
+        return (_renamed.get(task) or name) if _renamed else name
     thread = threading.current_thread()
     if thread is threading.main_thread() or (root is not None and root() is thread):
         return "main"
@@ -536,28 +548,41 @@ def pool_work_name(prefix: str) -> str | None:
 
 
 def task_created(task: asyncio.Task[Any]) -> None:
-    """``task`` was just created (unnamed: ``Task-57``) in this context: it is named now for
+    """``task`` was just created in this context. Unnamed (``Task-57``), it is named now for
     the run by the coroutine it runs and the order the run creates tasks of that coroutine
     in (``fetch_rate-2``, ``Agent.run-1``, ``outer.inner-1`` for a nested function), not
     by the order tasks first cross: tasks that run side by side (``gather``'s) cross in an
     order that varies from run to run, while the code that creates them does so in its
     own order; and a library's own tasks that a replay does not create (a subprocess's
     pipes, a connection's reader: the replay serves their exchanges from the recording)
-    run other coroutines, so they do not shift the names of the run's. Nothing outside a
-    boundary that names tasks so."""
+    run other coroutines, so they do not shift the names of the run's. Named, it keeps
+    its name if it is the first task the run creates with that name; the next are told
+    apart by the order they were created in (``lookup-2``): pydantic-ai names each tool
+    call's task by its tool, so two calls of one tool run side by side under one name.
+    Nothing outside a boundary that names tasks so."""
     owner = current()
     if owner is None or not owner.names_by_origin:
         return
-    found = _AUTO_TASK_NAME.fullmatch(task.get_name())
+    name = task.get_name()
+    found = _AUTO_TASK_NAME.fullmatch(name)
     coro = task.get_coro()
-    if found is None or coro is None:
-        return
-    made = str(getattr(coro, "__qualname__", "") or type(coro).__qualname__)
-    made = made.replace("<locals>.", "")  # ``outer.inner``
-    with _numbers_lock:
-        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-        counter = numbers.counters.setdefault(f"created {made}", itertools.count(1))
-        numbers.names[f"{found['kind']}-{found['number']}"] = f"{made}-{next(counter)}"
+    if found is not None and coro is not None:
+        made = str(getattr(coro, "__qualname__", "") or type(coro).__qualname__)
+        made = made.replace("<locals>.", "")  # ``outer.inner``
+        with _numbers_lock:
+            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+            counter = numbers.counters.setdefault(f"created {made}", itertools.count(1))
+            numbers.names[f"{found['kind']}-{found['number']}"] = f"{made}-{next(counter)}"
+    elif found is None:
+        with _numbers_lock:
+            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+            nth = next(numbers.counters.setdefault(f"named {name}", itertools.count(1)))
+        if nth > 1:
+            _renamed[task] = f"{name}-{nth}"
+
+
+_renamed: weakref.WeakKeyDictionary[asyncio.Task[Any], str] = weakref.WeakKeyDictionary()
+"""The name a task created with another's name goes by in its run (:func:`task_created`)."""
 
 
 @contextlib.contextmanager

@@ -1,5 +1,7 @@
-"""The replay's clock: frozen at the recorded start, moved forward to each recorded event's
-time as the replay reaches it, with retry sleeps that take no wall time.
+"""The replay's clock: frozen at the recorded start, moved forward as the replay makes the
+recorded calls (to each one's start, then, once it is answered, to the start of the event
+after it in the log: :meth:`sandbox.replay.boundary.ReplayBoundary._after`), with retry
+sleeps that take no wall time.
 
 :class:`FrozenClock` freezes the wall clock of this process with time-machine, which patches
 the C functions behind ``time.time``, ``time.localtime``, ``time.strftime``,

@@ -170,24 +170,46 @@ async def pair() -> None:
     if EXTRA[0]:
         await asyncio.create_task(asyncio.sleep(0))
     turn[FIRST[0]].set()
-    x, y = await asyncio.gather(hand_over("x", "y", 100), hand_over("y", "x", 200))
+    if NAMED[0]:  # as pydantic-ai names each tool call's task by its tool
+        both = [asyncio.create_task(hand_over(*args), name="hand") for args in PAIR]
+        x, y = [await task for task in both]
+    else:
+        x, y = await asyncio.gather(*(hand_over(*args) for args in PAIR))
     raise ValueError(f"total {x + y}")
+
+
+PAIR = [("x", "y", 100), ("y", "x", 200)]
+NAMED = [False]
+"""Whether :func:`pair` gives its two tasks one name."""
 
 
 def run_pair() -> None:
     asyncio.run(pair())
 
 
-@pytest.mark.parametrize("pool", ["asyncio", "anyio"])
+@pytest.mark.parametrize(
+    ("pool", "named", "tasks"),
+    [
+        ("asyncio", False, ("pair.hand_over-1", "pair.hand_over-2")),
+        ("anyio", False, ("pair.hand_over-1", "pair.hand_over-2")),
+        ("asyncio", True, ("hand", "hand-2")),
+    ],
+)
 def test_pool_work_keeps_its_name_when_concurrent_tasks_hand_work_over_in_another_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pool: str,
+    named: bool,
+    tasks: tuple[str, str],
 ) -> None:
     """Captured with task x handing its lookup to the pool (asyncio's, anyio's) first and
     a task of another coroutine run before them, replayed with task y first and no such
     task: each lookup's events name the same task in the replay as in the capture (each
     the first submission of the task ``gather`` made for it, named by its coroutine and
-    the order it was created in), and the replay reproduces without divergence."""
+    the order it was created in; two tasks given one name told apart by that order), and
+    the replay reproduces without divergence."""
     monkeypatch.setattr(__name__ + ".POOL", [pool])
+    monkeypatch.setattr(__name__ + ".NAMED", [named])
     monkeypatch.setattr(__name__ + ".EXTRA", [True])
     store = DirectoryStore(tmp_path / "store")
     entry = Entrypoint(kind="callable", target=f"{__name__}:run_pair")
@@ -197,7 +219,7 @@ def test_pool_work_keeps_its_name_when_concurrent_tasks_hand_work_over_in_anothe
     ):
         run_pair()
     recorded = _tasks(store, rec.run_id)
-    assert recorded == {100: f"pair.hand_over-1/{pool}#1", 200: f"pair.hand_over-2/{pool}#1"}
+    assert recorded == {100: f"{tasks[0]}/{pool}#1", 200: f"{tasks[1]}/{pool}#1"}
     monkeypatch.setattr(__name__ + ".FIRST", ["y"])
     monkeypatch.setattr(__name__ + ".EXTRA", [False])
     report = replay(rec.run_id, store=store, times=1)
