@@ -58,7 +58,7 @@ among blocks opened at once (threads). At most :data:`CALL_LABEL_MAX` characters
 CALL_LABEL_MAX = 2000
 NAMING_LABEL = "sandbox.naming"
 NAMING_BY_ORIGIN = "origin"
-"""The label of a run whose asyncio tasks were numbered as the run created them and whose
+"""The label of a run whose asyncio tasks were named as the run created them and whose
 work handed to thread pools was named by its submission
 (:attr:`sandbox.seam.boundary.Boundary.names_by_origin`): one without it was captured
 before that naming, and is replayed naming its tasks and pool work as it was."""

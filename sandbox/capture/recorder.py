@@ -265,7 +265,7 @@ class Recorder:
 
     @property
     def names_by_origin(self) -> bool:
-        """Tasks are numbered as the run creates them and pool work named by its submission
+        """Tasks are named as the run creates them and pool work by its submission
         (:attr:`sandbox.seam.boundary.Boundary.names_by_origin`)."""
         return True
 

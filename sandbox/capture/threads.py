@@ -4,7 +4,7 @@ handed to a ``concurrent.futures`` thread pool (``executor.submit``, ``loop.run_
 ``asyncio.to_thread`` copies it already). A pool's own worker threads are not the run's: they
 outlive it and serve whoever submits next, so each submitted function carries its own
 context instead, and its events are named by the task that submitted it, the pool and the
-order that task submitted work to the pool in (``Task-2/asyncio#3``), not by whichever idle
+order that task submitted work to the pool in (``fetch-2/asyncio#3``), not by whichever idle
 worker took it; so is the work handed to anyio's worker threads. The asyncio tasks a run
 creates are named for the run as it creates them
 (:func:`~sandbox.seam.boundary.task_created`). Outside any run nothing changes. A replay

@@ -169,8 +169,8 @@ class ReplayBoundary(Recorder):
         self.window = Window()
         """Which ``capture.run`` block of the program is the run (see :class:`Window`)."""
         self.origin_naming = True
-        """Whether the run was captured numbering its tasks as it created them and naming
-        its pool work by submission (its label says so: one captured before did not)."""
+        """Whether the run was captured naming its tasks as it created them and its pool
+        work by submission (its label says so: one captured before did not)."""
         self.policies = policies or PolicySet()
         self.blobs = store.get_blob
         prepared = prepare_recording(recording, self.blobs)

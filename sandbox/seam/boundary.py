@@ -125,7 +125,9 @@ class _TaskNumbers:
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
-_numbers_lock = threading.Lock()
+_numbers_lock = threading.RLock()
+"""Re-entrant: a task created while it is held (by a finalizer the garbage collector runs
+there, as an SDK client's ``__del__`` that closes it in a task) names itself under it."""
 _OUTSIDE = _TaskNumbers()
 """The numbering of tasks seen outside any boundary."""
 
@@ -269,11 +271,12 @@ class Boundary(Protocol):
 
     @property
     def names_by_origin(self) -> bool:
-        """Whether, here and now, the asyncio tasks the run creates are numbered as it
-        creates them (:func:`task_created`) and the work it hands to thread pools is named
+        """Whether, here and now, the asyncio tasks the run creates are named as it creates
+        them (:func:`task_created`) and the work it hands to thread pools is named
         by its submission (:func:`pool_work_name`); else tasks are numbered as they first
-        cross and pool work is named by its worker thread (a run captured before this
-        naming, and what a replayed program does outside the run's block)."""
+        cross, as Python numbers them (``Task-3``), and pool work is named by its worker
+        thread (a run captured before this naming, and what a replayed program does
+        outside the run's block)."""
 
 
 # --- installing a boundary -----------------------------------------------------------------
@@ -530,7 +533,7 @@ def pool_work_name(prefix: str) -> str | None:
     """The task name of a function the current task hands now to the thread pool whose
     workers' names begin with ``prefix`` (``asyncio``, ``ThreadPoolExecutor-3``): the
     submitting task's, the pool's and which of that task's submissions to the pool in this
-    run it is (``Task-2/asyncio#1``), not the worker's: which idle worker takes it varies
+    run it is (``fetch-2/asyncio#1``), not the worker's: which idle worker takes it varies
     from run to run, and so does the order in which concurrent tasks (a tool beside a
     framework's callbacks) hand work to one pool, while each task's own order does not.
     ``None`` outside a boundary that names pool work so."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,6 +21,7 @@ from sandbox import capture
 from sandbox.capture.recorder import Recorder
 from sandbox.names import NAMING_LABEL
 from sandbox.replay import replay
+from sandbox.seam import boundary
 from sandbox.snapshot.events import ToolCall
 from sandbox.snapshot.manifest import Entrypoint
 from sandbox.snapshot.store import DirectoryStore
@@ -226,3 +228,30 @@ def test_pool_work_keeps_its_name_when_concurrent_tasks_hand_work_over_in_anothe
     assert report.verdict.reproduced == 1, report.describe()
     assert report.divergences == [None], report.describe()
     assert _tasks(store, report.replays[0]) == recorded
+
+
+def test_a_task_created_while_a_task_is_being_named_is_named_too(tmp_path: Path) -> None:
+    """A task created while another is being named (by a finalizer the garbage collector
+    runs then: an SDK client's ``__del__`` closes it in a task) is named in turn, rather
+    than wait forever on the naming's lock (the replay then hung until its timeout)."""
+    named: list[str] = []
+
+    async def agent() -> None:
+        async def child() -> None:
+            named.append(boundary.task_id())
+
+        with boundary._numbers_lock:  # as while the garbage collector interrupts a naming
+            task = asyncio.create_task(child())
+        await task
+
+    store = DirectoryStore(tmp_path / "store")
+
+    def run() -> None:
+        with capture.run("finalizer", store=store, packages=False):
+            asyncio.run(agent())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "the task's naming waited on its own lock"
+    assert [name.rsplit(".", 2)[-2:] for name in named] == [["agent", "child-1"]]
