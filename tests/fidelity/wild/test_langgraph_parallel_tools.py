@@ -8,31 +8,13 @@ them every time. Captured both ways (:mod:`tests.fidelity.wild.corpus`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from examples._model import last_tool_results
-from sandbox.snapshot.events import HTTPExchange, ToolCall
-from tests.fidelity import harness
-from tests.fidelity.wild.corpus import STYLES, assert_gone, captured, edit, model_env
+from tests.fidelity.wild.corpus import STYLES
+from tests.fidelity.wild.parcels import assert_goes_once_fixed, capture_booking, replay_five
 
 AGENT = "langgraph_parcels"
-PRICES = {"colissimo": "12.40", "dpd": "9.90"}
-FIX = ('min(rates, key=lambda r: r["price"])', 'min(rates, key=lambda r: float(r["price"]))')
-
-
-def parcels_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Asks both carriers at once, then answers."""
-    if not last_tool_results(messages):
-        calls = [{"name": "rate", "arguments": {"carrier": c, "kilos": 4}} for c in PRICES]
-        return {"tool_calls": calls}
-    return {"content": "Both carriers quoted."}
-
-
-def carriers(path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    carrier = body["carrier"]
-    return 200, {"carrier": carrier, "price": PRICES[carrier], "currency": "EUR"}
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -40,25 +22,14 @@ def test_langgraph_parallel_sync_tools_replay_without_divergence(
     tmp_path: Path, style: str
 ) -> None:
     """The booking code compares the prices as strings and books 12.40 over 9.90. Both
-    tools' calls and posts are recorded under the pool's submissions; with the model and
-    the carrier API stopped, five replays reproduce the failure, make every recorded call
-    and do not diverge; the fixed comparison makes it go."""
-    with harness.model(parcels_model) as base, harness.service(carriers, "carriers") as url:
-        run = captured(style, tmp_path, AGENT, {**model_env(base), "CARRIER_URL": url})
-    assert run.exit_code == 1 and run.manifest.failure is not None, run.output
-    assert "booked colissimo at 12.40, 9.9 offered" in run.manifest.failure.reason
-    tools = [e for e in run.events if isinstance(e, ToolCall) and e.name == "rate"]
-    assert sorted(str(e.args["carrier"]) for e in tools) == sorted(PRICES), run.events
-    tasks = sorted(e.task for e in tools)
-    assert all("/asyncio#" in t for t in tasks) and len(set(tasks)) == 2, tasks
-    posts = [e for e in run.events if isinstance(e, HTTPExchange) and e.url.endswith("/rate")]
-    assert sorted(e.task for e in posts) == tasks, [e.task for e in run.events]
-
-    result = harness.replay(run.store, run.run_id, times=5)
-    harness.assert_reproduced_every_time(result, times=5)
+    tools' calls and posts are named by the task that handed each to asyncio's pool (two
+    tasks, each its first submission); with the model and the carrier API stopped, five
+    replays reproduce the failure, make every recorded call and do not diverge; the fixed
+    comparison makes it go."""
+    run, tasks = capture_booking(style, tmp_path, AGENT)
+    tools, posts = tasks[:2], tasks[2:]
+    assert all(t.endswith("/asyncio#1") for t in tools) and len(set(tools)) == 2, tasks
+    assert posts == tools, tasks
+    result = replay_five(run)
     assert result.report["divergences"] == [None] * 5, result.output
-    coverage = result.report["verdict"]["coverage"]
-    assert coverage["made"] == coverage["recorded"], result.output
-
-    edit(tmp_path, AGENT, *FIX)
-    assert_gone(harness.replay(run.store, run.run_id, times=1))
+    assert_goes_once_fixed(run, tmp_path, AGENT)
