@@ -41,18 +41,11 @@ serves its exchanges from the recording makes none of."""
 
 
 @passed_through  # a library's work that it runs is not taken for the sandbox's own
-def _run_as(name: str, context: contextvars.Context, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run submitted work in its submitter's ``context``, its events the task ``name``'s."""
+def _run_as(name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run submitted work (``context.run`` of it, in its submitter's context), its events
+    the task ``name``'s."""
     with boundary.pool_work(name):
-        return context.run(fn, *args, **kwargs)
-
-
-@passed_through
-def _run_named(name: str, fn: Any, /, *args: Any) -> Any:
-    """Run work handed to anyio's worker threads (in the copy of its submitter's context
-    anyio runs it in), its events the task ``name``'s."""
-    with boundary.pool_work(name):
-        return fn(*args)
+        return fn(*args, **kwargs)
 
 
 def _pool_work_name(prefix: str) -> str | None:
@@ -84,7 +77,7 @@ def _inherit_context() -> Undo:
             name = _pool_work_name(getattr(self, "_thread_name_prefix", "") or "pool")
         if name is None:
             return original_submit(self, context.run, fn, *args, **kwargs)
-        return original_submit(self, _run_as, name, context, fn, *args, **kwargs)
+        return original_submit(self, _run_as, name, context.run, fn, *args, **kwargs)
 
     threading.Thread.start = start  # type: ignore[method-assign]
     ThreadPoolExecutor.submit = submit  # type: ignore[method-assign,assignment]
@@ -163,7 +156,7 @@ def _patch_anyio(module: Any, originals: Originals) -> None:
     ) -> Any:
         name = _pool_work_name("anyio") if _carried() else None
         if name is not None:
-            func, args = _run_named, (name, func, *args)
+            func, args = _run_as, (name, func, *args)  # in the context anyio copied
         return await run(cls, func, args, *rest, **kwargs)
 
     setattr(cls, "run_sync_in_worker_thread", classmethod(run_sync_in_worker_thread))  # noqa: B010
