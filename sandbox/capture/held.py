@@ -31,7 +31,8 @@ it held is let go (:meth:`HeldStore.discard`).
 What a crash loses: the runs held (not yet known to be kept, or kept and not finished yet)
 are lost with the process. That is what a crash lost before as well: a run recorded aside
 was never in the store until it ended kept (its folder aside is removed as stale).
-``keep="all"`` is unchanged: its events reach the operating system as they happen.
+``keep="all"`` is unchanged: its events reach the operating system as they happen (those
+made from an exchange's bytes a moment later, on the drain's thread: :mod:`sandbox.capture.drain`).
 """
 
 from __future__ import annotations

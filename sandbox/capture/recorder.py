@@ -4,10 +4,12 @@ A :class:`Recorder` is what ``with sandbox.capture.run(...) as rec`` hands out. 
 capture implementation of :class:`sandbox.seam.boundary.Boundary`, and it also records what
 is not a crossing: state transitions, the final result, timeouts, the failure.
 
-Sequence numbers are allocated and lines written under one lock, so line *n* of
+Sequence numbers are allocated and lines handed on under one lock, so line *n* of
 ``events.jsonl`` is the event with ``seq`` *n*, in completion order. Each line is written with
 one unbuffered ``write`` (see :class:`sandbox.snapshot.store.RunWriter`), so a killed process
-leaves every event written before the kill.
+leaves every event written before the kill: at once for most events, on the drain's thread,
+a moment later, for those made from an exchange's bytes (:meth:`Recorder.emit_later`: see
+:mod:`sandbox.capture.drain`).
 
 A capture fails open: an error of the recorder's own (a full disk, an unwritable store, an
 event it cannot write) never reaches the agent. The first one is written to stderr once, the
@@ -27,6 +29,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, JsonValue
 from pydantic_core import to_jsonable_python
 
+from sandbox.capture import drain
 from sandbox.capture.clock import SystemClock, TimeSource
 from sandbox.errors import CaptureError
 from sandbox.names import FAILURE_EVENT
@@ -306,6 +309,12 @@ class Recorder:
         its blobs under the store's lock, which an event appended under :attr:`_lock`
         may be waiting for."""
         self.closed = False
+        self._drained = not self.replaying and not writer.holds_lines
+        """Whether the lines go to the log through :mod:`sandbox.capture.drain`."""
+        self._handed = 0
+        """Lines handed to the drain (under the lock)."""
+        self._written = 0
+        """Lines the drain wrote (or let go): all of them when it equals :attr:`_handed`."""
         self.uuid4_source: Callable[[], Any] | None = None
         """The run's seeded ``uuid4`` generator (see :mod:`sandbox.capture.ids`)."""
         self.damaged: str | None = None
@@ -424,8 +433,7 @@ class Recorder:
                 # An instant's crossing (a draw) is stamped as it began: where a replay's
                 # clock stands for what the program read just before it (see ReplayBoundary).
                 wall -= max(0.0, mono - call.started)
-            line = _line(event_type, kind, base, (seq, wall, mono))
-            self.writer.append_pending(line, self.redactor.bytes)
+            self._append(_line(event_type, kind, base, (seq, wall, mono)))
             self._seq = seq + 1
             self._count(kind, base["parent_span"], failed=bool(fields.get("error")))
         return seq
@@ -440,15 +448,21 @@ class Recorder:
         size: int,
     ) -> int:
         """:meth:`emit_fields` with the fields that ``build(self)`` makes (``failed``:
-        whether they hold an error), made only if the event leaves memory when the run's
-        lines are held (most such runs are let go: the work would be for nothing; ``size``:
-        about how many bytes the event holds until then); at once otherwise. Its place in
-        the log, times and context are the event's as it happens. ``build`` must read
-        nothing that changes afterwards; an error of it damages the run."""
-        if not self.writer.holds_lines:
+        whether they hold an error), off the agent's path: on the drain's thread when the
+        run's lines go to its log as they come (:mod:`sandbox.capture.drain`), only if the
+        event leaves memory when they are held (most such runs are let go: the work would
+        be for nothing; ``size``: about how many bytes the event holds until then); at once
+        for a replay's recorder, or a held log spilled to disk. Its place in the log, times
+        and context are the event's as it happens. ``build`` must read nothing that changes
+        afterwards; an error of it damages the run."""
+        if not (self._drained or self.writer.holds_lines):
             return self.emit_fields(event_type, call, build(self))
         if self.closed or self.damaged is not None:
             return -1
+        if self._drained and (
+            size > drain.ITEM_BYTES or self._handed - self._written >= drain.LINES
+        ):
+            self._caught_up()  # the agent waits, as it would for its lines made here
         base: dict[str, Any] | None
         if call is None:
             context = _base(None)  # the context's fields: as they are now
@@ -460,7 +474,11 @@ class Recorder:
             seq = self._seq
             stamp = (seq, self._time(), self._monotonic() - self.t0)
             later = _LaterLine(self, event_type, kind, call, base, build, stamp)
-            self.writer.append_pending(later, self.redactor.bytes, size)
+            if self._drained:
+                self._handed += 1
+                drain.put(self._write, later)
+            else:
+                self.writer.append_pending(later, self.redactor.bytes, size)
             self._seq = seq + 1
             self._count(kind, parent, failed=failed)
         return seq
@@ -476,9 +494,26 @@ class Recorder:
         """Append events written elsewhere (a child process's), renumbered after this log's."""
         with self._lock:
             for event in events:
-                line = dump_event(event.model_copy(update={"seq": self._seq}))
-                self.writer.append_raw(self.redactor.bytes(line))
+                self._append(dump_event(event.model_copy(update={"seq": self._seq})))
                 self._seq += 1
+
+    def _append(self, line: bytes) -> None:
+        """Append an event's line, not redacted yet, after those handed to the drain
+        (under the lock)."""
+        if self._caught_up():
+            self.writer.append_pending(line, self.redactor.bytes)
+
+    def _write(self, line: drain.Line) -> None:
+        """Write a line the drain hands back: an error damages the run; nothing once the
+        run is damaged, or closed (a line handed over by a thread that outlived it)."""
+        try:
+            if self.damaged is None and not self.closed:
+                self.writer.append_pending(line, self.redactor.bytes)
+        except Exception as exc:
+            if not self.closed:
+                self.damage(exc)
+        finally:
+            self._written += 1  # on the drain's thread alone
 
     def redact_headers(self, headers: Sequence[tuple[str, str]]) -> dict[str, str]:
         """Headers with sensitive values replaced; those values become secrets everywhere.
@@ -556,6 +591,15 @@ class Recorder:
             self._pending.clear()
         for finish in pending:
             finish()
+        self._caught_up()
+
+    def _caught_up(self) -> bool:
+        """Wait until the drain has written the lines this run handed it (none: at once);
+        whether it did (in 30 s, else the run is damaged)."""
+        if self._written == self._handed or drain.settle():
+            return True
+        self.damage("its events were not written within 30 s")
+        return False
 
     # --- what is not a crossing ----------------------------------------------------------
 

@@ -1,12 +1,17 @@
-"""A local server that speaks the OpenAI and Anthropic wire formats (JSON and SSE)."""
+"""A local server that speaks the OpenAI and Anthropic wire formats (JSON and SSE), a local
+echo server, and a full disk."""
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -237,3 +242,63 @@ def fake_api() -> Iterator[FakeAPI]:
     yield api
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 128 KiB tmpfs: room for a run's folder, none for a large output."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(where)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=False)
+
+
+_ANSWERS = itertools.count(1)
+
+
+class _EchoHandler(BaseHTTPRequestHandler):
+    """Answers a POST with its JSON body echoed (and its ``x-trace`` header), numbered in
+    ``x-answer``; ``/gzip`` compressed, ``/big`` padded with 400 kB."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        answer: dict[str, Any] = {"echo": body, "trace": self.headers.get("x-trace")}
+        if self.path == "/big":
+            answer["padding"] = "p" * 400_000
+        raw = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("x-answer", str(next(_ANSWERS)))
+        if self.path == "/gzip":
+            raw = gzip.compress(raw)
+            self.send_header("content-encoding", "gzip")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    """A local echo server (:class:`_EchoHandler`)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -4,8 +4,6 @@ and the run, where it could be written at all, is marked damaged (never sealed c
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,24 +31,6 @@ class AgentError(Exception):
 
 def _warnings(capsys: pytest.CaptureFixture[str]) -> list[str]:
     return [line for line in capsys.readouterr().err.splitlines() if line.startswith(WARNING)]
-
-
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 128 KiB tmpfs: room for a run's folder, none for a large output."""
-    where = tmp_path / "disk"
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", str(where)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=False)
 
 
 def test_a_store_that_is_a_file_leaves_the_agents_result_unchanged(

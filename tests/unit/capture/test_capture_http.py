@@ -5,54 +5,11 @@ cut short."""
 
 from __future__ import annotations
 
-import gzip
-import itertools
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-
 import httpx
-import pytest
 
 from sandbox import capture
 from sandbox.snapshot.events import HTTPExchange
 from sandbox.snapshot.store import DirectoryStore
-
-_COUNT = itertools.count(1)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = json.loads(self.rfile.read(length) or b"null")
-        raw = json.dumps({"echo": body, "trace": self.headers.get("x-trace")}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("x-answer", str(next(_COUNT)))
-        if self.path == "/gzip":
-            raw = gzip.compress(raw)
-            self.send_header("content-encoding", "gzip")
-        self.send_header("content-length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _exchanges(store: DirectoryStore, run_id: str) -> list[HTTPExchange]:

@@ -12,24 +12,38 @@ from pathlib import Path
 
 import pytest
 
+from sandbox import capture
 from sandbox.capture import finisher
 from sandbox.capture.worker import Worker
+from sandbox.seam import boundary
+from sandbox.snapshot.store import DirectoryStore
 
 
-def test_items_are_handled_in_order_one_at_a_time_and_a_failure_does_not_stop_the_thread() -> None:
-    """With no gathering each item is its own batch, in the order handed over; an error
-    escaping the handler is passed over and the items after it are still handled."""
+def test_items_queued_meanwhile_are_one_batch_in_order_and_a_failure_does_not_stop_it() -> None:
+    """With no gathering the first item is handed over at once and the items queued while
+    it is handled come next as one batch, in the order handed over; an error escaping the
+    handler is passed over and the items after it are still handled."""
     seen: list[list[int]] = []
+    first = threading.Event()
+    go_on = threading.Event()
 
     def handle(batch: list[int]) -> None:
         seen.append(batch)
-        if batch == [2]:
+        if batch == [1]:
+            first.set()
+            go_on.wait(30)
+        if 2 in batch:
             raise RuntimeError("boom")
 
     worker: Worker[int] = Worker("test-worker", handle)
-    worker.submit([1, 2, 3])
+    worker.submit([1])
+    assert first.wait(30)
+    worker.submit([2, 3])
+    go_on.set()
     assert worker.wait(30)
-    assert seen == [[1], [2], [3]]
+    worker.submit([4])
+    assert worker.wait(30)
+    assert seen == [[1], [2, 3], [4]]
     assert worker.pending() == 0
 
 
@@ -196,3 +210,15 @@ def test_a_forked_child_starts_with_none_of_the_parents_items(tmp_path: Path) ->
     lines = sorted(line.split() for line in out.read_text().splitlines())
     assert sorted(who for _, who in lines) == ["child", "parent"]
     assert dict((who, int(p)) for p, who in lines) == {"child": pid, "parent": os.getpid()}
+
+
+def test_a_thread_started_inside_a_run_works_outside_it(store: DirectoryStore) -> None:
+    """A worker first handed an item inside a run starts its thread outside the run's
+    context: what the thread does is no run's."""
+    seen: list[object] = []
+    worker: Worker[int] = Worker("test-context", lambda batch: seen.append(boundary.current()))
+    with capture.run("inside", store=store, services="none"):
+        assert boundary.current() is not None
+        worker.submit([1])
+        assert worker.wait(30)
+    assert seen == [None]
