@@ -1,11 +1,12 @@
 """One background thread that does a kind of work handed over to it, in order.
 
-Capture hands three kinds of work off the agent's path: making and writing the events of
-HTTP exchanges (:mod:`sandbox.capture.drain`), finishing a kept run
+Capture hands two kinds of work off the agent's path this way: finishing a kept run
 (:mod:`sandbox.capture.finisher`) and making written files durable
 (:mod:`sandbox.capture.durable`). Each is a :class:`Worker`: a daemon thread started on the
 first item (outside any run, whichever run's code handed it over), a count of the items not
-done yet, a wait for them, and the interpreter waiting for them at exit.
+done yet, a wait for them, and the interpreter waiting for them at exit. (The events of
+HTTP exchanges, handed over at every exchange, have a leaner thread of their own:
+:mod:`sandbox.capture.drain`.)
 
 That wait is :func:`sandbox.capture.exits.at_exit`'s: at the interpreter's exit and at an
 ``os._exit`` too (an RQ work horse ends so after each job, a ``multiprocessing`` child after
@@ -33,9 +34,9 @@ T = TypeVar("T")
 class Worker(Generic[T]):
     """Hands items to ``handle`` on one daemon thread named ``name``.
 
-    The thread hands ``handle`` every item queued when it takes the first, in one batch;
-    with ``gather`` > 0 it first waits that many seconds after an item arrives (or until
-    :meth:`hurry`). ``gathers`` says which items are worth that wait when they come
+    With ``gather`` > 0 the thread waits that many seconds after an item arrives (or until
+    :meth:`hurry`) and hands every item queued by then to ``handle`` in one batch; with 0,
+    one item at a time. ``gathers`` says which items are worth that wait when they come
     first (default: all); one that is not is handed over at once, with whatever is queued
     behind it. ``handle`` handles its own errors: one that escapes is passed over, the
     thread never dies of it. ``at_exit`` is registered with :func:`sandbox.capture.exits.at_exit`
@@ -129,11 +130,12 @@ class Worker(Generic[T]):
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
-            if self._gather > 0 and (self._gathers is None or self._gathers(batch[0])):
-                self._hurry.wait(self._gather)
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    batch.append(self._queue.get_nowait())
+            if self._gather > 0:
+                if self._gathers is None or self._gathers(batch[0]):
+                    self._hurry.wait(self._gather)
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        batch.append(self._queue.get_nowait())
             cpu = self._timed(batch)
             with self._idle:
                 self._pending -= len(batch)

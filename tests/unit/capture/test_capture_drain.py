@@ -2,10 +2,15 @@
 and written on the drain's thread (:mod:`sandbox.capture.drain`), with a real httpx client
 against a local server: in the log they keep their places among the events written on the
 agent's own thread; an error there is one warning and a damaged run, the agent's result
-unchanged; a run with lines waiting on a busy drain waits before handing it more."""
+unchanged; a run with lines waiting on a busy drain waits before handing it more; the
+thread works outside any run, and a forked child has none of its parent's lines."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,8 @@ from sandbox.capture import http as capture_http
 from sandbox.capture.run import DAMAGE_LABEL
 from sandbox.snapshot.events import HTTPExchange, ToolCall
 from sandbox.snapshot.store import DirectoryStore
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @capture.tool
@@ -102,3 +109,53 @@ def test_a_run_with_lines_waiting_on_a_busy_drain_waits_before_handing_more(
     assert order == ["drain let go", "third exchange returned"]
     bodies = [e.request_body for e in store.load_events(rec.run_id) if isinstance(e, HTTPExchange)]
     assert bodies == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
+_INSIDE = textwrap.dedent(
+    """
+    import sys
+    from sandbox import capture
+    from sandbox.capture import drain
+    from sandbox.seam import boundary
+
+    seen = []
+    with capture.run("inside", store=sys.argv[1], services="none"):
+        assert boundary.current() is not None
+        drain.put(lambda line: seen.append(boundary.current()), b"")
+        assert drain.settle(30)
+    print(seen)
+    """
+)
+
+
+def test_the_thread_started_inside_a_run_works_outside_it(tmp_path: Path) -> None:
+    """In a fresh process the drain's thread starts inside a run (on its first line): what
+    the thread does is no run's."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INSIDE, str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[None]"
+
+
+def test_a_forked_child_has_none_of_its_parents_lines() -> None:
+    """A child forked while the parent's thread is busy with a line starts with no thread
+    and no lines: waiting for its own returns at once, the parent's line is not written
+    there (it stays the parent's)."""
+    release = threading.Event()
+    written: list[str] = []
+    drain.put(lambda line: (release.wait(30), written.append("parent's line")), b"")
+    pid = os.fork()
+    if pid == 0:  # the child
+        ok = drain.settle(5) and written == []
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    release.set()
+    assert drain.settle(30)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert written == ["parent's line"]
