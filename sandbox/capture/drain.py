@@ -72,7 +72,7 @@ def _start() -> None:
     global _thread
     with _starting:
         if _thread is None:
-            exits.at_exit(_at_exit)
+            exits.at_exit(settle)
             thread = threading.Thread(target=_run, args=(_queue,), name="sandbox-events")
             thread.daemon = True
             contextvars.Context().run(thread.start)  # no run's: its work is unseen
@@ -95,10 +95,6 @@ def settle(timeout: float | None = 30.0) -> bool:
     mark = threading.Event()
     _queue.put(mark)
     return mark.wait(timeout)
-
-
-def _at_exit() -> None:
-    settle(30.0)
 
 
 def _after_fork() -> None:

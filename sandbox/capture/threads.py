@@ -132,7 +132,7 @@ def _number_tasks() -> Undo:
     def undo() -> None:
         if cls.create_task is create_task:
             cls.create_task = original  # type: ignore[method-assign]
-        if set_name is not None and getattr(asyncio.tasks, "_set_task_name", None) is named:
+        if getattr(asyncio.tasks, "_set_task_name", None) is named:
             setattr(asyncio.tasks, "_set_task_name", set_name)  # noqa: B010
 
     return undo

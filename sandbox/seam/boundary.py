@@ -119,15 +119,26 @@ class _TaskNumbers:
     names: dict[str, str] = field(default_factory=dict)
     """A numbered name (``Task-7``, ``ThreadPoolExecutor-3``) and the one given."""
     counters: dict[str, Iterator[int]] = field(default_factory=dict)
-    """Each kind's next number."""
-    submissions: dict[str, Iterator[int]] = field(default_factory=dict)
-    """Each submitting task's next submission number to each thread pool."""
+    """The next number of each thing counted: a kind first crossing (``Task``), tasks
+    created of a coroutine (``created fetch``) or given one name (``named rate``), a
+    task's submissions to a thread pool (``submitted main/tools``)."""
+
+    def count(self, key: str, first: int = 1) -> int:
+        """The next number of ``key``, from ``first`` (under :data:`_numbers_lock`)."""
+        return next(self.counters.setdefault(key, itertools.count(first)))
 
 
 _task_numbers: weakref.WeakKeyDictionary[object, _TaskNumbers] = weakref.WeakKeyDictionary()
 _numbers_lock = threading.RLock()
 """Re-entrant: a task created while it is held (by a finalizer the garbage collector runs
 there, as an SDK client's ``__del__`` that closes it in a task) names itself under it."""
+
+
+def _numbers(owner: object) -> _TaskNumbers:
+    """The numbering of ``owner``'s tasks (under :data:`_numbers_lock`)."""
+    return _task_numbers.setdefault(owner, _TaskNumbers())
+
+
 _OUTSIDE = _TaskNumbers()
 """The numbering of tasks seen outside any boundary."""
 
@@ -512,12 +523,13 @@ def _stable_name(found: re.Match[str]) -> str:
     given = numbers.names.get(key) if numbers is not None else None
     if given is None:
         with _numbers_lock:
-            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
+            numbers = _numbers(owner)
             given = numbers.names.get(key)
             if given is None:
-                first = _FIRST_NUMBER.get(found["kind"], 1)
-                counter = numbers.counters.setdefault(found["kind"], itertools.count(first))
-                given = numbers.names[key] = f"{found['kind']}-{next(counter)}"
+                kind = found["kind"]
+                given = numbers.names[key] = (
+                    f"{kind}-{numbers.count(kind, _FIRST_NUMBER.get(kind, 1))}"
+                )
     return given + found["rest"]
 
 
@@ -545,9 +557,7 @@ def pool_work_name(prefix: str) -> str | None:
     pool = _stable_name(found) if found is not None else prefix
     key = f"{submitter}/{pool}"
     with _numbers_lock:
-        numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-        counter = numbers.submissions.setdefault(key, itertools.count(1))
-        return f"{key}#{next(counter)}"
+        return f"{key}#{_numbers(owner).count(f'submitted {key}')}"
 
 
 def task_created(task: asyncio.Task[Any]) -> None:
@@ -573,13 +583,13 @@ def task_created(task: asyncio.Task[Any]) -> None:
         made = str(getattr(coro, "__qualname__", "") or type(coro).__qualname__)
         made = made.replace("<locals>.", "")  # ``outer.inner``
         with _numbers_lock:
-            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-            counter = numbers.counters.setdefault(f"created {made}", itertools.count(1))
-            numbers.names[f"{found['kind']}-{found['number']}"] = f"{made}-{next(counter)}"
+            numbers = _numbers(owner)
+            numbers.names[f"{found['kind']}-{found['number']}"] = (
+                f"{made}-{numbers.count(f'created {made}')}"
+            )
     elif found is None:
         with _numbers_lock:
-            numbers = _task_numbers.setdefault(owner, _TaskNumbers())
-            nth = next(numbers.counters.setdefault(f"named {name}", itertools.count(1)))
+            nth = _numbers(owner).count(f"named {name}")
         if nth > 1:
             _renamed[task] = f"{name}-{nth}"
 
